@@ -1,0 +1,98 @@
+# httpdcnode: comet push server with an Erlang C-node bridge.
+# `make` builds the server, the load client and the Erlang modules.
+# `make test` installs missing Debian packages first, then builds and runs every test.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+VERSION := 0.1.0
+
+# erl_interface is found from the installed Erlang, never from a hard-coded OTP path.
+# Recursive (=) so that `make deps` works before Erlang is installed.
+EI_DIR   = $(shell erl -noshell -eval 'io:format("~s",[code:lib_dir(erl_interface)]),halt().' 2>/dev/null)
+EV_CFLAGS = $(shell pkg-config --cflags libevent libevent_pthreads)
+EV_LIBS   = $(shell pkg-config --libs libevent libevent_pthreads)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Iinclude $(EV_CFLAGS) \
+             -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
+LDLIBS_SERVER = $(EV_LIBS) -L$(EI_DIR)/lib -lei -lpthread
+
+# Server sources: everything in src/ except main.c also goes into the unit tests.
+SRV_LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
+SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=build/%.o)
+
+CLIENT_SRC := $(wildcard tools/httpclient/*.c)
+CLIENT_OBJ := $(CLIENT_SRC:tools/httpclient/%.c=build/client/%.o)
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=build/tests/%)
+
+ERL_SRC   := $(wildcard tools/erlang/src/*.erl)
+ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
+ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
+ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
+TERL_SRC  := $(wildcard tests/erlang/*.erl)
+TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
+
+.PHONY: all deps test unit-test erl-test bench run install clean check-ei
+
+all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) $(ERL_BEAM) $(ERL_APPF)
+
+check-ei:
+	@test -n "$(EI_DIR)" || { echo "Erlang (erl) not found: run 'make deps' or 'scripts/install-deps.sh' first"; exit 1; }
+
+build/%.o: src/%.c $(wildcard include/*.h) | build
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+build/client/%.o: tools/httpclient/%.c $(wildcard tools/httpclient/*.h) | build
+	@mkdir -p build/client
+	$(CC) $(ALL_CFLAGS) -Itools/httpclient -c -o $@ $<
+
+httpdcnode: build/main.o $(SRV_LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_SERVER)
+
+httpclient: $(CLIENT_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) -lm
+
+build:
+	@mkdir -p build build/tests build/tests/ebin
+
+tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
+	@mkdir -p tools/erlang/ebin
+	erlc -Wall -o tools/erlang/ebin $<
+
+tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
+	@mkdir -p tools/erlang/ebin
+	cp $< $@
+
+build/tests/ebin/%.beam: tests/erlang/%.erl | build
+	erlc -Wall -o build/tests/ebin $<
+
+build/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | build
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lcmocka
+
+deps:
+	scripts/install-deps.sh
+
+# The one command that passes the tests on a fresh Debian 12 machine.
+test: deps
+	$(MAKE) all
+	$(MAKE) $(UNIT_BIN) $(TERL_BEAM)
+	scripts/run-tests.sh
+
+bench: deps
+	$(MAKE) all
+	scripts/bench.sh
+
+# Starts epmd, the server in the background and an Erlang master shell in the foreground.
+run: deps
+	$(MAKE) all
+	scripts/run.sh
+
+install: httpdcnode
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 httpdcnode $(DESTDIR)$(PREFIX)/bin/httpdcnode
+
+clean:
+	rm -rf build httpdcnode httpclient tools/erlang/ebin/*.beam tools/erlang/ebin/*.app

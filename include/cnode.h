@@ -1,0 +1,15 @@
+/* The Erlang C-node thread: connects out to the master (and keeps doing
+ * so), publishes itself to epmd, accepts other nodes, decodes their
+ * messages and hands them to the event loop. It is the only user of the
+ * Erlang sockets. */
+#ifndef HTTPDCNODE_CNODE_H
+#define HTTPDCNODE_CNODE_H
+
+#include "handoff.h"
+#include "options.h"
+
+int cnode_start(const struct options *opts, struct handoff *to_loop);
+/* Closes the Erlang connections and joins the thread. */
+void cnode_stop(void);
+
+#endif

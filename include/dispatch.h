@@ -1,0 +1,15 @@
+/* The loop side of the hand-off: applies each message to the streams. */
+#ifndef HTTPDCNODE_DISPATCH_H
+#define HTTPDCNODE_DISPATCH_H
+
+#include <event2/event.h>
+
+#include "handoff.h"
+
+int dispatch_start(struct event_base *base, struct handoff *in);
+void dispatch_stop(void);
+
+/* Ends every stream with the terminating chunk (shutdown). */
+void dispatch_end_all_streams(void);
+
+#endif

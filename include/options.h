@@ -1,0 +1,28 @@
+/* Command-line options of the server. */
+#ifndef HTTPDCNODE_OPTIONS_H
+#define HTTPDCNODE_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DEFAULT_MAX_USERS (17u * 65536u)
+
+struct options {
+    char listen_host[64];      /* --listen ADDR:PORT */
+    uint16_t listen_port;
+    char name[256];            /* --name alive@host, this C-node */
+    char master[256];          /* --master node to connect out to; "" for none */
+    char cookie[256];          /* --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */
+    char presence[256];        /* --presence NAME on the master, "" for none */
+    uint32_t max_users;        /* uids 1..max_users */
+    uint32_t max_message;      /* bytes per message payload */
+    uint32_t max_conns_per_uid;
+    uint32_t max_backlog;      /* unsent bytes per stream before it is ended */
+    int verbosity;             /* 0 quiet, 1 default, 2 verbose */
+};
+
+/* Parses argv into opts. Returns 0 to run, 1 when --help/--version was
+ * handled (exit 0), -1 after printing one error line on stderr (exit 2). */
+int options_parse(struct options *opts, int argc, char **argv);
+
+#endif

@@ -1,0 +1,61 @@
+/* A lean streaming connection: what is left of an HTTP request once its
+ * headers and welcome chunk went out through evhttp. */
+#ifndef HTTPDCNODE_STREAM_H
+#define HTTPDCNODE_STREAM_H
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <stdint.h>
+
+struct evhttp_request;
+struct outbuf;
+
+enum stream_state {
+    STREAM_WELCOMING = 1,   /* evhttp still owns the socket and flushes the welcome */
+    STREAM_DETACHED,        /* we own the socket; ev watches it */
+};
+
+/* Cost per stream: this struct is 152 bytes (a glibc chunk of 160),
+ * plus libevent's per-fd entry (32 B chunk) and its fd-indexed pointer
+ * (8 B), plus the uid table slot it shares with its uid. An outbuf exists
+ * only while the kernel would not take a write. */
+struct stream {
+    union {
+        struct event ev;             /* 128: EV_READ for EOF, + EV_WRITE while backlogged */
+        struct evhttp_request *req;  /* while STREAM_WELCOMING */
+    } u;
+    struct stream *next;             /* 8: next older stream of the same uid */
+    struct outbuf *out;              /* 8: unsent bytes, NULL when idle */
+    uint32_t uid;                    /* 4 */
+    uint8_t state;                   /* 1: enum stream_state */
+    uint8_t chunked;                 /* 1: HTTP/1.1 chunked, else raw HTTP/1.0 */
+};
+
+struct stream_config {
+    struct event_base *base;
+    uint32_t max_backlog;
+};
+
+void stream_configure(const struct stream_config *cfg);
+
+/* A stream for uid whose welcome evhttp is still sending. */
+struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int chunked);
+
+/* Takes over fd (already detached from evhttp): watches it for EOF and
+ * writes what was queued during the welcome. Returns -1 (stream freed)
+ * if that fails. */
+int stream_attach_fd(struct stream *s, int fd);
+
+/* Writes one message; chunked framing when the stream is chunked. Returns
+ * 0 when written or queued, -1 when the stream was ended (error or slow
+ * consumer; it is freed then). */
+int stream_send(struct stream *s, const char *data, uint32_t len);
+
+/* Ends a stream on purpose: terminating chunk when chunked, then close and
+ * free. Reason is counted by the caller. */
+void stream_end(struct stream *s);
+
+/* Frees a stream whose client left during the welcome (no fd yet). */
+void stream_free_welcoming(struct stream *s);
+
+#endif

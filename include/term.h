@@ -1,0 +1,60 @@
+/* Decoding of the Erlang terms the C-node accepts. Pure: no I/O, no
+ * allocation, so every accepted and rejected shape is unit-tested.
+ *
+ *   {Uid, Data}             Data to every stream of Uid
+ *   {[Uid, ...], Data}      the same to each listed uid
+ *   {broadcast, Data}       to every stream
+ *   {kick, Uid}             end Uid's streams
+ *   {Pid, Ref, Uid | [Uid], Data}   as {Uid, Data}, replies {Ref, N} to Pid
+ *   {Pid, Ref, stats}       replies {Ref, #{...}} to Pid
+ *
+ * Data is a binary, a string or any iolist; it must not be empty (an empty
+ * chunk would end a chunked stream). */
+#ifndef HTTPDCNODE_TERM_H
+#define HTTPDCNODE_TERM_H
+
+#include <ei.h>
+#include <stdint.h>
+
+enum term_kind { TERM_UNICAST = 1, TERM_MULTICAST, TERM_BROADCAST, TERM_KICK, TERM_STATS };
+
+enum term_error {
+    TERM_OK = 0,
+    TERM_BAD_SHAPE,   /* not one of the shapes above */
+    TERM_BAD_UID,     /* uid not an integer in 1..max_users */
+    TERM_TOO_BIG,     /* payload over max_message, or uid list too long */
+    TERM_EMPTY,       /* empty payload */
+};
+
+struct term_limits {
+    uint32_t max_users;
+    uint32_t max_message;
+    uint32_t max_uids;     /* longest accepted uid list */
+};
+
+struct term_view {
+    enum term_kind kind;
+    uint32_t uid;          /* TERM_UNICAST, TERM_KICK */
+    uint32_t nuids;        /* TERM_MULTICAST */
+    int uids_index;        /* where the uid list starts in buf */
+    int payload_index;     /* where Data starts in buf */
+    uint32_t payload_len;
+    int has_reply;         /* the {Pid, Ref, ...} forms */
+    int reply_index;       /* where Pid starts in buf */
+    int reply_len;         /* bytes of Pid and Ref, encoded */
+};
+
+/* Checks the term at buf[index] (index just past the version byte) and
+ * fills v. Everything is validated here, so the copies below cannot fail. */
+enum term_error term_parse(const char *buf, int index, const struct term_limits *lim,
+                           struct term_view *v);
+
+/* Copies the uid list of a TERM_MULTICAST view into out[nuids]. */
+void term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out);
+
+/* Copies the payload (flattening an iolist) into out[payload_len]. */
+void term_copy_payload(const char *buf, const struct term_view *v, char *out);
+
+const char *term_error_str(enum term_error e);
+
+#endif

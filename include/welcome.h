@@ -1,0 +1,21 @@
+/* The handshake of a stream: evhttp sends the headers and the welcome
+ * chunk; once they are flushed the socket leaves evhttp for a lean stream. */
+#ifndef HTTPDCNODE_WELCOME_H
+#define HTTPDCNODE_WELCOME_H
+
+#include <stdint.h>
+
+struct evhttp_request;
+struct stream;
+
+/* Opens /dev/null once: its descriptor is put over evhttp's socket number. */
+int welcome_init(void);
+
+/* Starts the reply to GET /test/uid and returns the new stream, already in
+ * the uid table, or NULL when the request was answered otherwise. */
+struct stream *welcome_start(struct evhttp_request *req, uint32_t uid);
+
+/* Ends a stream still in its welcome: evhttp closes the connection. */
+void welcome_abort(struct stream *s);
+
+#endif

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that building and testing need, only those missing.
+# Idempotent: a machine that has everything runs no apt-get at all.
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config libevent-dev   # server and load client
+  erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
+  libcmocka-dev                             # C unit tests
+  curl                                      # HTTP checks in the tests
+  gnuplot-nox                               # plots in `make bench`
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: need root to apt-get install ${missing[*]}; run as root or install them by hand" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,125 @@
+/* Applies hand-off records to streams, on the event-loop thread only. */
+#include "dispatch.h"
+#include "cmd.h"
+#include "log.h"
+#include "stats.h"
+#include "stream.h"
+#include "uidtable.h"
+
+/* Records applied per wakeup before the loop serves sockets again. */
+#define DRAIN_BUDGET 4096
+
+static struct event *wakeup_ev;
+static struct handoff *inbox;
+
+/* Writes to every stream of uid; returns how many took it. */
+static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
+{
+    uint32_t n = 0;
+    struct stream *s = uidtable_first(uid), *next;
+    for (; s; s = next) {
+        next = s->next;               /* s may be freed by a failed write */
+        if (stream_send(s, data, len) == 0)
+            n++;
+    }
+    return n;
+}
+
+static uint32_t deliver_all(const char *data, uint32_t len)
+{
+    uint32_t n = 0, high = uidtable_high();
+    for (uint32_t uid = 1; uid <= high; uid++)
+        if (uidtable_first(uid))
+            n += deliver(uid, data, len);
+    return n;
+}
+
+static void kick(uint32_t uid)
+{
+    struct stream *s = uidtable_first(uid), *next;
+    for (; s; s = next) {
+        next = s->next;
+        loop_stats.kicked++;
+        stream_end(s);
+    }
+}
+
+static void apply(void *body, size_t size, void *ctx)
+{
+    (void)size;
+    (void)ctx;
+    struct cmd *c = body;
+    uint32_t n = 0;
+
+    loop_stats.msgs_applied++;
+    switch (c->kind) {
+    case CMD_UNICAST:
+        n = deliver(c->uid, cmd_payload(c), c->payload_len);
+        if (n == 0)
+            loop_stats.dropped_no_conn++;
+        break;
+    case CMD_MULTICAST:
+        for (uint32_t i = 0; i < c->nuids; i++) {
+            uint32_t k = deliver(cmd_uids(c)[i], cmd_payload(c), c->payload_len);
+            if (k == 0)
+                loop_stats.dropped_no_conn++;
+            n += k;
+        }
+        break;
+    case CMD_BROADCAST:
+        n = deliver_all(cmd_payload(c), c->payload_len);
+        break;
+    case CMD_KICK:
+        kick(c->uid);
+        break;
+    default:
+        break;
+    }
+    loop_stats.deliveries += n;
+    loop_stats.bytes_out += (uint64_t)n * c->payload_len;
+}
+
+static void on_wakeup(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    size_t budget = DRAIN_BUDGET, n;
+
+    handoff_clear_wakeup(inbox);
+    while (budget > 0 && (n = handoff_drain(inbox, budget, apply, NULL)) > 0)
+        budget -= n;
+    if (budget == 0)
+        event_active(wakeup_ev, EV_READ, 0);   /* more is waiting: after the sockets */
+}
+
+int dispatch_start(struct event_base *base, struct handoff *in)
+{
+    inbox = in;
+    wakeup_ev = event_new(base, handoff_wakeup_fd(in), EV_READ | EV_PERSIST, on_wakeup, NULL);
+    if (!wakeup_ev || event_add(wakeup_ev, NULL) != 0) {
+        log_msg(LOG_ERROR, "cannot watch the hand-off eventfd");
+        return -1;
+    }
+    return 0;
+}
+
+void dispatch_stop(void)
+{
+    if (wakeup_ev) {
+        event_free(wakeup_ev);
+        wakeup_ev = NULL;
+    }
+}
+
+void dispatch_end_all_streams(void)
+{
+    uint32_t high = uidtable_high();
+    for (uint32_t uid = 1; uid <= high; uid++) {
+        struct stream *s = uidtable_first(uid), *next;
+        for (; s; s = next) {
+            next = s->next;
+            stream_end(s);
+        }
+    }
+}

@@ -1,0 +1,214 @@
+/* Request routing and error replies. Streams leave evhttp in welcome.c. */
+#include "http_front.h"
+#include "log.h"
+#include "stats.h"
+#include "stream.h"
+#include "uid.h"
+#include "uidtable.h"
+#include "welcome.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Descriptors kept free for the detach dup, Erlang links and log files. */
+#define FD_RESERVE 32
+
+static struct evhttp *http;
+static const struct options *options;
+static int fd_ceiling;          /* accepted sockets at or above this get 503 */
+static int spare_fd = -1;       /* released to accept-and-refuse when fds run out */
+
+static void reply_text(struct evhttp_request *req, int code, const char *reason,
+                       const char *body)
+{
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, body, strlen(body));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; charset=utf-8");
+    evhttp_send_reply(req, code, reason, buf);
+    evbuffer_free(buf);
+}
+
+static void reply_stats(struct evhttp_request *req)
+{
+    char json[2048];
+    size_t n = stats_format_json(json, sizeof json);
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, json, n);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_send_reply(req, HTTP_OK, "OK", buf);
+    evbuffer_free(buf);
+}
+
+static int request_fd(struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    return bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
+}
+
+/* Makes room for one more stream of uid: ends its oldest at the limit. */
+static void evict_oldest_if_full(uint32_t uid)
+{
+    if (uidtable_count(uid) < options->max_conns_per_uid)
+        return;
+    struct stream *oldest = uidtable_oldest(uid);
+    loop_stats.evicted++;
+    stream_end(oldest);
+}
+
+static void serve_stream(struct evhttp_request *req, const char *uid_text)
+{
+    uint32_t uid;
+    char body[64];
+
+    switch (uid_parse(uid_text, options->max_users, &uid)) {
+    case UID_INVALID:
+        loop_stats.http_not_found++;
+        reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
+        return;
+    case UID_TOO_BIG:
+        loop_stats.http_too_big++;
+        snprintf(body, sizeof body, "Max uid allowed is %u", options->max_users);
+        reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body);
+        return;
+    case UID_OK:
+        break;
+    }
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "text/html; charset=utf-8");
+        evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+        return;
+    }
+    if (request_fd(req) >= fd_ceiling) {
+        loop_stats.http_no_fds++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
+                   "Server is at its connection limit, try again later");
+        return;
+    }
+    evict_oldest_if_full(uid);
+    welcome_start(req, uid);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+        loop_stats.http_bad_method++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+        reply_text(req, 405, "Method Not Allowed", "Only GET and HEAD are served");
+        return;
+    }
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    if (path && strncmp(path, "/test/", 6) == 0) {
+        serve_stream(req, path + 6);
+    } else if (path && strcmp(path, "/stats") == 0) {
+        reply_stats(req);
+    } else {
+        loop_stats.http_not_found++;
+        reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
+    }
+}
+
+/* accept() failed. On EMFILE/ENFILE, free the spare descriptor to accept
+ * one connection and refuse it, so the listener does not spin on a
+ * connection it can never take. */
+static void on_accept_error(struct evconnlistener *listener, void *arg)
+{
+    (void)arg;
+    int err = errno;
+    if (err != EMFILE && err != ENFILE) {
+        log_msg(LOG_ERROR, "accept failed: %s", strerror(err));
+        return;
+    }
+    static const char refusal[] =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+        "Content-Length: 50\r\nConnection: close\r\n\r\n"
+        "Server is at its connection limit, try again later";
+    close(spare_fd);
+    int fd = accept4(evconnlistener_get_fd(listener), NULL, NULL, SOCK_NONBLOCK);
+    if (fd >= 0) {
+        (void)!send(fd, refusal, sizeof refusal - 1, MSG_NOSIGNAL);
+        close(fd);
+        loop_stats.http_no_fds++;
+    }
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static int set_fd_ceiling(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        log_msg(LOG_ERROR, "getrlimit(RLIMIT_NOFILE): %m");
+        return -1;
+    }
+    /* Use the hard limit: every stream is a descriptor. */
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur <= FD_RESERVE * 2) {
+        log_msg(LOG_ERROR, "open-files limit %lu is too low; raise it with ulimit -n",
+                (unsigned long)rl.rlim_cur);
+        return -1;
+    }
+    fd_ceiling = rl.rlim_cur > 0x7fffffff ? 0x7fffffff : (int)rl.rlim_cur - FD_RESERVE;
+    log_msg(LOG_DEBUG, "open-files limit %lu: up to ~%d streams", (unsigned long)rl.rlim_cur,
+            fd_ceiling);
+    return 0;
+}
+
+int http_front_start(struct event_base *base, const struct options *opts)
+{
+    options = opts;
+    if (set_fd_ceiling() != 0 || welcome_init() != 0)
+        return -1;
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    http = evhttp_new(base);
+    if (!http) {
+        log_msg(LOG_ERROR, "evhttp_new failed");
+        return -1;
+    }
+    /* Every method is parsed so that we can answer 405 (evhttp says 501). */
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                         EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                         EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                         EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+    evhttp_set_max_headers_size(http, 8192);
+    evhttp_set_max_body_size(http, 8192);
+    evhttp_set_timeout(http, 30);       /* for requests still being read */
+    evhttp_set_gencb(http, on_request, NULL);
+
+    struct evhttp_bound_socket *bound =
+        evhttp_bind_socket_with_handle(http, opts->listen_host, opts->listen_port);
+    if (!bound) {
+        log_msg(LOG_ERROR, "cannot listen on %s:%u: %m (port in use? pick another with --listen)",
+                opts->listen_host, opts->listen_port);
+        return -1;
+    }
+    evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound), on_accept_error);
+    log_msg(LOG_INFO, "listening on http://%s:%u/test/UID", opts->listen_host,
+            opts->listen_port);
+    return 0;
+}
+
+void http_front_stop(void)
+{
+    if (http) {
+        evhttp_free(http);
+        http = NULL;
+    }
+}

@@ -1,0 +1,92 @@
+/* httpdcnode: start-up, signals and shutdown. */
+#include "cnode.h"
+#include "dispatch.h"
+#include "handoff.h"
+#include "http_front.h"
+#include "log.h"
+#include "options.h"
+#include "stream.h"
+#include "uidtable.h"
+
+#include <event2/event.h>
+#include <signal.h>
+#include <stdlib.h>
+
+/* Room for messages the loop has not applied yet; past it the C-node stops
+ * reading and Erlang's distribution buffers hold the rest. */
+#define HANDOFF_BYTES (32u << 20)
+
+static struct event_base *base;
+static int shutting_down;
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    (void)arg;
+    if (shutting_down)
+        return;
+    shutting_down = 1;
+    log_msg(LOG_INFO, "signal %d: ending every stream and exiting", (int)sig);
+    http_front_stop();
+    dispatch_end_all_streams();
+    cnode_stop();
+    event_base_loopbreak(base);
+}
+
+static struct event_base *new_base(void)
+{
+    /* Ignore EVENT_* variables: the epoll changelist they can enable defers
+     * deletes, which the stream detach relies on being immediate. */
+    struct event_config *cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_IGNORE_ENV);
+    struct event_base *b = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return b;
+}
+
+int main(int argc, char **argv)
+{
+    struct options opts;
+    int r = options_parse(&opts, argc, argv);
+    if (r != 0)
+        return r > 0 ? 0 : 2;
+    log_set_level(opts.verbosity);
+    signal(SIGPIPE, SIG_IGN);
+
+    base = new_base();
+    if (!base) {
+        log_msg(LOG_ERROR, "cannot create the event loop");
+        return 1;
+    }
+    if (uidtable_init(opts.max_users, NULL) != 0) {
+        log_msg(LOG_ERROR, "cannot allocate the uid table for %u users; lower --max-users",
+                opts.max_users);
+        return 1;
+    }
+    stream_configure(&(struct stream_config){.base = base, .max_backlog = opts.max_backlog});
+
+    struct handoff *inbox = handoff_new(HANDOFF_BYTES);
+    if (!inbox) {
+        log_msg(LOG_ERROR, "cannot allocate the hand-off queue");
+        return 1;
+    }
+    if (dispatch_start(base, inbox) != 0 || http_front_start(base, &opts) != 0 ||
+        cnode_start(&opts, inbox) != 0)
+        return 1;
+
+    struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
+    struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
+    evsignal_add(sigint, NULL);
+    evsignal_add(sigterm, NULL);
+
+    event_base_dispatch(base);
+
+    event_free(sigint);
+    event_free(sigterm);
+    dispatch_stop();
+    event_base_free(base);
+    handoff_free(inbox);
+    uidtable_free();
+    log_msg(LOG_INFO, "stopped");
+    return 0;
+}

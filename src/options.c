@@ -1,0 +1,185 @@
+/* Command-line parsing. Every bad value is one clear line and exit 2. */
+#include "options.h"
+#include "cookie.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "Usage: httpdcnode [options]\n"
+    "Comet push server: holds streaming HTTP connections (GET /test/UID) and\n"
+    "writes to them what Erlang nodes send to its C-node.\n"
+    "\n"
+    "  --listen ADDR:PORT       HTTP address (default 0.0.0.0:8000)\n"
+    "  --name ALIVE@HOST        this C-node's name (default c1@localhost)\n"
+    "  --master NODE@HOST       Erlang node to connect to and keep connected to\n"
+    "                           (default httpdmaster@localhost; \"\" for none)\n"
+    "  --cookie COOKIE          Erlang cookie (default $ERLANG_COOKIE, then ~/.erlang.cookie)\n"
+    "  --presence NAME          send {httpdcnode, Node, up|down|snapshot, Uids}\n"
+    "                           to the process registered as NAME on the master\n"
+    "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
+    "  --max-message BYTES      largest message payload (default 65536)\n"
+    "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
+    "  --max-backlog BYTES      unsent bytes a stream may hold before it is ended\n"
+    "                           as a slow consumer (default 1048576)\n"
+    "  -v, --verbose            log connections and Erlang traffic too\n"
+    "  -q, --quiet              log errors only\n"
+    "  -h, --help               this text\n"
+    "      --version            print the version\n";
+
+enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
+       OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_VERSION };
+
+static const struct option long_opts[] = {
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"master", required_argument, NULL, OPT_MASTER},
+    {"cookie", required_argument, NULL, OPT_COOKIE},
+    {"presence", required_argument, NULL, OPT_PRESENCE},
+    {"max-users", required_argument, NULL, OPT_MAX_USERS},
+    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
+    {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
+    {"max-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
+    {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int bad(const char *what, const char *value, const char *hint)
+{
+    fprintf(stderr, "httpdcnode: bad %s '%s': %s (see --help)\n", what, value, hint);
+    return -1;
+}
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size)
+        return -1;
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+static int parse_listen(struct options *o, const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    uint32_t port;
+    if (!colon || colon == s || (size_t)(colon - s) >= sizeof o->listen_host ||
+        parse_u32(colon + 1, 1, 65535, &port))
+        return -1;
+    memcpy(o->listen_host, s, (size_t)(colon - s));
+    o->listen_host[colon - s] = '\0';
+    o->listen_port = (uint16_t)port;
+    return 0;
+}
+
+/* alive@host, both parts non-empty, host without further '@'. */
+static int valid_node_name(const char *s)
+{
+    const char *at = strchr(s, '@');
+    return at && at != s && at[1] && !strchr(at + 1, '@') && strlen(s) < 256;
+}
+
+static void set_defaults(struct options *o)
+{
+    memset(o, 0, sizeof *o);
+    strcpy(o->listen_host, "0.0.0.0");
+    o->listen_port = 8000;
+    strcpy(o->name, "c1@localhost");
+    strcpy(o->master, "httpdmaster@localhost");
+    o->max_users = DEFAULT_MAX_USERS;
+    o->max_message = 65536;
+    o->max_conns_per_uid = 8;
+    o->max_backlog = 1u << 20;
+    o->verbosity = 1;
+}
+
+int options_parse(struct options *o, int argc, char **argv)
+{
+    int c;
+    int have_cookie = 0;
+
+    set_defaults(o);
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "vqh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_LISTEN:
+            if (parse_listen(o, optarg))
+                return bad("--listen", optarg, "expected ADDR:PORT, e.g. 0.0.0.0:8000");
+            break;
+        case OPT_NAME:
+            if (!valid_node_name(optarg) || copy_str(o->name, sizeof o->name, optarg))
+                return bad("--name", optarg, "expected alive@host, e.g. c1@localhost");
+            break;
+        case OPT_MASTER:
+            if ((*optarg && !valid_node_name(optarg)) ||
+                copy_str(o->master, sizeof o->master, optarg))
+                return bad("--master", optarg, "expected node@host, or \"\" for none");
+            break;
+        case OPT_COOKIE:
+            if (!*optarg || copy_str(o->cookie, sizeof o->cookie, optarg))
+                return bad("--cookie", "(hidden)", "expected 1 to 255 characters");
+            have_cookie = 1;
+            break;
+        case OPT_PRESENCE:
+            if (!*optarg || copy_str(o->presence, sizeof o->presence, optarg))
+                return bad("--presence", optarg, "expected a registered process name");
+            break;
+        case OPT_MAX_USERS:
+            if (parse_u32(optarg, 1, 1u << 30, &o->max_users))
+                return bad("--max-users", optarg, "expected 1 to 1073741824");
+            break;
+        case OPT_MAX_MESSAGE:
+            if (parse_u32(optarg, 1, 64u << 20, &o->max_message))
+                return bad("--max-message", optarg, "expected 1 to 67108864 bytes");
+            break;
+        case OPT_MAX_CONNS:
+            if (parse_u32(optarg, 1, 1024, &o->max_conns_per_uid))
+                return bad("--max-conns-per-uid", optarg, "expected 1 to 1024");
+            break;
+        case OPT_MAX_BACKLOG:
+            if (parse_u32(optarg, 1024, 1u << 30, &o->max_backlog))
+                return bad("--max-backlog", optarg, "expected 1024 to 1073741824 bytes");
+            break;
+        case 'v': o->verbosity = 2; break;
+        case 'q': o->verbosity = 0; break;
+        case 'h': fputs(usage_text, stdout); return 1;
+        case OPT_VERSION: printf("httpdcnode %s\n", HTTPDCNODE_VERSION); return 1;
+        default:
+            fprintf(stderr, "httpdcnode: unknown or incomplete option '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "httpdcnode: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return -1;
+    }
+    if (o->max_backlog < o->max_message + 32) {
+        fprintf(stderr, "httpdcnode: --max-backlog must hold at least one message "
+                        "(--max-message + 32 bytes)\n");
+        return -1;
+    }
+    if (!have_cookie && cookie_find(o->cookie, sizeof o->cookie) != 0)
+        return -1;
+    return 0;
+}

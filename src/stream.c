@@ -1,0 +1,265 @@
+/* Lean streams: one writev per message when the socket takes it; an
+ * outbuf, and EV_WRITE, only while it does not. */
+#include "stream.h"
+#include "log.h"
+#include "stats.h"
+#include "uidtable.h"
+#include "welcome.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* Bytes a stream could not write yet, in order. */
+struct outbuf {
+    uint32_t off;      /* first unsent byte */
+    uint32_t len;      /* end of unsent bytes */
+    uint32_t cap;
+    char data[];
+};
+
+static const char terminator[] = "0\r\n\r\n";
+
+static struct stream_config config;
+
+void stream_configure(const struct stream_config *cfg) { config = *cfg; }
+
+static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
+
+struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int chunked)
+{
+    struct stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->u.req = req;
+    s->uid = uid;
+    s->state = STREAM_WELCOMING;
+    s->chunked = (uint8_t)chunked;
+    loop_stats.streams_open++;
+    loop_stats.streams_total++;
+    return s;
+}
+
+static void stream_free(struct stream *s)
+{
+    uidtable_remove(s);
+    free(s->out);
+    free(s);
+    loop_stats.streams_open--;
+}
+
+void stream_free_welcoming(struct stream *s) { stream_free(s); }
+
+static void stream_close(struct stream *s)
+{
+    if (s->state == STREAM_WELCOMING) {
+        welcome_abort(s);     /* frees s through the same path */
+        return;
+    }
+    event_del(&s->u.ev);
+    close(stream_fd(s));
+    stream_free(s);
+}
+
+/* Appends n bytes to the backlog; -1 when it would pass --max-backlog. */
+static int outbuf_append(struct stream *s, const char *p, size_t n)
+{
+    struct outbuf *o = s->out;
+    size_t pending = o ? o->len - o->off : 0;
+
+    if (pending + n > config.max_backlog)
+        return -1;
+    if (!o || o->len + n > o->cap) {
+        size_t cap = o ? o->cap : 0;
+        if (o && o->off > 0) {              /* slide unsent bytes to the front */
+            memmove(o->data, o->data + o->off, pending);
+            o->len = (uint32_t)pending;
+            o->off = 0;
+        }
+        if (pending + n > cap) {
+            size_t want = cap ? cap * 2 : 4096;
+            while (want < pending + n)
+                want *= 2;
+            if (want > config.max_backlog)
+                want = config.max_backlog;
+            struct outbuf *grown = realloc(o, sizeof *o + want);
+            if (!grown)
+                return -1;
+            if (!o)
+                grown->off = grown->len = 0;
+            grown->cap = (uint32_t)want;
+            s->out = o = grown;
+        }
+    }
+    memcpy(o->data + o->len, p, n);
+    o->len += (uint32_t)n;
+    return 0;
+}
+
+static void on_stream_event(evutil_socket_t fd, short what, void *arg);
+
+/* Re-arms the stream's event: EV_READ always, EV_WRITE while backlogged. */
+static void stream_watch(struct stream *s, int want_write)
+{
+    int fd = stream_fd(s);
+    event_del(&s->u.ev);
+    event_assign(&s->u.ev, config.base, fd,
+                 EV_READ | EV_PERSIST | (want_write ? EV_WRITE : 0), on_stream_event, s);
+    event_add(&s->u.ev, NULL);
+}
+
+/* Writes what the backlog holds. 1 drained, 0 still pending, -1 error. */
+static int stream_flush(struct stream *s)
+{
+    struct outbuf *o = s->out;
+    while (o->off < o->len) {
+        ssize_t n = send(stream_fd(s), o->data + o->off, o->len - o->off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        o->off += (uint32_t)n;
+    }
+    free(o);
+    s->out = NULL;
+    return 1;
+}
+
+static void on_stream_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct stream *s = arg;
+
+    if (what & EV_READ) {
+        /* Clients do not talk after their GET: a read is EOF, an error, or
+         * pipelined bytes we drop. */
+        char sink[512];
+        ssize_t n = recv(fd, sink, sizeof sink, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            loop_stats.client_closed++;
+            stream_close(s);
+            return;
+        }
+    }
+    if ((what & EV_WRITE) && s->out) {
+        int r = stream_flush(s);
+        if (r < 0) {
+            loop_stats.client_closed++;
+            stream_close(s);
+        } else if (r == 1) {
+            stream_watch(s, 0);
+        }
+    }
+}
+
+int stream_attach_fd(struct stream *s, int fd)
+{
+    s->state = STREAM_DETACHED;
+    event_assign(&s->u.ev, config.base, fd, EV_READ | EV_PERSIST, on_stream_event, s);
+    if (event_add(&s->u.ev, NULL) != 0) {
+        log_msg(LOG_ERROR, "cannot watch stream socket %d; ending the stream", fd);
+        close(fd);
+        stream_free(s);
+        return -1;
+    }
+    if (s->out) {
+        int r = stream_flush(s);
+        if (r < 0) {
+            loop_stats.client_closed++;
+            stream_close(s);
+            return -1;
+        }
+        if (r == 0)
+            stream_watch(s, 1);
+    }
+    return 0;
+}
+
+/* "%x\r\n" of n into buf; returns its length. */
+static size_t chunk_header(char *buf, uint32_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char tmp[8];
+    size_t k = 0, len = 0;
+    do {
+        tmp[k++] = hex[n & 15];
+        n >>= 4;
+    } while (n);
+    while (k)
+        buf[len++] = tmp[--k];
+    buf[len++] = '\r';
+    buf[len++] = '\n';
+    return len;
+}
+
+static int stream_backlog(struct stream *s, const struct iovec *iov, int iovcnt, size_t skip)
+{
+    int was_idle = s->out == NULL;
+    for (int i = 0; i < iovcnt; i++) {
+        size_t len = iov[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        if (outbuf_append(s, (const char *)iov[i].iov_base + skip, len - skip) != 0) {
+            loop_stats.slow_closed++;
+            stream_close(s);
+            return -1;
+        }
+        skip = 0;
+    }
+    if (was_idle && s->state == STREAM_DETACHED)
+        stream_watch(s, 1);
+    return 0;
+}
+
+int stream_send(struct stream *s, const char *data, uint32_t len)
+{
+    char hdr[12];
+    struct iovec iov[3];
+    int iovcnt = 0;
+    size_t total = len;
+
+    if (s->chunked) {
+        iov[iovcnt++] = (struct iovec){hdr, chunk_header(hdr, len)};
+        total += iov[0].iov_len + 2;
+    }
+    iov[iovcnt++] = (struct iovec){(void *)data, len};
+    if (s->chunked)
+        iov[iovcnt++] = (struct iovec){(void *)"\r\n", 2};
+
+    if (s->out || s->state != STREAM_DETACHED)
+        return stream_backlog(s, iov, iovcnt, 0);
+
+    ssize_t n = writev(stream_fd(s), iov, iovcnt);
+    if (n == (ssize_t)total)
+        return 0;
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            loop_stats.client_closed++;
+            stream_close(s);
+            return -1;
+        }
+        n = 0;
+    }
+    return stream_backlog(s, iov, iovcnt, (size_t)n);
+}
+
+void stream_end(struct stream *s)
+{
+    if (s->state == STREAM_DETACHED && s->chunked) {
+        /* Best effort: a stream whose client does not read loses its tail. */
+        if (s->out) {
+            if (outbuf_append(s, terminator, sizeof terminator - 1) == 0)
+                stream_flush(s);
+        } else {
+            (void)!send(stream_fd(s), terminator, sizeof terminator - 1, MSG_NOSIGNAL);
+        }
+    }
+    stream_close(s);
+}

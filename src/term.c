@@ -1,0 +1,207 @@
+/* Validation and extraction of the message terms listed in term.h. */
+#include "term.h"
+
+#include <string.h>
+
+static int atom_is(const char *buf, int index, const char *name)
+{
+    char atom[MAXATOMLEN_UTF8];
+    return ei_decode_atom(buf, &index, atom) == 0 && strcmp(atom, name) == 0;
+}
+
+/* An integer uid in 1..max at *index; advances past it. */
+static enum term_error decode_uid(const char *buf, int *index, uint32_t max, uint32_t *out)
+{
+    int type, size;
+    long long v;
+    if (ei_get_type(buf, index, &type, &size) != 0)
+        return TERM_BAD_SHAPE;
+    if (type != ERL_SMALL_INTEGER_EXT && type != ERL_INTEGER_EXT &&
+        type != ERL_SMALL_BIG_EXT && type != ERL_LARGE_BIG_EXT) {
+        if (ei_skip_term(buf, index) != 0)
+            return TERM_BAD_SHAPE;
+        return TERM_BAD_UID;
+    }
+    if (ei_decode_longlong(buf, index, &v) != 0) {     /* a bignum past 64 bits */
+        ei_skip_term(buf, index);
+        return TERM_BAD_UID;
+    }
+    if (v < 1 || (unsigned long long)v > max)
+        return TERM_BAD_UID;
+    *out = (uint32_t)v;
+    return TERM_OK;
+}
+
+/* A proper list of uids (or the string form Erlang uses when all are < 256). */
+static enum term_error decode_uid_list(const char *buf, int *index, const struct term_limits *lim,
+                                       struct term_view *v)
+{
+    int type, size, arity;
+    uint32_t uid;
+
+    if (ei_get_type(buf, index, &type, &size) != 0)
+        return TERM_BAD_SHAPE;
+    v->uids_index = *index;
+    if (type == ERL_STRING_EXT) {
+        const unsigned char *s = (const unsigned char *)buf + *index + 3;
+        for (int i = 0; i < size; i++)
+            if (s[i] == 0 || s[i] > lim->max_users)
+                return TERM_BAD_UID;
+        if ((uint32_t)size > lim->max_uids)
+            return TERM_TOO_BIG;
+        v->nuids = (uint32_t)size;
+        return ei_skip_term(buf, index) == 0 ? TERM_OK : TERM_BAD_SHAPE;
+    }
+    if (ei_decode_list_header(buf, index, &arity) != 0)
+        return TERM_BAD_SHAPE;
+    if ((uint32_t)arity > lim->max_uids)
+        return TERM_TOO_BIG;
+    for (int i = 0; i < arity; i++) {
+        enum term_error e = decode_uid(buf, index, lim->max_users, &uid);
+        if (e != TERM_OK)
+            return e;
+    }
+    if (arity > 0 && (ei_get_type(buf, index, &type, &size) != 0 || type != ERL_NIL_EXT ||
+                      ei_skip_term(buf, index) != 0))
+        return TERM_BAD_SHAPE;                           /* improper list */
+    v->nuids = (uint32_t)arity;
+    return TERM_OK;
+}
+
+/* Data: binary, string or iolist; not empty, at most max_message bytes. */
+static enum term_error decode_payload(const char *buf, int *index, const struct term_limits *lim,
+                                      struct term_view *v)
+{
+    int size;
+    v->payload_index = *index;
+    if (ei_decode_iodata(buf, index, &size, NULL) != 0)
+        return TERM_BAD_SHAPE;
+    if (size == 0)
+        return TERM_EMPTY;
+    if ((uint32_t)size > lim->max_message)
+        return TERM_TOO_BIG;
+    v->payload_len = (uint32_t)size;
+    return TERM_OK;
+}
+
+/* Uid | [Uid] then Data, the tail shared by {Uid, Data} and {Pid, Ref, Uid, Data}. */
+static enum term_error decode_target_and_payload(const char *buf, int *index,
+                                                 const struct term_limits *lim,
+                                                 struct term_view *v)
+{
+    int type, size;
+    enum term_error e;
+    if (ei_get_type(buf, index, &type, &size) != 0)
+        return TERM_BAD_SHAPE;
+    if (type == ERL_LIST_EXT || type == ERL_STRING_EXT || type == ERL_NIL_EXT) {
+        v->kind = TERM_MULTICAST;
+        e = decode_uid_list(buf, index, lim, v);
+    } else {
+        v->kind = TERM_UNICAST;
+        e = decode_uid(buf, index, lim->max_users, &v->uid);
+    }
+    if (e != TERM_OK)
+        return e;
+    return decode_payload(buf, index, lim, v);
+}
+
+static enum term_error parse_pair(const char *buf, int index, const struct term_limits *lim,
+                                  struct term_view *v)
+{
+    if (atom_is(buf, index, "broadcast")) {
+        ei_skip_term(buf, &index);
+        v->kind = TERM_BROADCAST;
+        return decode_payload(buf, &index, lim, v);
+    }
+    if (atom_is(buf, index, "kick")) {
+        ei_skip_term(buf, &index);
+        v->kind = TERM_KICK;
+        return decode_uid(buf, &index, lim->max_users, &v->uid);
+    }
+    int type, size;
+    if (ei_get_type(buf, &index, &type, &size) != 0 ||
+        type == ERL_ATOM_EXT || type == ERL_SMALL_ATOM_EXT ||
+        type == ERL_ATOM_UTF8_EXT || type == ERL_SMALL_ATOM_UTF8_EXT)
+        return TERM_BAD_SHAPE;
+    return decode_target_and_payload(buf, &index, lim, v);
+}
+
+/* {Pid, Ref, ...}: records where Pid and Ref lie so the reply can be built. */
+static enum term_error parse_reply_to(const char *buf, int *index, struct term_view *v)
+{
+    erlang_pid pid;
+    erlang_ref ref;
+    v->reply_index = *index;
+    if (ei_decode_pid(buf, index, &pid) != 0 || ei_decode_ref(buf, index, &ref) != 0)
+        return TERM_BAD_SHAPE;
+    v->reply_len = *index - v->reply_index;
+    v->has_reply = 1;
+    return TERM_OK;
+}
+
+enum term_error term_parse(const char *buf, int index, const struct term_limits *lim,
+                           struct term_view *v)
+{
+    int arity;
+    enum term_error e;
+
+    memset(v, 0, sizeof *v);
+    if (ei_decode_tuple_header(buf, &index, &arity) != 0)
+        return TERM_BAD_SHAPE;
+    switch (arity) {
+    case 2:
+        return parse_pair(buf, index, lim, v);
+    case 3:
+        if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
+            return e;
+        if (!atom_is(buf, index, "stats"))
+            return TERM_BAD_SHAPE;
+        v->kind = TERM_STATS;
+        return TERM_OK;
+    case 4:
+        if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
+            return e;
+        return decode_target_and_payload(buf, &index, lim, v);
+    default:
+        return TERM_BAD_SHAPE;
+    }
+}
+
+void term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out)
+{
+    int index = v->uids_index, type, size;
+    long long uid;
+
+    ei_get_type(buf, &index, &type, &size);
+    if (type == ERL_STRING_EXT) {
+        const unsigned char *s = (const unsigned char *)buf + index + 3;
+        for (uint32_t i = 0; i < v->nuids; i++)
+            out[i] = s[i];
+        return;
+    }
+    ei_decode_list_header(buf, &index, &size);
+    for (uint32_t i = 0; i < v->nuids; i++) {
+        ei_decode_longlong(buf, &index, &uid);
+        out[i] = (uint32_t)uid;
+    }
+}
+
+void term_copy_payload(const char *buf, const struct term_view *v, char *out)
+{
+    int index = v->payload_index;
+    ei_decode_iodata(buf, &index, NULL, out);
+}
+
+const char *term_error_str(enum term_error e)
+{
+    switch (e) {
+    case TERM_OK: return "ok";
+    case TERM_BAD_SHAPE:
+        return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
+               "{Pid, Ref, Uid, Data} or {Pid, Ref, stats}";
+    case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
+    case TERM_TOO_BIG: return "payload over --max-message, or uid list too long";
+    case TERM_EMPTY: return "empty payload (it would end the chunked stream)";
+    }
+    return "?";
+}
