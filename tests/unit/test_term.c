@@ -1,0 +1,376 @@
+/* term_parse: every accepted and rejected message shape. Terms are built
+ * with ei's own encoder, as Erlang would send them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "term.h"
+
+static const struct term_limits lim = {.max_users = 1000, .max_message = 64, .max_uids = 5};
+
+static ei_x_buff x;
+
+static int setup(void **state)
+{
+    (void)state;
+    ei_init();
+    return 0;
+}
+
+static void begin(void) { ei_x_new_with_version(&x); }
+
+static enum term_error parse(struct term_view *v)
+{
+    int index = 0, version;
+    ei_decode_version(x.buff, &index, &version);
+    enum term_error e = term_parse(x.buff, index, &lim, v);
+    ei_x_free(&x);
+    return e;
+}
+
+/* {Uid, <<Bin>>} */
+static enum term_error pair_int_bin(long long uid, const char *bin, struct term_view *v)
+{
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_longlong(&x, uid);
+    ei_x_encode_binary(&x, bin, (long)strlen(bin));
+    return parse(v);
+}
+
+static void unicast_binary(void **state)
+{
+    (void)state;
+    struct term_view v;
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 123);
+    ei_x_encode_binary(&x, "Hello", 5);
+    int index = 0, version;
+    ei_decode_version(x.buff, &index, &version);
+    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    assert_int_equal(v.kind, TERM_UNICAST);
+    assert_int_equal(v.uid, 123);
+    assert_int_equal(v.payload_len, 5);
+    assert_false(v.has_reply);
+    char out[5];
+    term_copy_payload(x.buff, &v, out);
+    assert_memory_equal(out, "Hello", 5);
+    ei_x_free(&x);
+}
+
+static void unicast_string_and_iolist(void **state)
+{
+    (void)state;
+    struct term_view v;
+    char out[16];
+
+    begin();                                   /* {7, "abc"} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 7);
+    ei_x_encode_string(&x, "abc");
+    int index = 0, version;
+    ei_decode_version(x.buff, &index, &version);
+    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    assert_int_equal(v.payload_len, 3);
+    term_copy_payload(x.buff, &v, out);
+    assert_memory_equal(out, "abc", 3);
+    ei_x_free(&x);
+
+    begin();                                   /* {7, [<<"ab">>, "cd", [$e]]} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 7);
+    ei_x_encode_list_header(&x, 3);
+    ei_x_encode_binary(&x, "ab", 2);
+    ei_x_encode_string(&x, "cd");
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_long(&x, 'e');
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_empty_list(&x);
+    index = 0;
+    ei_decode_version(x.buff, &index, &version);
+    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    assert_int_equal(v.payload_len, 5);
+    term_copy_payload(x.buff, &v, out);
+    assert_memory_equal(out, "abcde", 5);
+    ei_x_free(&x);
+}
+
+static void multicast_list_and_string_forms(void **state)
+{
+    (void)state;
+    struct term_view v;
+    uint32_t uids[5];
+    int index, version;
+
+    begin();                                   /* {[1, 300, 999], <<"m">>} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_list_header(&x, 3);
+    ei_x_encode_long(&x, 1);
+    ei_x_encode_long(&x, 300);
+    ei_x_encode_long(&x, 999);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_binary(&x, "m", 1);
+    index = 0;
+    ei_decode_version(x.buff, &index, &version);
+    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    assert_int_equal(v.kind, TERM_MULTICAST);
+    assert_int_equal(v.nuids, 3);
+    term_copy_uids(x.buff, &v, uids);
+    assert_int_equal(uids[0], 1);
+    assert_int_equal(uids[1], 300);
+    assert_int_equal(uids[2], 999);
+    ei_x_free(&x);
+
+    begin();                                   /* {[1,2,3], ...}: Erlang sends "\1\2\3" */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_string_len(&x, "\1\2\3", 3);
+    ei_x_encode_binary(&x, "m", 1);
+    index = 0;
+    ei_decode_version(x.buff, &index, &version);
+    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    assert_int_equal(v.kind, TERM_MULTICAST);
+    assert_int_equal(v.nuids, 3);
+    term_copy_uids(x.buff, &v, uids);
+    assert_int_equal(uids[0], 1);
+    assert_int_equal(uids[2], 3);
+    ei_x_free(&x);
+
+    begin();                                   /* {[], ...}: nobody, but valid */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_binary(&x, "m", 1);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.nuids, 0);
+}
+
+static void broadcast_kick_stats_and_acknowledged(void **state)
+{
+    (void)state;
+    struct term_view v;
+    ei_cnode ec;
+    erlang_pid pid;
+    erlang_ref ref;
+
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "broadcast");
+    ei_x_encode_binary(&x, "all", 3);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, TERM_BROADCAST);
+    assert_int_equal(v.payload_len, 3);
+
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "kick");
+    ei_x_encode_long(&x, 42);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, TERM_KICK);
+    assert_int_equal(v.uid, 42);
+
+    assert_true(ei_connect_init(&ec, "unit", "cookie", 1) >= 0);
+    assert_int_equal(ei_make_pid(&ec, &pid), 0);
+    assert_int_equal(ei_make_ref(&ec, &ref), 0);
+
+    begin();
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_atom(&x, "stats");
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, TERM_STATS);
+    assert_true(v.has_reply);
+
+    begin();
+    ei_x_encode_tuple_header(&x, 4);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_long(&x, 9);
+    ei_x_encode_binary(&x, "ack", 3);
+    int index = 0, version;
+    ei_decode_version(x.buff, &index, &version);
+    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    assert_int_equal(v.kind, TERM_UNICAST);
+    assert_int_equal(v.uid, 9);
+    assert_true(v.has_reply);
+    /* The recorded bytes decode back to the same pid and ref. */
+    erlang_pid pid2;
+    erlang_ref ref2;
+    int at = v.reply_index;
+    assert_int_equal(ei_decode_pid(x.buff, &at, &pid2), 0);
+    assert_int_equal(ei_decode_ref(x.buff, &at, &ref2), 0);
+    assert_int_equal(at - v.reply_index, v.reply_len);
+    assert_int_equal(ei_cmp_pids(&pid, &pid2), 0);
+    assert_int_equal(ei_cmp_refs(&ref, &ref2), 0);
+    ei_x_free(&x);
+}
+
+static void bad_uids(void **state)
+{
+    (void)state;
+    struct term_view v;
+    assert_int_equal(pair_int_bin(0, "x", &v), TERM_BAD_UID);
+    assert_int_equal(pair_int_bin(-1, "x", &v), TERM_BAD_UID);
+    assert_int_equal(pair_int_bin(1001, "x", &v), TERM_BAD_UID);
+    assert_int_equal(pair_int_bin(1LL << 40, "x", &v), TERM_BAD_UID);
+    assert_int_equal(pair_int_bin(1000, "x", &v), TERM_OK);
+
+    begin();                                   /* {1.5, <<"x">>} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_double(&x, 1.5);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_UID);
+
+    begin();                                   /* {[1, abc], <<"x">>} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_list_header(&x, 2);
+    ei_x_encode_long(&x, 1);
+    ei_x_encode_atom(&x, "abc");
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_UID);
+
+    begin();                                   /* {[1, 0], ...} in string form */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_string_len(&x, "\1\0", 2);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_UID);
+
+    begin();                                   /* {kick, abc} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "kick");
+    ei_x_encode_atom(&x, "abc");
+    assert_int_equal(parse(&v), TERM_BAD_UID);
+
+    begin();                                   /* a bignum uid */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_ulonglong(&x, 18446744073709551615ULL);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_UID);
+}
+
+static void bad_payloads(void **state)
+{
+    (void)state;
+    struct term_view v;
+    char big[65];
+    memset(big, 'a', 64);
+    big[64] = '\0';
+    assert_int_equal(pair_int_bin(5, "", &v), TERM_EMPTY);
+    assert_int_equal(pair_int_bin(5, big, &v), TERM_OK);    /* exactly max_message */
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_binary(&x, big, 65 - 1 + 1);                /* 65 bytes: over */
+    assert_int_equal(parse(&v), TERM_TOO_BIG);
+
+    begin();                                   /* {5, 123} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_long(&x, 123456);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {5, <<1:3>>} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_bitstring(&x, "\x20", 0, 3);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {5, []} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse(&v), TERM_EMPTY);
+
+    begin();                                   /* six uids, one over max_uids */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_list_header(&x, 6);
+    for (int i = 1; i <= 6; i++)
+        ei_x_encode_long(&x, 100 + i);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_TOO_BIG);
+}
+
+static void bad_shapes(void **state)
+{
+    (void)state;
+    struct term_view v;
+
+    begin();                                   /* hello */
+    ei_x_encode_atom(&x, "hello");
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* [1,2] */
+    ei_x_encode_string(&x, "\1\2");
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {abc, <<"x">>} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "abc");
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {5, <<"x">>, extra} */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_binary(&x, "x", 1);
+    ei_x_encode_atom(&x, "extra");
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {} */
+    ei_x_encode_tuple_header(&x, 0);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {[1 | 2], <<"x">>}: improper */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_long(&x, 1);
+    ei_x_encode_long(&x, 2);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {broadcast, 5} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "broadcast");
+    ei_x_encode_long(&x, 5);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin();                                   /* {self, ref, stats} with atoms */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "self");
+    ei_x_encode_atom(&x, "ref");
+    ei_x_encode_atom(&x, "stats");
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    /* A binary whose length header claims 1 GB is refused on its size,
+     * before anything is copied. */
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    x.buff[x.index++] = (char)ERL_BINARY_EXT;   /* length claims 1 GB */
+    x.buff[x.index++] = 0x40;
+    x.buff[x.index++] = 0;
+    x.buff[x.index++] = 0;
+    x.buff[x.index++] = 0;
+    struct term_view w;
+    assert_int_equal(parse(&w), TERM_TOO_BIG);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(unicast_binary),
+        cmocka_unit_test(unicast_string_and_iolist),
+        cmocka_unit_test(multicast_list_and_string_forms),
+        cmocka_unit_test(broadcast_kick_stats_and_acknowledged),
+        cmocka_unit_test(bad_uids),
+        cmocka_unit_test(bad_payloads),
+        cmocka_unit_test(bad_shapes),
+    };
+    return cmocka_run_group_tests_name("term", tests, setup, NULL);
+}
