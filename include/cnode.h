@@ -8,7 +8,8 @@
 #include "handoff.h"
 #include "options.h"
 
-int cnode_start(const struct options *opts, struct handoff *to_loop);
+int cnode_start(const struct options *opts, struct handoff *to_loop,
+                struct handoff *from_loop);
 /* Closes the Erlang connections and joins the thread. */
 void cnode_stop(void);
 

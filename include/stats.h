@@ -1,5 +1,6 @@
 /* Counters of the server. Loop-thread counters are plain; the C-node
- * thread's are atomics read by the loop when it reports. */
+ * thread's are atomics. The field lists below feed both GET /stats (JSON)
+ * and the {Pid, Ref, stats} reply (an Erlang map), so they cannot drift. */
 #ifndef HTTPDCNODE_STATS_H
 #define HTTPDCNODE_STATS_H
 
@@ -7,39 +8,60 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define LOOP_STATS(X)                                                         \
+    X(streams_open)     /* streams held now */                                \
+    X(streams_total)    /* streams ever started */                            \
+    X(uids_online)      /* uids with at least one stream */                   \
+    X(client_closed)    /* streams ended by their client */                   \
+    X(evicted)          /* oldest stream ended by --max-conns-per-uid */      \
+    X(slow_closed)      /* ended for passing --max-backlog */                 \
+    X(kicked)           /* streams ended by {kick, Uid} */                    \
+    X(msgs_applied)     /* messages taken from the hand-off */                \
+    X(deliveries)       /* chunks written (or queued) to streams */           \
+    X(bytes_out)        /* payload bytes delivered */                         \
+    X(dropped_no_conn)  /* message for a uid with no stream */                \
+    X(replies_dropped)  /* replies/presence lost: the outbound queue was full */ \
+    X(http_not_found)   /* 404 */                                             \
+    X(http_too_big)     /* 503 uid above --max-users */                       \
+    X(http_bad_method)  /* 405 */                                             \
+    X(http_no_fds)      /* 503 because descriptors ran short */
+
+#define CNODE_STATS(X)                                                        \
+    X(msgs_in)          /* messages received from Erlang */                   \
+    X(bad_terms)        /* dropped: not a known shape */                      \
+    X(bad_uid)          /* dropped: uid not an integer in range */            \
+    X(too_big)          /* dropped: payload over --max-message */             \
+    X(empty)            /* dropped: empty payload */                          \
+    X(erl_connects)     /* Erlang connections made or accepted */             \
+    X(erl_nodes)        /* Erlang connections up now */                       \
+    X(backpressure)     /* seconds the reader waited on a full hand-off */
+
 struct loop_stats {
-    uint64_t streams_open;       /* streams held now */
-    uint64_t streams_total;      /* streams ever welcomed */
-    uint64_t uids_online;        /* uids with at least one stream */
-    uint64_t client_closed;      /* streams ended by their client */
-    uint64_t evicted;            /* oldest stream ended by --max-conns-per-uid */
-    uint64_t slow_closed;        /* ended for passing --max-backlog */
-    uint64_t kicked;             /* streams ended by {kick, Uid} */
-    uint64_t msgs_applied;       /* messages taken from the hand-off */
-    uint64_t deliveries;         /* chunks written (or queued) to streams */
-    uint64_t bytes_out;          /* payload bytes delivered */
-    uint64_t dropped_no_conn;    /* message for a uid with no stream */
-    uint64_t http_not_found;     /* 404 */
-    uint64_t http_too_big;       /* 503 uid above --max-users */
-    uint64_t http_bad_method;    /* 405 */
-    uint64_t http_no_fds;        /* 503 because descriptors ran short */
+#define X(name) uint64_t name;
+    LOOP_STATS(X)
+#undef X
 };
 
 struct cnode_stats {
-    atomic_uint_fast64_t msgs_in;        /* messages received from Erlang */
-    atomic_uint_fast64_t bad_terms;      /* dropped: not a known shape */
-    atomic_uint_fast64_t bad_uid;        /* dropped: uid not integer or out of range */
-    atomic_uint_fast64_t too_big;        /* dropped: payload over --max-message */
-    atomic_uint_fast64_t empty;          /* dropped: empty payload */
-    atomic_uint_fast64_t erl_connects;   /* Erlang connections made or accepted */
-    atomic_uint_fast64_t erl_nodes;      /* Erlang connections up now */
-    atomic_uint_fast64_t backpressure;   /* times the reader waited on a full hand-off */
+#define X(name) atomic_uint_fast64_t name;
+    CNODE_STATS(X)
+#undef X
 };
 
 extern struct loop_stats loop_stats;
 extern struct cnode_stats cnode_stats;
 
-/* Writes the counters as one JSON object into buf; returns its length. */
+struct stat_pair {
+    const char *name;      /* static string */
+    uint64_t value;
+};
+
+/* Every counter plus rss_bytes, as name/value pairs; returns the count.
+ * Call on the loop thread. */
+#define STATS_MAX_PAIRS 32
+size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
+
+/* The pairs as one JSON object line; returns its length. */
 size_t stats_format_json(char *buf, size_t size);
 
 #endif

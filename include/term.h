@@ -7,6 +7,7 @@
  *   {kick, Uid}             end Uid's streams
  *   {Pid, Ref, Uid | [Uid], Data}   as {Uid, Data}, replies {Ref, N} to Pid
  *   {Pid, Ref, stats}       replies {Ref, #{...}} to Pid
+ *   {Pid, Ref, snapshot}    presence snapshot to the master, then {Ref, N} to Pid
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
  * chunk would end a chunked stream). */
@@ -16,7 +17,9 @@
 #include <ei.h>
 #include <stdint.h>
 
-enum term_kind { TERM_UNICAST = 1, TERM_MULTICAST, TERM_BROADCAST, TERM_KICK, TERM_STATS };
+enum term_kind {
+    TERM_UNICAST = 1, TERM_MULTICAST, TERM_BROADCAST, TERM_KICK, TERM_STATS, TERM_SNAPSHOT
+};
 
 enum term_error {
     TERM_OK = 0,

@@ -3,6 +3,7 @@
 #include "cnode.h"
 #include "cmd.h"
 #include "erl_link.h"
+#include "erl_send.h"
 #include "log.h"
 #include "stats.h"
 #include "term.h"
@@ -28,7 +29,8 @@
 #define RESERVE_TMO_MS 1000    /* while the loop is behind, tick the links this often */
 
 static const struct options *options;
-static struct handoff *to_loop_q;
+static struct handoff *to_loop_q;     /* messages for the event loop */
+static struct handoff *from_loop_q;   /* replies and presence for Erlang */
 static pthread_t thread;
 static int stop_fd = -1;
 static atomic_int stopping;
@@ -119,14 +121,29 @@ static void check_registration(void)
     next_publish_ms = now_ms();
 }
 
+static void *reserve_record(size_t size);
+
+/* The master is (again) connected: ask the loop for a presence snapshot. */
+static void master_came_up(void)
+{
+    master_state = MASTER_UP;
+    connect_backoff_ms = RECONNECT_MIN_MS;
+    if (!options->presence[0])
+        return;
+    struct cmd *c = reserve_record(cmd_size(0, 0, 0));
+    if (!c)
+        return;
+    *c = (struct cmd){.kind = CMD_SNAPSHOT};
+    handoff_commit(to_loop_q);
+}
+
 static void try_connect_master(void)
 {
     int fd = ei_connect_tmo(&ec, (char *)options->master, CONNECT_TMO_MS);
     if (fd >= 0) {
         erl_link_add(fd, options->master, 1);
         log_msg(LOG_INFO, "connected to master %s", options->master);
-        master_state = MASTER_UP;
-        connect_backoff_ms = RECONNECT_MIN_MS;
+        master_came_up();
         return;
     }
     if (master_state != MASTER_DOWN)
@@ -156,7 +173,7 @@ static void accept_link(void)
     }
     log_msg(LOG_INFO, "node %s connected", conn.nodename);
     if (is_master)
-        master_state = MASTER_UP;
+        master_came_up();
 }
 
 static void drop_link(int i, const char *why)
@@ -220,6 +237,7 @@ static void handle_message(const char *buf)
     static const uint8_t kinds[] = {
         [TERM_UNICAST] = CMD_UNICAST, [TERM_MULTICAST] = CMD_MULTICAST,
         [TERM_BROADCAST] = CMD_BROADCAST, [TERM_KICK] = CMD_KICK, [TERM_STATS] = CMD_STATS,
+        [TERM_SNAPSHOT] = CMD_SNAPSHOT,
     };
     c->kind = kinds[v.kind];
     c->reply_len = (uint16_t)reply_len;
@@ -282,11 +300,12 @@ static void run_timers(void)
 
 static void poll_once(void)
 {
-    struct pollfd fds[3 + ERL_LINK_MAX];
+    struct pollfd fds[4 + ERL_LINK_MAX];
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = publish_fd, .events = POLLIN};  /* -1 is ignored */
+    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(from_loop_q), .events = POLLIN};
     int first_link = nfds, nlinks = erl_link_count();
     for (int i = 0; i < nlinks; i++)
         fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN};
@@ -297,6 +316,8 @@ static void poll_once(void)
         return;
     if (fds[2].revents)
         check_registration();
+    if (fds[3].revents)
+        erl_send_drain();
     /* Links from the highest index down: drop_link moves the last link into
      * the freed slot, which has already been served then. */
     for (int i = nlinks - 1; i >= 0; i--)
@@ -318,13 +339,15 @@ static void *cnode_main(void *arg)
         close(publish_fd);        /* unregisters from epmd */
     close(listen_fd);
     ei_x_free(&xbuf);
+    erl_send_free();
     return NULL;
 }
 
-int cnode_start(const struct options *opts, struct handoff *to_loop)
+int cnode_start(const struct options *opts, struct handoff *to_loop, struct handoff *from_loop)
 {
     options = opts;
     to_loop_q = to_loop;
+    from_loop_q = from_loop;
     limits.max_users = opts->max_users;
     limits.max_message = opts->max_message;
     limits.max_uids = (uint32_t)((handoff_max_record(to_loop) - opts->max_message - 1024) / 4);
@@ -336,6 +359,7 @@ int cnode_start(const struct options *opts, struct handoff *to_loop)
     if (init_cnode() != 0 || start_listening() != 0)
         return -1;
     ei_x_new(&xbuf);
+    erl_send_init(&ec, from_loop, opts->master, opts->presence);
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd < 0) {
         log_msg(LOG_ERROR, "eventfd: %m");
@@ -354,6 +378,15 @@ void cnode_stop(void)
     atomic_store(&stopping, 1);
     handoff_close(to_loop_q);
     (void)!write(stop_fd, &one, sizeof one);
-    pthread_join(thread, NULL);
-    close(stop_fd);
+    /* The thread notices within a poll; a blocking ei call (a handshake
+     * with a dying peer) may hold it longer, and exit closes its sockets. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_nsec += 700 * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    if (pthread_timedjoin_np(thread, NULL, &deadline) != 0)
+        log_msg(LOG_INFO, "C-node thread busy in an Erlang call; exiting without it");
 }

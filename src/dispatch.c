@@ -2,6 +2,8 @@
 #include "dispatch.h"
 #include "cmd.h"
 #include "log.h"
+#include "outbound.h"
+#include "presence.h"
 #include "stats.h"
 #include "stream.h"
 #include "uidtable.h"
@@ -72,11 +74,21 @@ static void apply(void *body, size_t size, void *ctx)
     case CMD_KICK:
         kick(c->uid);
         break;
+    case CMD_STATS:
+        outbound_stats(cmd_reply(c), c->reply_len);
+        return;
+    case CMD_SNAPSHOT:
+        n = presence_snapshot();
+        if (c->reply_len)
+            outbound_ack(cmd_reply(c), c->reply_len, n);
+        return;
     default:
         break;
     }
     loop_stats.deliveries += n;
     loop_stats.bytes_out += (uint64_t)n * c->payload_len;
+    if (c->reply_len)
+        outbound_ack(cmd_reply(c), c->reply_len, n);
 }
 
 static void on_wakeup(evutil_socket_t fd, short what, void *arg)

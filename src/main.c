@@ -5,6 +5,8 @@
 #include "http_front.h"
 #include "log.h"
 #include "options.h"
+#include "outbound.h"
+#include "presence.h"
 #include "stream.h"
 #include "uidtable.h"
 
@@ -15,6 +17,8 @@
 /* Room for messages the loop has not applied yet; past it the C-node stops
  * reading and Erlang's distribution buffers hold the rest. */
 #define HANDOFF_BYTES (32u << 20)
+/* Replies and presence going out to Erlang. */
+#define OUTBOUND_BYTES (8u << 20)
 
 static struct event_base *base;
 static int shutting_down;
@@ -58,7 +62,7 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "cannot create the event loop");
         return 1;
     }
-    if (uidtable_init(opts.max_users, NULL) != 0) {
+    if (uidtable_init(opts.max_users, presence_changed) != 0) {
         log_msg(LOG_ERROR, "cannot allocate the uid table for %u users; lower --max-users",
                 opts.max_users);
         return 1;
@@ -66,12 +70,14 @@ int main(int argc, char **argv)
     stream_configure(&(struct stream_config){.base = base, .max_backlog = opts.max_backlog});
 
     struct handoff *inbox = handoff_new(HANDOFF_BYTES);
-    if (!inbox) {
-        log_msg(LOG_ERROR, "cannot allocate the hand-off queue");
+    struct handoff *outbox = handoff_new(OUTBOUND_BYTES);
+    if (!inbox || !outbox) {
+        log_msg(LOG_ERROR, "cannot allocate the hand-off queues");
         return 1;
     }
-    if (dispatch_start(base, inbox) != 0 || http_front_start(base, &opts) != 0 ||
-        cnode_start(&opts, inbox) != 0)
+    outbound_init(outbox);
+    if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
+        http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
@@ -84,8 +90,10 @@ int main(int argc, char **argv)
     event_free(sigint);
     event_free(sigterm);
     dispatch_stop();
+    presence_free();
     event_base_free(base);
     handoff_free(inbox);
+    handoff_free(outbox);
     uidtable_free();
     log_msg(LOG_INFO, "stopped");
     return 0;

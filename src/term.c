@@ -154,9 +154,12 @@ enum term_error term_parse(const char *buf, int index, const struct term_limits 
     case 3:
         if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
             return e;
-        if (!atom_is(buf, index, "stats"))
+        if (atom_is(buf, index, "stats"))
+            v->kind = TERM_STATS;
+        else if (atom_is(buf, index, "snapshot"))
+            v->kind = TERM_SNAPSHOT;
+        else
             return TERM_BAD_SHAPE;
-        v->kind = TERM_STATS;
         return TERM_OK;
     case 4:
         if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
@@ -198,7 +201,7 @@ const char *term_error_str(enum term_error e)
     case TERM_OK: return "ok";
     case TERM_BAD_SHAPE:
         return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
-               "{Pid, Ref, Uid, Data} or {Pid, Ref, stats}";
+               "{Pid, Ref, Uid, Data}, {Pid, Ref, stats} or {Pid, Ref, snapshot}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
     case TERM_TOO_BIG: return "payload over --max-message, or uid list too long";
     case TERM_EMPTY: return "empty payload (it would end the chunked stream)";

@@ -1,0 +1,17 @@
+/* C-node side of the loop -> Erlang queue: encodes and sends replies and
+ * presence messages. C-node thread only. */
+#ifndef HTTPDCNODE_ERL_SEND_H
+#define HTTPDCNODE_ERL_SEND_H
+
+#include <ei.h>
+
+#include "handoff.h"
+
+/* presence_name: registered name on the master, "" for none. */
+void erl_send_init(ei_cnode *ec, struct handoff *from_loop, const char *master,
+                   const char *presence_name);
+/* Sends everything queued. */
+void erl_send_drain(void);
+void erl_send_free(void);
+
+#endif

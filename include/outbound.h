@@ -1,0 +1,34 @@
+/* What the event loop asks the C-node thread to send to Erlang: replies
+ * ({Ref, N}, {Ref, Stats}) and presence. A second hand-off ring, the other
+ * way; the loop never waits on it: when full, the record is dropped and
+ * counted (replies_dropped). */
+#ifndef HTTPDCNODE_OUTBOUND_H
+#define HTTPDCNODE_OUTBOUND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handoff.h"
+#include "stats.h"
+
+enum out_kind { OUT_ACK = 1, OUT_STATS, OUT_PRESENCE };
+enum presence_op { PRESENCE_UP = 1, PRESENCE_DOWN, PRESENCE_SNAPSHOT };
+
+/* Record layout: header, then the kind's body. */
+struct out_rec {
+    uint8_t kind;          /* enum out_kind */
+    uint8_t op;            /* enum presence_op, OUT_PRESENCE */
+    uint16_t reply_len;    /* encoded {Pid, Ref} bytes, OUT_ACK and OUT_STATS */
+    uint32_t count;        /* N for OUT_ACK, pairs for OUT_STATS, uids for OUT_PRESENCE */
+    /* OUT_ACK:      reply bytes
+     * OUT_STATS:    struct stat_pair[count], then reply bytes
+     * OUT_PRESENCE: uint32_t uids[count] */
+};
+
+void outbound_init(struct handoff *to_cnode);
+
+void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n);
+void outbound_stats(const char *reply, uint16_t reply_len);
+void outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n);
+
+#endif

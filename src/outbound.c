@@ -1,0 +1,50 @@
+/* Loop side of the loop -> C-node queue. */
+#include "outbound.h"
+
+#include <string.h>
+
+static struct handoff *queue;
+
+void outbound_init(struct handoff *to_cnode) { queue = to_cnode; }
+
+/* Room for a record, or NULL (counted) when the C-node thread is behind. */
+static struct out_rec *reserve(size_t body)
+{
+    struct out_rec *r = handoff_reserve(queue, sizeof *r + body, 0);
+    if (!r)
+        loop_stats.replies_dropped++;
+    return r;
+}
+
+void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n)
+{
+    struct out_rec *r = reserve(reply_len);
+    if (!r)
+        return;
+    *r = (struct out_rec){.kind = OUT_ACK, .reply_len = reply_len, .count = n};
+    memcpy(r + 1, reply, reply_len);
+    handoff_commit(queue);
+}
+
+void outbound_stats(const char *reply, uint16_t reply_len)
+{
+    struct stat_pair pairs[STATS_MAX_PAIRS];
+    size_t n = stats_collect(pairs);
+    struct out_rec *r = reserve(n * sizeof pairs[0] + reply_len);
+    if (!r)
+        return;
+    *r = (struct out_rec){.kind = OUT_STATS, .reply_len = reply_len, .count = (uint32_t)n};
+    memcpy(r + 1, pairs, n * sizeof pairs[0]);
+    memcpy((char *)(r + 1) + n * sizeof pairs[0], reply, reply_len);
+    handoff_commit(queue);
+}
+
+void outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n)
+{
+    struct out_rec *r = reserve((size_t)n * sizeof *uids);
+    if (!r)
+        return;
+    *r = (struct out_rec){.kind = OUT_PRESENCE, .op = (uint8_t)op, .count = n};
+    memcpy(r + 1, uids, (size_t)n * sizeof *uids);
+    handoff_commit(queue);
+}
