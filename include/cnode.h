@@ -10,7 +10,8 @@
 
 int cnode_start(const struct options *opts, struct handoff *to_loop,
                 struct handoff *from_loop);
-/* Closes the Erlang connections and joins the thread. */
-void cnode_stop(void);
+/* Closes the Erlang connections and joins the thread; -1 when the thread
+ * did not end in time (then nothing it uses may be freed). */
+int cnode_stop(void);
 
 #endif

@@ -372,7 +372,7 @@ int cnode_start(const struct options *opts, struct handoff *to_loop, struct hand
     return 0;
 }
 
-void cnode_stop(void)
+int cnode_stop(void)
 {
     uint64_t one = 1;
     atomic_store(&stopping, 1);
@@ -387,6 +387,10 @@ void cnode_stop(void)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
-    if (pthread_timedjoin_np(thread, NULL, &deadline) != 0)
+    if (pthread_timedjoin_np(thread, NULL, &deadline) != 0) {
         log_msg(LOG_INFO, "C-node thread busy in an Erlang call; exiting without it");
+        return -1;
+    }
+    close(stop_fd);
+    return 0;
 }

@@ -22,6 +22,7 @@
 
 static struct event_base *base;
 static int shutting_down;
+static int cnode_joined;
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -33,7 +34,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     log_msg(LOG_INFO, "signal %d: ending every stream and exiting", (int)sig);
     http_front_stop();
     dispatch_end_all_streams();
-    cnode_stop();
+    cnode_joined = cnode_stop() == 0;
     event_base_loopbreak(base);
 }
 
@@ -87,6 +88,9 @@ int main(int argc, char **argv)
 
     event_base_dispatch(base);
 
+    log_msg(LOG_INFO, "stopped");
+    if (!cnode_joined)
+        return 0;
     event_free(sigint);
     event_free(sigterm);
     dispatch_stop();
@@ -95,6 +99,5 @@ int main(int argc, char **argv)
     handoff_free(inbox);
     handoff_free(outbox);
     uidtable_free();
-    log_msg(LOG_INFO, "stopped");
     return 0;
 }
