@@ -12,7 +12,9 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/listener.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -171,6 +173,28 @@ static int set_fd_ceiling(void)
     return 0;
 }
 
+/* Our own listening socket, for a deep accept queue: connect bursts of
+ * thousands a second would overflow evhttp's default backlog of 128. */
+static int listen_socket(const char *host, uint16_t port)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1) {
+        log_msg(LOG_ERROR, "--listen address '%s' is not an IPv4 address", host);
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&sin, sizeof sin) != 0 || listen(fd, SOMAXCONN) != 0) {
+        log_msg(LOG_ERROR, "cannot listen on %s:%u: %m (port in use? pick another with --listen)",
+                host, port);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int http_front_start(struct event_base *base, const struct options *opts)
 {
     options = opts;
@@ -192,11 +216,12 @@ int http_front_start(struct event_base *base, const struct options *opts)
     evhttp_set_timeout(http, 30);       /* for requests still being read */
     evhttp_set_gencb(http, on_request, NULL);
 
-    struct evhttp_bound_socket *bound =
-        evhttp_bind_socket_with_handle(http, opts->listen_host, opts->listen_port);
+    int fd = listen_socket(opts->listen_host, opts->listen_port);
+    if (fd < 0)
+        return -1;
+    struct evhttp_bound_socket *bound = evhttp_accept_socket_with_handle(http, fd);
     if (!bound) {
-        log_msg(LOG_ERROR, "cannot listen on %s:%u: %m (port in use? pick another with --listen)",
-                opts->listen_host, opts->listen_port);
+        log_msg(LOG_ERROR, "evhttp cannot take the listening socket");
         return -1;
     }
     evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound), on_accept_error);

@@ -2,6 +2,7 @@
 #include "options.h"
 #include "cookie.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -87,6 +88,11 @@ static int parse_listen(struct options *o, const char *s)
         return -1;
     memcpy(o->listen_host, s, (size_t)(colon - s));
     o->listen_host[colon - s] = '\0';
+    if (strcmp(o->listen_host, "localhost") == 0)
+        strcpy(o->listen_host, "127.0.0.1");
+    struct in_addr addr;
+    if (inet_pton(AF_INET, o->listen_host, &addr) != 1)
+        return -1;
     o->listen_port = (uint16_t)port;
     return 0;
 }
@@ -124,7 +130,7 @@ int options_parse(struct options *o, int argc, char **argv)
         switch (c) {
         case OPT_LISTEN:
             if (parse_listen(o, optarg))
-                return bad("--listen", optarg, "expected ADDR:PORT, e.g. 0.0.0.0:8000");
+                return bad("--listen", optarg, "expected IPV4-ADDR:PORT, e.g. 0.0.0.0:8000");
             break;
         case OPT_NAME:
             if (!valid_node_name(optarg) || copy_str(o->name, sizeof o->name, optarg))
