@@ -4,6 +4,7 @@
 #include "cmd.h"
 #include "erl_link.h"
 #include "erl_send.h"
+#include "erl_socket.h"
 #include "log.h"
 #include "stats.h"
 #include "term.h"
@@ -23,7 +24,7 @@
 
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 3000
-#define CONNECT_TMO_MS 2000
+#define ACCEPT_TMO_MS 2000
 #define RECEIVE_TMO_MS 2000
 #define BATCH_PER_LINK 256     /* messages read from one link before polling the others */
 #define RESERVE_TMO_MS 1000    /* while the loop is behind, tick the links this often */
@@ -71,8 +72,9 @@ static int init_cnode(void)
     /* xinit, not init: the node must be alive@host as given, whatever the
      * machine's host name is. */
     short creation = (short)((time(NULL) & 0x7fff) | 1);
-    if (ei_connect_xinit(&ec, host, alive, options->name, &addr, options->cookie,
-                         creation) < 0) {
+    if (ei_connect_xinit_ussi(&ec, host, alive, options->name, &addr, options->cookie,
+                              (unsigned)creation, &erl_socket_callbacks,
+                              sizeof erl_socket_callbacks, NULL) < 0) {
         log_msg(LOG_ERROR, "ei_connect_xinit failed for node %s", options->name);
         return -1;
     }
@@ -139,9 +141,14 @@ static void master_came_up(void)
 
 static void try_connect_master(void)
 {
-    int fd = ei_connect_tmo(&ec, (char *)options->master, CONNECT_TMO_MS);
+    /* No _tmo: a timeout would make ei wait on epmd's socket with select().
+     * epmd is local; the node connection itself is bounded by erl_socket. */
+    int fd = ei_connect(&ec, (char *)options->master);
     if (fd >= 0) {
-        erl_link_add(fd, options->master, 1);
+        if (erl_link_add(fd, options->master, 1) < 0) {
+            ei_close_connection(fd);
+            return;
+        }
         log_msg(LOG_INFO, "connected to master %s", options->master);
         master_came_up();
         return;
@@ -160,7 +167,7 @@ static void try_connect_master(void)
 static void accept_link(void)
 {
     ErlConnect conn;
-    int fd = ei_accept_tmo(&ec, listen_fd, &conn, CONNECT_TMO_MS);
+    int fd = ei_accept_tmo(&ec, listen_fd, &conn, ACCEPT_TMO_MS);
     if (fd < 0) {
         log_msg(LOG_DEBUG, "Erlang connection attempt failed (%s): wrong cookie?",
                 strerror(erl_errno));
@@ -168,7 +175,7 @@ static void accept_link(void)
     }
     int is_master = options->master[0] && strcmp(conn.nodename, options->master) == 0;
     if (erl_link_add(fd, conn.nodename, is_master) < 0) {
-        close(fd);
+        ei_close_connection(fd);
         return;
     }
     log_msg(LOG_INFO, "node %s connected", conn.nodename);
@@ -256,7 +263,7 @@ static void handle_message(const char *buf)
 static int more_to_read(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) > 0;
+    return erl_socket_buffered(fd) || poll(&p, 1, 0) > 0;
 }
 
 /* Reads messages from link i while it has some, up to a batch. */
@@ -337,7 +344,7 @@ static void *cnode_main(void *arg)
     erl_link_close_all();
     if (publish_fd >= 0)
         close(publish_fd);        /* unregisters from epmd */
-    close(listen_fd);
+    ei_close_connection(listen_fd);
     ei_x_free(&xbuf);
     erl_send_free();
     return NULL;

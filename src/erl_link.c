@@ -30,7 +30,7 @@ int erl_link_add(int fd, const char *node, int is_master)
 
 void erl_link_remove(int i)
 {
-    close(links[i].fd);
+    ei_close_connection(links[i].fd);   /* frees ei's socket context too */
     links[i] = links[--nlinks];
     atomic_fetch_sub(&cnode_stats.erl_nodes, 1);
 }
