@@ -70,7 +70,10 @@ build/tests/ebin/%.beam: tests/erlang/%.erl | build
 	erlc -Wall -o build/tests/ebin $<
 
 build/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | build
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_SERVER) -lcmocka
+	$(CC) $(ALL_CFLAGS) -Itools/httpclient -o $@ $< $(SRV_LIB_OBJ) $(LDLIBS_SERVER) -lcmocka
+
+# Client tests #include the client's sources: rebuild them when those change.
+$(filter build/tests/test_client_%,$(UNIT_BIN)): $(CLIENT_SRC) $(wildcard tools/httpclient/*.h)
 
 deps:
 	scripts/install-deps.sh

@@ -56,7 +56,7 @@ struct stat_pair {
     uint64_t value;
 };
 
-/* Every counter plus rss_bytes, as name/value pairs; returns the count.
+/* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
  * Call on the loop thread. */
 #define STATS_MAX_PAIRS 32
 size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);

@@ -28,7 +28,7 @@ size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS])
 #define X(name) out[n++] = (struct stat_pair){#name, atomic_load(&cnode_stats.name)};
     CNODE_STATS(X)
 #undef X
-    out[n++] = (struct stat_pair){"rss_bytes", rss_bytes()};
+    out[n++] = (struct stat_pair){"memory", rss_bytes()};   /* resident set, bytes */
     return n;
 }
 

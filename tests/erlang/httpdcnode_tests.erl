@@ -1,0 +1,30 @@
+%% Pure functions of the API module: message encoding and grouping by node.
+-module(httpdcnode_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+to_binary_test_() ->
+    [?_assertEqual(<<"abc">>, httpdcnode:to_binary(<<"abc">>)),
+     ?_assertEqual(<<"abc">>, httpdcnode:to_binary("abc")),
+     ?_assertEqual(<<"ab\ncd">>, httpdcnode:to_binary(["ab", $\n, [<<"c">>, "d"]])),
+     %% bytes stay bytes
+     ?_assertEqual(<<233>>, httpdcnode:to_binary([233])),
+     %% characters above 255 make it a Unicode string, sent as UTF-8
+     ?_assertEqual(<<"h", 195, 169, 226, 130, 172>>, httpdcnode:to_binary([$h, 233, 8364])),
+     ?_assertError(badarg, httpdcnode:to_binary(<<>>)),
+     ?_assertError(badarg, httpdcnode:to_binary("")),
+     ?_assertError(badarg, httpdcnode:to_binary([<<>>, []])),
+     ?_assertError(badarg, httpdcnode:to_binary(hello)),
+     ?_assertError(badarg, httpdcnode:to_binary([-1]))].
+
+group_by_node_test_() ->
+    Online = fun(1) -> [a]; (2) -> [b]; (3) -> [a, b]; (4) -> [a]; (_) -> [] end,
+    [?_assertEqual([{a, [1, 3, 4]}, {b, [2, 3]}],
+                   httpdcnode:group_by_node([4, 3, 2, 1, 9], Online)),
+     ?_assertEqual([{a, [1]}], httpdcnode:group_by_node([1, 1, 1], Online)),
+     ?_assertEqual([], httpdcnode:group_by_node([9, 10], Online)),
+     ?_assertEqual([], httpdcnode:group_by_node([], Online))].
+
+bad_uid_test_() ->
+    [?_assertError(function_clause, httpdcnode:send(0, "x")),
+     ?_assertError(function_clause, httpdcnode:send(-3, "x")),
+     ?_assertError(function_clause, httpdcnode:kick(foo))].

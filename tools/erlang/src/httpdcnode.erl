@@ -1,0 +1,193 @@
+%% Public API: push messages to users connected to httpdcnode C-nodes.
+%%
+%% Call these on the node running the httpdcnode application (the master the
+%% C-nodes were started with `--master'). A uid is a positive integer; a
+%% message is a non-empty binary or iolist, or a list of Unicode characters
+%% (sent as UTF-8) when it holds any character above 255.
+-module(httpdcnode).
+-compile({no_auto_import, [nodes/0]}).
+
+-export([start/0, stop/0]).
+-export([send/2, send_sync/2, send_sync/3,
+         multicast/2, multicast_sync/2, multicast_sync/3,
+         broadcast/1, kick/1,
+         online/1, online_uids/1, nodes/0, stats/0, stats/1]).
+-export([to_binary/1, group_by_node/2]).
+-export_type([uid/0, msg/0]).
+
+-define(TIMEOUT, 5000).
+
+-type uid() :: pos_integer().
+-type msg() :: binary() | iolist() | string().
+
+%% Starts the application and everything it needs (mnesia included).
+start() ->
+    case application:ensure_all_started(httpdcnode) of
+        {ok, _} -> ok;
+        Error -> Error
+    end.
+
+stop() ->
+    application:stop(httpdcnode).
+
+%% Sends Msg to every stream of Uid, on whichever C-nodes hold it. Async.
+-spec send(uid(), msg()) -> ok.
+send(Uid, Msg) when is_integer(Uid), Uid > 0 ->
+    Bin = to_binary(Msg),
+    [{any, N} ! {Uid, Bin} || N <- online(Uid)],
+    ok.
+
+%% Like send/2, but waits for the C-nodes: N = connections written to.
+%% A C-node that does not answer within Timeout ms counts as 0.
+-spec send_sync(uid(), msg()) -> {ok, non_neg_integer()}.
+send_sync(Uid, Msg) ->
+    send_sync(Uid, Msg, ?TIMEOUT).
+
+send_sync(Uid, Msg, Timeout) when is_integer(Uid), Uid > 0 ->
+    Bin = to_binary(Msg),
+    acked([{N, Uid} || N <- online(Uid)], Bin, Timeout).
+
+%% Sends Msg to every online uid of Uids: one Erlang message per C-node.
+-spec multicast([uid()], msg()) -> ok.
+multicast(Uids, Msg) when is_list(Uids) ->
+    Bin = to_binary(Msg),
+    [{any, N} ! {Us, Bin} || {N, Us} <- group_by_node(Uids, fun online/1)],
+    ok.
+
+%% Like multicast/2 but acknowledged: N = connections written to, summed.
+-spec multicast_sync([uid()], msg()) -> {ok, non_neg_integer()}.
+multicast_sync(Uids, Msg) ->
+    multicast_sync(Uids, Msg, ?TIMEOUT).
+
+multicast_sync(Uids, Msg, Timeout) when is_list(Uids) ->
+    Bin = to_binary(Msg),
+    acked(group_by_node(Uids, fun online/1), Bin, Timeout).
+
+%% Sends Msg to every stream on every known C-node.
+-spec broadcast(msg()) -> ok.
+broadcast(Msg) ->
+    Bin = to_binary(Msg),
+    [{any, N} ! {broadcast, Bin} || N <- nodes()],
+    ok.
+
+%% Ends every stream of Uid (the client sees the terminating chunk).
+-spec kick(uid()) -> ok.
+kick(Uid) when is_integer(Uid), Uid > 0 ->
+    [{any, N} ! {kick, Uid} || N <- online(Uid)],
+    ok.
+
+%% C-nodes holding Uid now, as last reported.
+-spec online(uid()) -> [node()].
+online(Uid) ->
+    httpdcnode_presence:online(Uid).
+
+%% Uids held by the C-node Node, ascending.
+-spec online_uids(node()) -> [uid()].
+online_uids(Node) ->
+    httpdcnode_presence:online_uids(Node).
+
+%% Known C-nodes.
+-spec nodes() -> [node()].
+nodes() ->
+    httpdcnode_presence:nodes().
+
+%% Counters of every known C-node; a node that does not answer in time maps
+%% to {error, timeout}, one whose connection went down to {error, nodedown}.
+-spec stats() -> #{node() => map() | {error, timeout | nodedown}}.
+stats() ->
+    stats(?TIMEOUT).
+
+stats(Timeout) ->
+    Nodes = nodes(),
+    Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, stats} end,
+                      Nodes, Timeout),
+    maps:from_list([{N, maps:get(N, Replies, {error, timeout})} || N <- Nodes]).
+
+%%% Building blocks (exported for tests and for router)
+
+%% Message as the binary the C-nodes take. Raises badarg for an empty or
+%% malformed message.
+-spec to_binary(msg()) -> binary().
+to_binary(Msg) ->
+    Bin = if
+              is_binary(Msg) -> Msg;
+              is_list(Msg) ->
+                  try iolist_to_binary(Msg)
+                  catch error:badarg -> chars_to_binary(Msg)
+                  end;
+              true -> error(badarg, [Msg])
+          end,
+    case Bin of
+        <<>> -> error(badarg, [Msg]);
+        _ -> Bin
+    end.
+
+chars_to_binary(Chars) ->
+    case unicode:characters_to_binary(Chars) of
+        B when is_binary(B) -> B;
+        _ -> error(badarg, [Chars])
+    end.
+
+%% Groups uids by the C-nodes holding them: [{Node, [Uid]}], each uid once per
+%% node, in the order given; offline uids are left out.
+-spec group_by_node([uid()], fun((uid()) -> [node()])) -> [{node(), [uid()]}].
+group_by_node(Uids, OnlineFun) ->
+    Map = lists:foldl(
+            fun(U, Acc) ->
+                    lists:foldl(fun(N, A) -> maps:update_with(N, fun(L) -> [U | L] end, [U], A) end,
+                                Acc, OnlineFun(U))
+            end, #{}, lists:usort(Uids)),
+    lists:sort([{N, lists:reverse(Us)} || {N, Us} <- maps:to_list(Map)]).
+
+%%% Internal
+
+%% Acknowledged delivery of {Pid, Ref, Uid | [Uid], Bin} to each {Node, Target};
+%% sums the {Ref, N} replies.
+acked([], _Bin, _Timeout) ->
+    {ok, 0};
+acked(Targets, Bin, Timeout) ->
+    Map = maps:from_list(Targets),
+    Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, maps:get(N, Map), Bin} end,
+                      maps:keys(Map), Timeout),
+    {ok, lists:sum([C || C <- maps:values(Replies), is_integer(C)])}.
+
+%% Sends one request per node from a short-lived process and collects the
+%% {Ref, Reply} answers until all came, a node went down, or Timeout passed.
+%% The process ends afterwards, so late answers never reach the caller.
+collect(_SendFun, [], _Timeout) ->
+    #{};
+collect(SendFun, Nodes, Timeout) ->
+    {Pid, MRef} = spawn_monitor(
+                    fun() ->
+                            Self = self(),
+                            Pending = maps:from_list(
+                                        [begin
+                                             monitor_node(N, true),
+                                             Ref = make_ref(),
+                                             SendFun(Self, Ref, N),
+                                             {Ref, N}
+                                         end || N <- Nodes]),
+                            Deadline = erlang:monotonic_time(millisecond) + Timeout,
+                            exit({replies, gather(Pending, #{}, Deadline)})
+                    end),
+    receive
+        {'DOWN', MRef, process, Pid, {replies, Replies}} -> Replies;
+        {'DOWN', MRef, process, Pid, Reason} -> error(Reason)
+    end.
+
+gather(Pending, Acc, _Deadline) when map_size(Pending) =:= 0 ->
+    Acc;
+gather(Pending, Acc, Deadline) ->
+    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {Ref, Reply} when is_map_key(Ref, Pending) ->
+            {N, Pending1} = maps:take(Ref, Pending),
+            gather(Pending1, Acc#{N => Reply}, Deadline);
+        {nodedown, Node} ->
+            {Down, Up} = maps:fold(fun(R, N, {D, U}) when N =:= Node -> {[N | D], maps:remove(R, U)};
+                                      (_, _, DU) -> DU
+                                   end, {[], Pending}, Pending),
+            gather(Up, maps:merge(Acc, maps:from_list([{N, {error, nodedown}} || N <- Down])), Deadline)
+    after Left ->
+            Acc
+    end.

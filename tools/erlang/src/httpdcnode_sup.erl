@@ -1,0 +1,18 @@
+%% Top supervisor: the presence server is the only long-lived process;
+%% the API and pubsub modules run in their callers.
+-module(httpdcnode_sup).
+-behaviour(supervisor).
+
+-export([start_link/0, init/1]).
+
+start_link() ->
+    supervisor:start_link({local, ?MODULE}, ?MODULE, []).
+
+init([]) ->
+    Presence = #{id => httpdcnode_presence,
+                 start => {httpdcnode_presence, start_link, []},
+                 restart => permanent,
+                 shutdown => 5000,
+                 type => worker,
+                 modules => [httpdcnode_presence]},
+    {ok, {#{strategy => one_for_one, intensity => 5, period => 10}, [Presence]}}.

@@ -1,0 +1,54 @@
+/* Command line of the load client. */
+#ifndef HTTPCLIENT_OPTIONS_H
+#define HTTPCLIENT_OPTIONS_H
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define OPT_MAX_SRC 256
+/* One send() must carry the whole request into an empty socket buffer. */
+#define OPT_MAX_REQUEST 8192
+
+struct client_opts {
+    char host[256];
+    unsigned port;
+    struct sockaddr_storage dst;        /* resolved --host/--port */
+    socklen_t dst_len;
+
+    unsigned long conns;                /* -n/--conns */
+    unsigned long uid_base;
+    unsigned long uids;                 /* 0: every connection its own uid */
+    unsigned procs;                     /* 0: as few as the fd limit allows */
+
+    struct in_addr src[OPT_MAX_SRC];    /* --src: bind before connect */
+    unsigned nsrc;
+
+    double rate;                        /* connections/s over all procs, 0: unlimited */
+    unsigned long pending;              /* max connections not yet welcomed, total */
+    double hold;                        /* seconds to stay after all are up */
+    int hold_set;
+    uint64_t until_msgs;                /* 0: not used */
+    double max_time;                    /* hard bound on the whole run */
+    double timeout;                     /* connect + welcome, per connection */
+    int json;
+    int quiet;
+
+    /* The request is req_pre + uid + req_post, built from the path template. */
+    char req_pre[OPT_MAX_REQUEST];
+    char req_post[OPT_MAX_REQUEST];
+    size_t req_pre_len, req_post_len;
+    int path_has_uid;
+};
+
+/* Parses argv into o. Returns 0 to go on, 1 when --help was printed (exit 0),
+ * -1 on a bad option (a message was printed; exit 2). */
+int opts_parse(struct client_opts *o, int argc, char **argv);
+void opts_usage(FILE *out);
+
+/* uid of global connection number g. */
+unsigned long opts_uid_of(const struct client_opts *o, uint64_t g);
+
+#endif

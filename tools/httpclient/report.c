@@ -1,0 +1,120 @@
+/* Totals and their printing: see report.h. */
+#include "report.h"
+
+#include <string.h>
+
+static void min_nonzero(uint64_t *dst, uint64_t v)
+{
+    if (v && (!*dst || v < *dst))
+        *dst = v;
+}
+
+static void max_of(uint64_t *dst, uint64_t v)
+{
+    if (v > *dst)
+        *dst = v;
+}
+
+void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigned n)
+{
+    memset(out, 0, sizeof *out);
+    out->magic = STATS_MAGIC;
+    for (unsigned i = 0; i < n; i++) {
+        const struct worker_stats *w = &ws[i];
+        out->planned += w->planned;
+        out->signalled |= w->signalled;
+        out->attempted += w->attempted;
+        out->connected += w->connected;
+        out->welcomed += w->welcomed;
+        out->failed += w->failed;
+        out->fail_connect += w->fail_connect;
+        out->fail_status += w->fail_status;
+        out->fail_timeout += w->fail_timeout;
+        out->fail_closed += w->fail_closed;
+        out->closed_by_server += w->closed_by_server;
+        out->stream_errors += w->stream_errors;
+        out->open += w->open;
+        out->chunks += w->chunks;
+        out->msgs += w->msgs;
+        out->bytes += w->bytes;
+        out->rss_bytes += w->rss_bytes;
+        min_nonzero(&out->first_connect_ns, w->first_connect_ns);
+        max_of(&out->last_connect_ns, w->last_connect_ns);
+        min_nonzero(&out->first_msg_ns, w->first_msg_ns);
+        max_of(&out->last_msg_ns, w->last_msg_ns);
+        hist_merge(&out->lat, &w->lat);
+    }
+}
+
+double report_msg_rate(const struct worker_stats *s, double elapsed_s)
+{
+    if (s->msgs > 1 && s->last_msg_ns > s->first_msg_ns)
+        return (double)s->msgs / ((double)(s->last_msg_ns - s->first_msg_ns) / 1e9);
+    return elapsed_s > 0 ? (double)s->msgs / elapsed_s : 0;
+}
+
+double report_connect_rate(const struct worker_stats *s)
+{
+    if (s->connected == 0 || s->last_connect_ns <= s->first_connect_ns)
+        return 0;
+    return (double)s->connected / ((double)(s->last_connect_ns - s->first_connect_ns) / 1e9);
+}
+
+void report_progress(FILE *out, const struct worker_stats *s, const struct run_info *ri,
+                     double msg_rate)
+{
+    fprintf(out,
+            "httpclient %.0fs: conns %llu/%lu welcomed %llu failed %llu closed %llu "
+            "msgs %llu msg/s %.0f lat p50 %llu p99 %llu us\n",
+            ri->elapsed_s, (unsigned long long)s->connected, ri->conns,
+            (unsigned long long)s->welcomed, (unsigned long long)s->failed,
+            (unsigned long long)s->closed_by_server, (unsigned long long)s->msgs, msg_rate,
+            (unsigned long long)hist_percentile(&s->lat, 50),
+            (unsigned long long)hist_percentile(&s->lat, 99));
+    fflush(out);
+}
+
+void report_summary(FILE *out, const struct worker_stats *s, const struct run_info *ri, int json)
+{
+    unsigned long long p50 = hist_percentile(&s->lat, 50), p90 = hist_percentile(&s->lat, 90),
+                       p99 = hist_percentile(&s->lat, 99), pmax = s->lat.max_us;
+    double msg_rate = report_msg_rate(s, ri->elapsed_s);
+    double conn_rate = report_connect_rate(s);
+    if (json) {
+        fprintf(out,
+                "{\"conns\":%lu,\"connected\":%llu,\"welcomed\":%llu,\"failed\":%llu,"
+                "\"fail_connect\":%llu,\"fail_status\":%llu,\"fail_timeout\":%llu,"
+                "\"fail_closed\":%llu,\"closed_by_server\":%llu,\"stream_errors\":%llu,"
+                "\"chunks\":%llu,\"msgs\":%llu,"
+                "\"bytes\":%llu,\"elapsed_s\":%.3f,\"msgs_per_s\":%.1f,\"lat_samples\":%llu,"
+                "\"lat_p50_us\":%llu,\"lat_p90_us\":%llu,\"lat_p99_us\":%llu,\"lat_max_us\":%llu,"
+                "\"connect_rate\":%.1f,\"procs\":%u,\"client_rss_bytes\":%llu,"
+                "\"stopped_by\":\"%s\"}\n",
+                ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
+                (unsigned long long)s->failed, (unsigned long long)s->fail_connect,
+                (unsigned long long)s->fail_status, (unsigned long long)s->fail_timeout,
+                (unsigned long long)s->fail_closed, (unsigned long long)s->closed_by_server,
+                (unsigned long long)s->stream_errors, (unsigned long long)s->chunks,
+                (unsigned long long)s->msgs, (unsigned long long)s->bytes, ri->elapsed_s, msg_rate,
+                (unsigned long long)s->lat.total, p50, p90, p99, pmax, conn_rate, ri->procs,
+                (unsigned long long)s->rss_bytes, ri->stopped_by);
+    } else {
+        fprintf(out, "connections: %lu requested, %llu connected, %llu welcomed, %llu failed\n",
+                ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
+                (unsigned long long)s->failed);
+        fprintf(out, "  failed: connect %llu, status %llu, timeout %llu, closed %llu\n",
+                (unsigned long long)s->fail_connect, (unsigned long long)s->fail_status,
+                (unsigned long long)s->fail_timeout, (unsigned long long)s->fail_closed);
+        fprintf(out, "  after the welcome: %llu closed by server, %llu malformed streams\n",
+                (unsigned long long)s->closed_by_server, (unsigned long long)s->stream_errors);
+        fprintf(out, "  connect rate: %.0f conn/s\n", conn_rate);
+        fprintf(out, "messages: %llu (%llu chunks, %llu bytes), %.0f msg/s\n",
+                (unsigned long long)s->msgs, (unsigned long long)s->chunks,
+                (unsigned long long)s->bytes, msg_rate);
+        fprintf(out, "latency us: p50 %llu p90 %llu p99 %llu max %llu (%llu samples)\n", p50,
+                p90, p99, pmax, (unsigned long long)s->lat.total);
+        fprintf(out, "run: %.2f s in %u procs, ended by %s, client RSS %.1f MB\n",
+                ri->elapsed_s, ri->procs, ri->stopped_by, (double)s->rss_bytes / 1e6);
+    }
+    fflush(out);
+}

@@ -1,0 +1,41 @@
+/* What one worker process counts. A worker sends the whole struct to the
+ * parent as one SOCK_SEQPACKET message (cumulative values, so a lost progress
+ * report costs nothing). */
+#ifndef HTTPCLIENT_STATS_H
+#define HTTPCLIENT_STATS_H
+
+#include <stdint.h>
+
+#include "histogram.h"
+
+#define STATS_MAGIC 0x68636c31u /* "hcl1" */
+
+struct worker_stats {
+    uint32_t magic;
+    uint32_t worker;
+    uint32_t final;             /* last report of this worker */
+    uint32_t signalled;         /* it stopped on SIGINT/SIGTERM */
+    uint64_t planned;           /* connections this worker owns */
+    uint64_t attempted;         /* connect() started */
+    uint64_t connected;         /* TCP connect succeeded */
+    uint64_t welcomed;          /* first chunk received */
+    uint64_t failed;            /* = the four below */
+    uint64_t fail_connect;      /* socket/bind/connect error */
+    uint64_t fail_status;       /* HTTP status other than 200 */
+    uint64_t fail_timeout;      /* not welcomed within --timeout */
+    uint64_t fail_closed;       /* closed, reset or garbled before the welcome */
+    uint64_t closed_by_server;  /* after the welcome: EOF, reset or last chunk */
+    uint64_t stream_errors;     /* after the welcome: malformed, closed by us */
+    uint64_t open;              /* sockets open now */
+    uint64_t chunks;            /* all chunks, the welcome included */
+    uint64_t msgs;              /* chunks after the welcome */
+    uint64_t bytes;             /* everything read, headers included */
+    uint64_t first_connect_ns;  /* CLOCK_MONOTONIC; 0: none yet */
+    uint64_t last_connect_ns;
+    uint64_t first_msg_ns;
+    uint64_t last_msg_ns;
+    uint64_t rss_bytes;         /* resident memory of the worker process */
+    struct histogram lat;       /* latency of messages carrying t=<ns>; */
+};
+
+#endif

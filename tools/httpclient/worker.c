@@ -1,0 +1,195 @@
+/* Worker process main loop: see worker.h. */
+#include "worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "stats.h"
+
+/* Opening pace: the schedule is checked every tick against the start time,
+ * so late ticks catch up and the rate does not drift. */
+#define PACE_TICK_US 5000
+/* Beyond the parent's --max-time, in case the parent cannot stop us. */
+#define ORPHAN_SLACK_S 10
+
+struct worker {
+    struct event_base *base;
+    struct conn_set cs;
+    struct worker_stats st;
+    int sock;
+    size_t next;                /* next connection to open */
+    size_t max_pending;
+    double rate;                /* this worker's connections per second, 0: no limit */
+    uint64_t start_ns;
+    struct event *pace_ev, *report_ev, *stop_ev, *sigint_ev, *sigterm_ev, *bound_ev;
+    int stopping;
+    int told_up;                /* the report with every connection resolved went */
+};
+
+size_t worker_share(const struct client_opts *o, unsigned id, unsigned procs)
+{
+    return id < o->conns ? (size_t)((o->conns - id + procs - 1) / procs) : 0;
+}
+
+static uint64_t read_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void send_report(struct worker *w, int final)
+{
+    w->st.final = (uint32_t)final;
+    w->st.rss_bytes = read_rss();
+    /* Progress reports are skipped rather than waited for if the parent lags:
+     * each one carries the totals. The final one is waited for. */
+    ssize_t n;
+    do
+        n = send(w->sock, &w->st, sizeof w->st, MSG_NOSIGNAL | (final ? 0 : MSG_DONTWAIT));
+    while (n < 0 && errno == EINTR);
+}
+
+static void stop(struct worker *w)
+{
+    if (w->stopping)
+        return;
+    w->stopping = 1;
+    send_report(w, 1);
+    event_base_loopbreak(w->base);
+}
+
+/* Opens connections while the schedule, the pending limit and the plan allow. */
+static void open_more(struct worker *w)
+{
+    if (w->stopping)
+        return;
+    size_t due = w->cs.n;
+    if (w->rate > 0) {
+        double t = (double)(mono_ns() - w->start_ns) / 1e9;
+        double d = w->rate * t + 1;
+        if (d < (double)due)
+            due = (size_t)d;
+    }
+    while (w->next < due && w->cs.pending < w->max_pending)
+        conn_open(&w->cs, w->next++);
+    if (w->next == w->cs.n && w->pace_ev)
+        event_del(w->pace_ev);
+    /* Every connection opened and ended: nothing left to wait for. */
+    if (w->next == w->cs.n && w->st.open == 0)
+        stop(w);
+}
+
+static void on_change(void *arg)
+{
+    struct worker *w = arg;
+    open_more(w);
+    /* Tell the parent at once when all are up: --hold counts from then. */
+    if (!w->told_up && !w->stopping && w->st.welcomed + w->st.failed == w->st.planned) {
+        w->told_up = 1;
+        send_report(w, 0);
+    }
+}
+
+static void on_pace(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    open_more(arg);
+}
+
+static void on_report(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    send_report(arg, 0);
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    stop(arg);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)what;
+    /* SIGTERM is the parent's stop; SIGINT reaches the workers together with
+     * the parent when ^C hits the process group. */
+    if (sig == SIGINT)
+        w->st.signalled = 1;
+    stop(w);
+}
+
+static struct event *add_timer(struct worker *w, double seconds, short flags, event_callback_fn cb)
+{
+    struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)};
+    struct event *ev = event_new(w->base, -1, flags, cb, w);
+    if (ev)
+        event_add(ev, &tv);
+    return ev;
+}
+
+int worker_run(const struct client_opts *o, unsigned id, unsigned procs, int sock)
+{
+    static struct worker w;     /* static: its stats hold a 9 KB histogram */
+    memset(&w, 0, sizeof w);
+    w.sock = sock;
+    w.st.magic = STATS_MAGIC;
+    w.st.worker = id;
+    w.rate = o->rate / procs;
+    w.max_pending = o->pending / procs ? o->pending / procs : 1;
+    signal(SIGPIPE, SIG_IGN);
+
+    w.base = event_base_new();
+    if (!w.base)
+        return 1;
+    size_t n = worker_share(o, id, procs);
+    w.st.planned = n;
+    if (conn_set_init(&w.cs, w.base, o, &w.st, n, id, procs)) {
+        fprintf(stderr, "httpclient: worker %u: out of memory for %zu connections\n", id, n);
+        return 1;
+    }
+    w.cs.on_change = on_change;
+    w.cs.arg = &w;
+    w.start_ns = mono_ns();
+
+    w.pace_ev = add_timer(&w, PACE_TICK_US / 1e6, EV_PERSIST, on_pace);
+    w.report_ev = add_timer(&w, o->until_msgs ? 0.1 : 1.0, EV_PERSIST, on_report);
+    w.bound_ev = add_timer(&w, o->max_time + ORPHAN_SLACK_S, 0, on_stop);
+    w.stop_ev = event_new(w.base, sock, EV_READ, on_stop, &w);
+    w.sigint_ev = evsignal_new(w.base, SIGINT, on_signal, &w);
+    w.sigterm_ev = evsignal_new(w.base, SIGTERM, on_signal, &w);
+    if (!w.pace_ev || !w.report_ev || !w.bound_ev || !w.stop_ev || !w.sigint_ev || !w.sigterm_ev)
+        return 1;
+    event_add(w.stop_ev, NULL);
+    event_add(w.sigint_ev, NULL);
+    event_add(w.sigterm_ev, NULL);
+    /* The parent forked us with these blocked: a stop sent before the
+     * handlers existed is delivered now instead of killing us. */
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &stops, NULL);
+
+    open_more(&w);
+    if (!w.stopping)
+        event_base_dispatch(w.base);
+    conn_close_all(&w.cs);
+    return 0;
+}
