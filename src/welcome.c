@@ -18,6 +18,8 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -76,6 +78,11 @@ static void on_welcome_flushed(struct evhttp_connection *evcon, void *arg)
         return;
     }
     free_evhttp_connection(evcon);
+    /* Each message is one small write that must leave at once: without
+     * NODELAY, Nagle holds the second of two quick messages until the
+     * client's (delayed) ACK, tens of milliseconds later. */
+    int one = 1;
+    setsockopt(own, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     stream_attach_fd(s, own);
 }
 
