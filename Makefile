@@ -37,7 +37,7 @@ TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
 
 .PHONY: all deps test unit-test erl-test bench run install clean check-ei
 
-all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) $(ERL_BEAM) $(ERL_APPF)
+all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) writefloor $(ERL_BEAM) $(ERL_APPF)
 
 check-ei:
 	@test -n "$(EI_DIR)" || { echo "Erlang (erl) not found: run 'make deps' or 'scripts/install-deps.sh' first"; exit 1; }
@@ -54,6 +54,10 @@ httpdcnode: build/main.o $(SRV_LIB_OBJ)
 
 httpclient: $(CLIENT_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) -lm
+
+# The host's floor for one small loopback write (make bench reports it).
+writefloor: tools/writefloor/writefloor.c
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
 
 build:
 	@mkdir -p build build/tests build/tests/ebin
@@ -98,4 +102,4 @@ install: httpdcnode
 	install -m 755 httpdcnode $(DESTDIR)$(PREFIX)/bin/httpdcnode
 
 clean:
-	rm -rf build httpdcnode httpclient tools/erlang/ebin/*.beam tools/erlang/ebin/*.app
+	rm -rf build httpdcnode httpclient writefloor tools/erlang/ebin/*.beam tools/erlang/ebin/*.app
