@@ -314,10 +314,17 @@ static void poll_once(void)
     fds[nfds++] = (struct pollfd){.fd = publish_fd, .events = POLLIN};  /* -1 is ignored */
     fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(from_loop_q), .events = POLLIN};
     int first_link = nfds, nlinks = erl_link_count();
-    for (int i = 0; i < nlinks; i++)
-        fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN};
+    /* A link whose bytes already sit in its read buffer is ready now,
+     * whatever its socket says: do not sleep on it. */
+    int buffered = 0;
+    for (int i = 0; i < nlinks; i++) {
+        int fd = erl_link_at(i)->fd;
+        fds[nfds++] = (struct pollfd){.fd = fd, .events = POLLIN};
+        buffered |= erl_socket_buffered(fd);
+    }
 
-    if (poll(fds, (nfds_t)nfds, (int)next_timeout_ms()) <= 0)
+    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : (int)next_timeout_ms());
+    if (ready < 0 || (ready == 0 && !buffered))
         return;
     if (fds[0].revents)
         return;
@@ -328,7 +335,7 @@ static void poll_once(void)
     /* Links from the highest index down: drop_link moves the last link into
      * the freed slot, which has already been served then. */
     for (int i = nlinks - 1; i >= 0; i--)
-        if (fds[first_link + i].revents)
+        if (fds[first_link + i].revents || erl_socket_buffered(fds[first_link + i].fd))
             read_link(i);
     if (fds[1].revents & POLLIN)
         accept_link();
