@@ -148,10 +148,11 @@ size_t handoff_drain(struct handoff *h, size_t max,
 {
     size_t done = 0;
 
+again:
     pthread_mutex_lock(&h->lock);
     size_t pos = h->head, avail = h->used;
     if (avail == 0) {
-        h->consumer_idle = 1;
+        h->consumer_idle = 1;       /* the only way to return 0: see handoff.h */
         pthread_mutex_unlock(&h->lock);
         return 0;
     }
@@ -185,6 +186,10 @@ size_t handoff_drain(struct handoff *h, size_t max,
     if (h->producer_waiting)
         pthread_cond_signal(&h->room);
     pthread_mutex_unlock(&h->lock);
+    /* Only a wrap's wasted tail was passed: a record committed meanwhile
+     * sent no wakeup (the consumer was not idle), so look again. */
+    if (done == 0)
+        goto again;
     return done;
 }
 
