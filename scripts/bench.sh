@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# `make bench`: measures httpdcnode on loopback and writes BENCHMARKS.md and
+# bench/*.png at the repository root. Needs `make all` done.
+#
+#   scripts/bench.sh           the full run (1.5-2 minutes here; at most 9.5)
+#   scripts/bench.sh --smoke   a tiny run (300 streams, 3,300 messages, one
+#                              multicast, the plots) that writes nothing in the
+#                              repository; exits non-zero only when something is
+#                              broken (loss, a crash, a tool failing), never on
+#                              timings. Last line: "bench smoke: P passed, F failed".
+#                              BENCH_KEEP=1 keeps its files (in $TMPDIR).
+#
+# Each server holds at most 18,000 streams; the load client runs as 2 worker
+# processes; the publisher is tools/erlang msggen on its own Erlang node,
+# reaching the C-node by its published name (the server runs with no master).
+# Node names carry this script's pid and ports are picked free, so runs on the
+# same machine do not collide. Everything started here is ended by pid, also
+# on failure or interruption. A slow machine gives slow figures, not a failure:
+# the full run, too, exits non-zero only when something broke (messages lost,
+# a crash, a tool failing) and the report says what.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+
+mode=full
+case "${1:-}" in
+  "") ;;
+  --smoke) mode=smoke ;;
+  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
+
+source scripts/bench/lib.sh
+source scripts/bench/phases.sh
+source scripts/bench/report.sh
+source scripts/bench/plots.sh
+
+START=$(date +%s)
+if [[ $mode == smoke ]]; then
+  DEADLINE=$((START + 50))
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/httpdbench.XXXXXX")
+else
+  DEADLINE=$((START + 570))
+  WORK="$ROOT/build/bench"
+  rm -rf "$WORK"
+  mkdir -p "$WORK"
+fi
+: >"$WORK/results"
+: >"$WORK/broken"
+COOKIE="bench_$$_${RANDOM}${RANDOM}"
+
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+  end_all
+  if [[ $mode == smoke ]]; then
+    if [[ -s $WORK/broken || -n ${BENCH_KEEP:-} ]]; then
+      echo "bench smoke: logs kept in $WORK" >&2
+    else
+      rm -rf "$WORK"
+    fi
+  fi
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+
+for f in httpdcnode httpclient tools/erlang/ebin/msggen.beam; do
+  [[ -e $f ]] || { echo "bench: $f missing: run 'make all' first" >&2; exit 1; }
+done
+# Erlang distribution needs epmd; it is shared by every run: start, never stop.
+epmd -daemon
+# The servers and clients started here inherit this.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if (($(ulimit -n) < 19500)); then
+  log "open files limit is $(ulimit -n); the 18,000-stream steps need 19,500"
+fi
+
+if [[ $mode == smoke ]]; then
+  phase_smoke
+  if [[ -s $WORK/broken ]]; then
+    sed 's/^/bench smoke: /' "$WORK/broken" >&2
+    echo "bench smoke: 0 passed, 1 failed"
+    exit 1
+  fi
+  echo "bench smoke: 1 passed, 0 failed"
+  exit 0
+fi
+
+machine_facts
+phase_memory
+phase_push 3 200000 20000 10
+phase_connect 100
+put duration_s $(($(date +%s) - START))
+
+mkdir -p bench
+make_plots "$WORK" bench || broken "gnuplot failed: $(tail -n3 "$WORK/gnuplot.err" | tr '\n' ' ')"
+write_report BENCHMARKS.md
+log "wrote BENCHMARKS.md and bench/*.png in $(get duration_s) s (raw figures in build/bench/)"
+if [[ -s $WORK/broken ]]; then
+  log "some measurements are missing or show breakage:"
+  sed 's/^/  /' "$WORK/broken" >&2
+  exit 1
+fi
+exit 0

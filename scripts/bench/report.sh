@@ -1,0 +1,257 @@
+# shellcheck shell=bash
+# BENCHMARKS.md from the results of scripts/bench.sh (sourced): machine_facts
+# records the machine, write_report FILE writes the report. Every verdict is
+# computed here from the figures.
+
+machine_facts() {
+  put date "$(date -u '+%Y-%m-%d %H:%M UTC')"
+  put commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' + uncommitted changes in src/include')"
+  put version "$("$ROOT/httpdcnode" --version 2>/dev/null | head -n1)"
+  put cpu "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+  put cores "$(nproc)"
+  put memory "$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+  put kernel "$(uname -sr)"
+  put os "$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME") ($(cat /etc/debian_version 2>/dev/null))"
+  put libevent "$(pkg-config --modversion libevent 2>/dev/null) (package $(dpkg-query -W -f='${Version}' libevent-2.1-7 2>/dev/null))"
+  put otp "$(erl -noshell -eval 'io:format("~s", [erlang:system_info(otp_release)]), halt().' 2>/dev/null) ($(cat "$(erl -noshell -eval 'io:format("~s", [code:root_dir()]), halt().' 2>/dev/null)"/releases/*/OTP_VERSION 2>/dev/null | head -n1), erts $(erl -noshell -eval 'io:format("~s", [erlang:system_info(version)]), halt().' 2>/dev/null))"
+  put compiler "$(${CC:-cc} --version 2>/dev/null | head -n1)"
+  put nofile "$(ulimit -n)"
+  put load "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# --- number formatting -------------------------------------------------------------
+
+isnum() { [[ ${1:-} =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; }
+
+# Integer with thousands separators, or "n/a".
+n0() {
+  isnum "${1:-}" || { echo "n/a"; return; }
+  awk -v v="$1" 'BEGIN { s = sprintf("%.0f", v < 0 ? -v : v); o = ""
+    while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) }
+    print (v < 0 && s o != "0" ? "-" : "") s o }'
+}
+
+# Microseconds as milliseconds.
+ms() {
+  isnum "${1:-}" || { echo "n/a"; return; }
+  awk -v v="$1" 'BEGIN { m = v / 1000; printf (m < 10 ? "%.3f ms\n" : "%.1f ms\n"), m }'
+}
+
+ratio() {
+  if ! { isnum "${1:-}" && isnum "${2:-}" && awk -v b="$2" 'BEGIN { exit !(b != 0) }'; }; then
+    echo "n/a"
+    return
+  fi
+  calc "$1 / $2" %.3f
+}
+
+# verdict VALUE OP TARGET: "met", "**not met**", or "not measured".
+verdict() {
+  isnum "${1:-}" || { echo "not measured"; return; }
+  if awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN {
+       ok = op == "<=" ? v <= t : op == "<" ? v < t : op == ">=" ? v >= t : op == "==" ? v == t : 0
+       exit !ok }'; then
+    echo "met"
+  else
+    echo "**not met**"
+  fi
+}
+
+# deliveries per second from a count and microseconds
+per_s() {
+  if ! { isnum "${1:-}" && isnum "${2:-}" && awk -v u="$2" 'BEGIN { exit !(u > 0) }'; }; then
+    echo ""
+    return
+  fi
+  calc "$1 * 1e6 / $2" %.0f
+}
+
+# --- the report -------------------------------------------------------------------------
+
+write_report() {
+  local f=$1 r
+  local blast_ratio paced_ratio mc_rate bc_rate mc_ack_rate bc_ack_rate loss_total kslope
+  blast_ratio=$(get blast_ratio)
+  paced_ratio=$(get paced_ratio)
+  isnum "$blast_ratio" || blast_ratio=n/a
+  isnum "$paced_ratio" || paced_ratio=n/a
+  mc_rate=$(per_s "$(get mc_received)" "$(get mc_last_us)")
+  bc_rate=$(per_s "$(get bc_received)" "$(get bc_last_us)")
+  mc_ack_rate=$(per_s "$(get mc_conns)" "$(get mc_ack_us)")
+  bc_ack_rate=$(per_s "$(get bc_conns)" "$(get bc_ack_us)")
+  loss_total=
+  isnum "$(get blast_loss_total)" && isnum "$(get paced_loss_total)" &&
+    loss_total=$(($(get blast_loss_total) + $(get paced_loss_total)))
+  kslope=$(get mem_kernel_slope)
+  {
+    cat <<EOF
+# Benchmarks
+
+Measured by \`make bench\` (\`scripts/bench.sh\`) on $(get date), commit $(get commit)
+($(get version)). The whole file and the plots in \`bench/\` are written by the script;
+the raw figures of the last run are in \`build/bench/\`. Regenerate with:
+
+\`\`\`sh
+make bench
+\`\`\`
+
+EOF
+    if [[ -s $WORK/broken ]]; then
+      echo "> **BROKEN during this run** (figures below may be missing or wrong):"
+      sed 's/^/> - /' "$WORK/broken"
+      echo
+    fi
+    if isnum "$loss_total" && ((loss_total != 0)); then
+      echo "> **MESSAGES WERE LOST: $(n0 "$loss_total") messages never reached a client.**"
+      echo
+    fi
+    cat <<EOF
+## Machine
+
+| | |
+|---|---|
+| CPU | $(get cpu), $(get cores) cores |
+| memory | $(get memory) |
+| OS, kernel | $(get os), $(get kernel) |
+| libevent | $(get libevent) |
+| Erlang/OTP | $(get otp) |
+| compiler | $(get compiler) (\`-O2\`) |
+| open files per process | $(get nofile) |
+| load average at the start | $(get load) |
+
+Everything runs on this one machine over loopback: the server (\`./httpdcnode --master ""\`,
+one per section, at most 18,000 streams), the load client (\`./httpclient\`, 2 worker
+processes, each section from its own 20 source addresses in 127.0.10.1–127.0.13.20) and the publisher (\`msggen\` on its own Erlang
+node, connected to the C-node by its published name). Client, publisher and server
+share the 2 cores, so every figure includes the cost of the load generators too.
+The run took $(get duration_s) s.
+
+## Targets
+
+| target | measured | verdict |
+|---|---|---|
+| server heap ≤ 256 B per idle stream (RSS slope 2k→18k) | $(n0 "$(get mem_server_slope)") B | $(verdict "$(get mem_server_slope)" "<=" 256) |
+| delivered/s ≥ 0.95 × publisher rate (flat out, 10k streams) | $blast_ratio × | $(verdict "$blast_ratio" ">=" 0.95) |
+| zero loss (all push runs) | $(n0 "$loss_total") lost | $(verdict "$loss_total" "==" 0) |
+| flat-out p99 ≤ 10 ms | $(ms "$(get blast_p99)") | $(verdict "$(get blast_p99)" "<=" 10000) |
+| 20k msg/s paced p50 ≤ 0.1 ms | $(ms "$(get paced_p50)") | $(verdict "$(get paced_p50)" "<=" 100) |
+| 20k msg/s paced p99 ≤ 1 ms | $(ms "$(get paced_p99)") | $(verdict "$(get paced_p99)" "<=" 1000) |
+| fan-out ≥ 400,000 deliveries/s (multicast to 10k, until the last delivery) | $(n0 "$mc_rate") /s | $(verdict "$mc_rate" ">=" 400000) |
+| broadcast to 18k < 50 ms (until the last delivery) | $(ms "$(get bc_last_us)") | $(verdict "$(get bc_last_us)" "<" 50000) |
+
+## 1. Memory per idle stream
+
+Server started empty; one client per step, each added on top of the ones before and all
+held open until the last sample; each sample taken once the server counted exactly that
+many open streams. Server RSS is \`memory\` of \`GET /stats\`. Kernel is machine-wide:
+\`Slab:\` of \`/proc/meminfo\` + TCP pages of \`/proc/net/sockstat\`, so it counts both
+ends of every loopback connection (and anything else the machine did meanwhile).
+
+| open streams | server RSS | kernel growth |
+|---:|---:|---:|
+EOF
+    local conns srv kern k0=""
+    while read -r conns srv kern; do
+      [[ -n $k0 ]] || k0=$kern
+      printf '| %s | %s MB | %s MB |\n' "$(n0 "$conns")" "$(calc "$srv / 1e6" %.2f)" \
+        "$(calc "($kern - $k0) / 1e6" %.2f)"
+    done <"$WORK/memory.dat"
+    cat <<EOF
+
+| bytes per stream, least-squares slope 2k → 18k | measured | target / comparison |
+|---|---:|---|
+| server RSS | $(n0 "$(get mem_server_slope)") B | ≤ 256 B: $(verdict "$(get mem_server_slope)" "<=" 256). Origin C-node 2,768 B, icomet 2,918 B, Nchan 11,280 B |
+| kernel, per connection (2 sockets) | $(n0 "$kslope") B | |
+| kernel, per socket | $(n0 "$(isnum "$kslope" && calc "$kslope / 2" %.0f)") B | ~4,660 B per TCP socket measured before on this kernel |
+| load client, from its JSON (\`client_rss_bytes\` of each step's client against its streams) | $(n0 "$(get mem_client_json_slope)") B | |
+
+Server RSS: $(n0 "$(get mem_server_base)") B empty, $(n0 "$(get mem_server_18k)") B at 18,000 streams.
+At 18,000 streams opened flat out (section 4) the client's workers had
+$(n0 "$(get conn_client_rss)") B RSS, $(n0 "$(isnum "$(get conn_client_rss)" && calc "$(get conn_client_rss) / 18000" %.0f)") B per stream including their fixed start-up memory.
+
+![memory vs streams](bench/memory.png)
+
+## 2. Push to 10,000 streams
+
+A client holds 10,000 streams (uids 1–10,000). The publisher sends single-uid messages
+\`{Uid, <<"t=<ns>;">>}\`, uids in turn, to the C-node; the client takes the latency of each
+message from the timestamp in it (publisher's send → client's read) and stops once every
+message arrived. Flat out: 200,000 messages as fast as the publisher can (\`--rate max\`).
+Paced: 20,000 msg/s for 10 s (200,000 messages). Each 3 times, fresh client each time,
+one server for all. The table gives the median of each figure over the runs that have it (the
+ratio is taken within each run, then its median); losses are summed.
+
+| | flat out | paced 20k msg/s | target |
+|---|---:|---:|---|
+| publisher rate (msg/s sent) | $(n0 "$(get blast_pub_rate)") | $(n0 "$(get paced_pub_rate)") | |
+| C-node intake (msg/s until it acknowledged the last) | $(n0 "$(get blast_intake_rate)") | $(n0 "$(get paced_intake_rate)") | |
+| delivered/s (client, first to last message) | $(n0 "$(get blast_delivered_per_s)") | $(n0 "$(get paced_delivered_per_s)") | |
+| delivered/s ÷ publisher rate (within each run) | $blast_ratio | $paced_ratio | flat out ≥ 0.95: $(verdict "$blast_ratio" ">=" 0.95) |
+| lost (sum over runs) | $(n0 "$(get blast_loss_total)") | $(n0 "$(get paced_loss_total)") | 0: $(verdict "$loss_total" "==" 0) |
+| latency p50 | $(ms "$(get blast_p50)") | $(ms "$(get paced_p50)") | paced ≤ 0.1 ms: $(verdict "$(get paced_p50)" "<=" 100) |
+| latency p90 | $(ms "$(get blast_p90)") | $(ms "$(get paced_p90)") | |
+| latency p99 | $(ms "$(get blast_p99)") | $(ms "$(get paced_p99)") | flat out ≤ 10 ms: $(verdict "$(get blast_p99)" "<=" 10000); paced ≤ 1 ms: $(verdict "$(get paced_p99)" "<=" 1000) |
+| latency max | $(ms "$(get blast_max)") | $(ms "$(get paced_max)") | |
+| streams closed as slow consumers | $(n0 "$(get blast_slow_closed)") | $(n0 "$(get paced_slow_closed)") | |
+
+Each run:
+
+| run | publisher msg/s | delivered/s | ratio | received | lost | p50 | p90 | p99 | max | publisher |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|
+EOF
+    local kind
+    for kind in blast paced; do
+      for r in 1 2 3; do
+        isnum "$(get "${kind}_${r}_received")" || continue
+        echo "| $kind $r | $(n0 "$(get "${kind}_${r}_pub_rate")") | $(n0 "$(get "${kind}_${r}_delivered_per_s")") | $(ratio "$(get "${kind}_${r}_delivered_per_s")" "$(get "${kind}_${r}_pub_rate")") | $(n0 "$(get "${kind}_${r}_received")") | $(n0 "$(get "${kind}_${r}_loss")") | $(ms "$(get "${kind}_${r}_p50")") | $(ms "$(get "${kind}_${r}_p90")") | $(ms "$(get "${kind}_${r}_p99")") | $(ms "$(get "${kind}_${r}_max")") | $(get "${kind}_${r}_pub_status") |"
+      done
+    done
+    cat <<EOF
+
+For comparison, measured before on this kind of machine with the same client:
+
+| | delivered msg/s, 10k streams, flat out | p50 / p99 at 20k msg/s |
+|---|---:|---:|
+| **httpdcnode (this run)** | **$(n0 "$(get blast_delivered_per_s)")** | **$(ms "$(get paced_p50)") / $(ms "$(get paced_p99)")** |
+| origin C-node (ported to \`ei\`) | 108k–127k, then crash | 0.6 / 2.0 ms, crash after ~1 s |
+| icomet (HTTP publish) | 27k | 0.70 / 5.9 ms |
+| Nchan (HTTP publish) | 31k | 0.09 / 2.4 ms |
+
+![latency percentiles](bench/latency.png)
+
+## 3. Fan-out
+
+One message to many streams. Multicast: one acknowledged \`{Pid, Ref, [1..10000], Data}\`
+to 10,000 streams (same server as section 2). Broadcast: one \`{broadcast, Data}\` to the
+18,000 streams of section 4, timed by the publisher until a stats request sent after it
+is answered. "Last delivery" is the client's largest latency for that one message:
+publisher's send → the last stream read it.
+
+| | multicast to 10,000 | broadcast to 18,000 | target |
+|---|---:|---:|---|
+| streams written (C-node's count) | $(n0 "$(get mc_conns)") | $(n0 "$(get bc_conns)") | |
+| received (client) | $(n0 "$(get mc_received)") | $(n0 "$(get bc_received)") | |
+| publisher's acknowledged time | $(ms "$(get mc_ack_us)") | $(ms "$(get bc_ack_us)") | |
+| until the last delivery | $(ms "$(get mc_last_us)") | $(ms "$(get bc_last_us)") | broadcast < 50 ms: $(verdict "$(get bc_last_us)" "<" 50000) |
+| deliveries/s until the last delivery | $(n0 "$mc_rate") | $(n0 "$bc_rate") | ≥ 400,000: $(verdict "$mc_rate" ">=" 400000) / $(verdict "$bc_rate" ">=" 400000) |
+| deliveries/s until acknowledged | $(n0 "$mc_ack_rate") | $(n0 "$bc_ack_rate") | |
+
+## 4. Connect
+
+A fresh server; one client opens 18,000 streams as fast as it can (no rate limit,
+at most $(get conn_pending) connecting or awaiting their first chunk at once), over 20 source
+addresses not used by the other sections so that TIME_WAIT sockets left behind cannot slow
+\`connect()\`. Rate: client's \`connect_rate\`, first to last connection.
+
+| | measured |
+|---|---:|
+| streams welcomed | $(n0 "$(get conn_welcomed)") of 18,000 |
+| failed | $(n0 "$(get conn_failed)") |
+| connections accepted per second | $(n0 "$(get conn_rate)") |
+
+## Optimisations
+
+- (to be filled in)
+EOF
+  } >"$f"
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs every test, once everything is built (`make test` calls it from the
+# repository root): each cmocka binary build/tests/test_*, then every EUnit
+# module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
+# `make bench` (scripts/bench.sh --smoke).
+# Ends with one line "tests: N passed, M failed"; exits non-zero when a test
+# failed or a runner crashed or ran out of time.
+#   UNIT_TIMEOUT  seconds for one cmocka binary (default 120)
+#   ERL_TIMEOUT   seconds for the whole Erlang run (default 900)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+UNIT_TIMEOUT=${UNIT_TIMEOUT:-120}
+ERL_TIMEOUT=${ERL_TIMEOUT:-900}
+
+passed=0
+failed=0
+
+# Erlang distribution needs epmd. It is shared by every run on the machine:
+# start it if needed, never stop it.
+epmd -daemon
+# The tests hold thousands of sockets; the servers they start inherit this.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/httpdtest.XXXXXX")
+export HTTPDTEST_PIDDIR="$work/pids"
+mkdir -p "$HTTPDTEST_PIDDIR"
+
+# Every OS process the Erlang tests start is noted in $HTTPDTEST_PIDDIR
+# (file name: pid, content: a node name on its command line) and forgotten
+# when it exits. Whatever is left (the test node crashed or timed out) is
+# ended here, by pid, after checking that the pid is still that process.
+end_leftovers() {
+  local f pid tag
+  for f in "$HTTPDTEST_PIDDIR"/*; do
+    [[ -f $f ]] || continue
+    pid=${f##*/}
+    tag=$(cat "$f")
+    if [[ -n $tag && -r /proc/$pid/cmdline ]] &&
+       tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$tag"; then
+      echo "run-tests: ending leftover process $pid ($tag)"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+}
+trap 'end_leftovers; rm -rf "$work"' EXIT
+
+# --- C unit tests (cmocka) ---------------------------------------------------
+shopt -s nullglob
+for t in build/tests/test_*; do
+  [[ -f $t && -x $t ]] || continue
+  echo "== $t"
+  timeout --kill-after=5 "$UNIT_TIMEOUT" "$t" >"$work/unit.out" 2>&1
+  rc=$?
+  cat "$work/unit.out"
+  # one summary per cmocka group; a binary may run several groups
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]\+\) test(s)\..*/\1/p' "$work/unit.out" |
+      awk '{ s += $1 } END { print s + 0 }')
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]\+\) test(s).*/\1/p' "$work/unit.out" |
+      awk '{ s += $1 } END { print s + 0 }')
+  if [[ $rc -ne 0 && $f -eq 0 ]]; then
+    echo "run-tests: $t exited with status $rc"
+    f=1
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+done
+
+# --- Erlang tests (EUnit), all on one node -----------------------------------
+beams=(build/tests/ebin/*_tests.beam)
+if [[ ${#beams[@]} -gt 0 ]]; then
+  node="httpdtest_$$@localhost"
+  cookie="httpdtest_$$_${RANDOM}${RANDOM}"
+  echo "== EUnit on $node: ${beams[*]##*/}"
+  timeout --kill-after=10 "$ERL_TIMEOUT" \
+    erl -sname "$node" -setcookie "$cookie" -noshell \
+        -pa build/tests/ebin -pa tools/erlang/ebin \
+        -eval 'httpdcnode_test_report:main().' </dev/null 2>&1 | tee "$work/erl.out"
+  rc=${PIPESTATUS[0]}
+  line=$(grep -E '^eunit-counts: [0-9]+ [0-9]+$' "$work/erl.out" | tail -n1)
+  if [[ -z $line ]]; then
+    echo "run-tests: the Erlang test node ended without results (status $rc)"
+    failed=$((failed + 1))
+  else
+    read -r _ p f <<<"$line"
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [[ $rc -ne 0 && $f -eq 0 ]]; then
+      echo "run-tests: the Erlang test node exited with status $rc"
+      failed=$((failed + 1))
+    fi
+  fi
+fi
+
+# --- make bench, tiny: the benchmark tools still work end to end -----------
+echo "== bench smoke"
+timeout --kill-after=10 120 scripts/bench.sh --smoke </dev/null 2>&1 | tee "$work/smoke.out"
+line=$(grep -E '^bench smoke: [0-9]+ passed, [0-9]+ failed$' "$work/smoke.out" | tail -n1)
+if [[ -z $line ]]; then
+  echo "run-tests: bench smoke ended without a result"
+  failed=$((failed + 1))
+else
+  read -r _ _ p _ f _ <<<"$line"
+  passed=$((passed + p))
+  failed=$((failed + f))
+fi
+
+end_leftovers
+echo "tests: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,209 @@
+%% The link to the Erlang master: the server works without one, finds one
+%% that starts late, survives one killed under it and finds it again;
+%% presence messages go to the master.
+-module(core_master_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [open_stream/2, send/2, stats/1, wait_stat/4, close/1,
+                              expect_chunk/2, node_of/1, master_sees/2, wait_until/3]).
+
+-define(T, 5000).
+-define(LINK_WAIT, 30000).   % ms for the server to (re)connect to a master
+
+master_test_() ->
+    [{"master started after the server",
+      {setup,
+       fun() ->
+               MNode = httpdcnode_test_lib:new_master_name(),
+               {MNode, httpdcnode_test_lib:start_server(#{master => MNode})}
+       end,
+       fun({MNode, S}) -> httpdcnode_test_lib:stop_server(S),
+                          httpdcnode_test_lib:kill_master_by_name(MNode) end,
+       fun({MNode, S}) -> {timeout, 60, fun() -> logged(S, fun() -> late_master(S, MNode) end) end}
+       end}},
+     {"master killed and restarted under open streams",
+      {setup,
+       fun() ->
+               M = httpdcnode_test_lib:start_master(),
+               {M, httpdcnode_test_lib:start_server(#{master => M})}
+       end,
+       fun({M, S}) -> httpdcnode_test_lib:stop_server(S),
+                      httpdcnode_test_lib:kill_master_by_name(maps:get(node, M)) end,
+       fun({M, S}) -> {timeout, 90, fun() -> logged(S, fun() -> master_restart(S, M) end) end}
+       end}},
+     {"master found while 2,000 streams are open (descriptors above 1024)",
+      {setup,
+       fun() ->
+               MNode = httpdcnode_test_lib:new_master_name(),
+               {MNode, httpdcnode_test_lib:start_server(#{master => MNode})}
+       end,
+       fun({MNode, S}) -> httpdcnode_test_lib:stop_server(S),
+                          httpdcnode_test_lib:kill_master_by_name(MNode) end,
+       fun({MNode, S}) ->
+               {timeout, 90, fun() -> logged(S, fun() -> late_master_many(S, MNode) end) end}
+       end}},
+     {"a node connects while 2,000 streams are open (descriptors above 1024)",
+      {setup,
+       fun() ->
+               M = httpdcnode_test_lib:start_master(),
+               {M, httpdcnode_test_lib:start_server(#{master => M})}
+       end,
+       fun({M, S}) -> httpdcnode_test_lib:stop_server(S),
+                      httpdcnode_test_lib:stop_master(M) end,
+       fun({_M, S}) ->
+               {timeout, 90, fun() -> logged(S, fun() -> new_node_many(S) end) end}
+       end}},
+     {"presence messages to the master",
+      {setup,
+       fun() ->
+               Sink = list_to_atom(httpdcnode_test_lib:unique("presence_sink")),
+               httpdcnode_test_lib:start_sink(Sink),
+               M = httpdcnode_test_lib:start_master(httpdcnode_test_lib:new_master_name(),
+                                                    #{forwarder => {presence, {Sink, node()}}}),
+               {Sink, M, httpdcnode_test_lib:start_server(#{master => M, presence => presence})}
+       end,
+       fun({Sink, M, S}) -> httpdcnode_test_lib:stop_server(S),
+                            httpdcnode_test_lib:kill_master_by_name(maps:get(node, M)),
+                            httpdcnode_test_lib:stop_sink(Sink) end,
+       fun({Sink, M, S}) ->
+               {timeout, 90, fun() -> logged(S, fun() -> presence(S, M, Sink) end) end}
+       end}}].
+
+logged(S, F) -> httpdcnode_test_lib:logged(S, fun(_) -> F() end).
+
+%% One message through the stream, sent and received in turn; a stream
+%% that ended or lost one fails here.
+flow(S, C) ->
+    I = case get(seq) of undefined -> 1; N -> N + 1 end,
+    put(seq, I),
+    B = <<"seq ", (integer_to_binary(I))/binary>>,
+    send(S, {3, B}),
+    ?assertEqual(B, expect_chunk(C, ?T)).
+
+flow(S, C, N) -> [flow(S, C) || _ <- lists:seq(1, N)], ok.
+
+late_master(S, MNode) ->
+    CNode = node_of(S),
+    C = open_stream(S, 3),
+    flow(S, C, 5),
+    ?assertEqual(pang, net_adm:ping(MNode)),
+    M = httpdcnode_test_lib:start_master(MNode),
+    try
+        %% messages keep flowing while the server finds the master
+        wait_until(fun() -> flow(S, C), master_sees(M, CNode) end, ?LINK_WAIT,
+                   {master_sees, CNode}),
+        flow(S, C, 5),
+        St = stats(S),
+        ?assert(maps:get(erl_nodes, St) >= 2),
+        ?assertEqual(1, maps:get(streams_open, St))
+    after
+        httpdcnode_test_lib:stop_master(M)
+    end,
+    close(C).
+
+master_restart(S, M) ->
+    CNode = node_of(S),
+    httpdcnode_test_lib:wait_master_sees(M, CNode, ?LINK_WAIT),
+    C = open_stream(S, 3),
+    flow(S, C, 10),
+    St0 = stats(S),
+    E0 = maps:get(erl_nodes, St0),
+    ?assert(E0 >= 2),
+    httpdcnode_test_lib:kill_master(M),
+    %% the server notices the master is gone; the stream does not
+    wait_until(fun() -> flow(S, C), maps:get(erl_nodes, stats(S)) < E0 end, ?T,
+               erl_nodes_drop),
+    flow(S, C, 10),
+    M2 = httpdcnode_test_lib:restart_master(M),
+    wait_until(fun() -> flow(S, C), master_sees(M2, CNode) end, ?LINK_WAIT,
+               {new_master_sees, CNode}),
+    flow(S, C, 10),
+    St1 = stats(S),
+    ?assert(maps:get(erl_connects, St1) > maps:get(erl_connects, St0)),
+    ?assertEqual(1, maps:get(streams_open, St1)),
+    %% and a second time, to be sure the reconnect can repeat
+    httpdcnode_test_lib:kill_master(M2),
+    flow(S, C, 5),
+    M3 = httpdcnode_test_lib:restart_master(M2),
+    wait_until(fun() -> flow(S, C), master_sees(M3, CNode) end, ?LINK_WAIT,
+               {third_master_sees, CNode}),
+    flow(S, C, 5),
+    close(C).
+
+%%% many descriptors: the server's Erlang sockets get numbers above 1024
+
+-define(MANY, 2000).
+
+open_many(S) ->
+    [C || {_, C} <- httpdcnode_test_lib:open_streams(S, lists:seq(1, ?MANY), 50, #{})].
+
+all_get(S, Cs, B) ->
+    send(S, {broadcast, B}),
+    [?assertEqual(B, expect_chunk(C, ?T)) || C <- Cs],
+    ok.
+
+late_master_many(S, MNode) ->
+    Cs = open_many(S),
+    M = httpdcnode_test_lib:start_master(MNode),
+    try
+        wait_until(fun() ->
+                           case httpdcnode_test_lib:proc_status(S) of
+                               running -> master_sees(M, node_of(S));
+                               Died -> erlang:error({server_died_waiting_for_master, Died})
+                           end
+                   end, ?LINK_WAIT, {master_sees, node_of(S)}),
+        all_get(S, Cs, <<"master found">>),
+        ?assertEqual(running, httpdcnode_test_lib:proc_status(S))
+    after
+        httpdcnode_test_lib:stop_master(M)
+    end,
+    [close(C) || C <- Cs].
+
+new_node_many(S) ->
+    CNode = node_of(S),
+    Cs = open_many(S),
+    all_get(S, Cs, <<"before">>),
+    %% this node's connection to the C-node goes; the next is made anew
+    true = erlang:disconnect_node(CNode),
+    wait_stat(S, erl_nodes, fun(V) -> V =:= 1 end, ?T),
+    ?assertEqual(true, net_kernel:connect_node(CNode)),
+    all_get(S, Cs, <<"after">>),
+    ?assertEqual(running, httpdcnode_test_lib:proc_status(S)),
+    [close(C) || C <- Cs].
+
+%%% presence
+
+%% The next presence message, with Uid | [Uid] made a sorted list.
+next_presence(CNode) ->
+    receive
+        {forwarded, presence, {httpdcnode, CNode, What, Uids}} ->
+            {What, lists:sort(if is_list(Uids) -> Uids; true -> [Uids] end)};
+        {forwarded, presence, Other} -> {unexpected, Other}
+    after ?LINK_WAIT -> no_presence_message
+    end.
+
+presence(S, M, Sink) ->
+    CNode = node_of(S),
+    httpdcnode_test_lib:sink_subscribe(Sink),
+    ?assertEqual({snapshot, []}, next_presence(CNode)),
+    A = open_stream(S, 5),
+    ?assertEqual({up, [5]}, next_presence(CNode)),
+    B = open_stream(S, 5),
+    C6 = open_stream(S, 6),
+    %% a second stream of uid 5 said nothing: the next word is about 6
+    ?assertEqual({up, [6]}, next_presence(CNode)),
+    close(A),
+    wait_stat(S, streams_open, fun(V) -> V =:= 2 end, ?T),
+    close(C6),
+    ?assertEqual({down, [6]}, next_presence(CNode)),
+    close(B),
+    ?assertEqual({down, [5]}, next_presence(CNode)),
+    C7 = open_stream(S, 7),
+    ?assertEqual({up, [7]}, next_presence(CNode)),
+    %% a new master gets the whole picture
+    httpdcnode_test_lib:kill_master(M),
+    M2 = httpdcnode_test_lib:restart_master(M),
+    httpdcnode_test_lib:wait_master_sees(M2, CNode, ?LINK_WAIT),
+    ?assertEqual({snapshot, [7]}, next_presence(CNode)),
+    close(C7),
+    ?assertEqual({down, [7]}, next_presence(CNode)).
