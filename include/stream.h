@@ -5,6 +5,7 @@
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct evhttp_request;
@@ -46,10 +47,14 @@ struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, in
  * if that fails. */
 int stream_attach_fd(struct stream *s, int fd);
 
-/* Writes one message; chunked framing when the stream is chunked. Returns
- * 0 when written or queued, -1 when the stream was ended (error or slow
- * consumer; it is freed then). */
-int stream_send(struct stream *s, const char *data, uint32_t len);
+/* Writes whole framed messages (iov, total bytes); what the socket does
+ * not take is kept, up to --max-backlog. Returns 0 when written or kept,
+ * -1 when the stream was ended (error or slow consumer; it is freed). */
+struct iovec;
+int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
+
+/* The chunk size line "%x\r\n" of n into buf[12]; returns its length. */
+size_t stream_chunk_header(char *buf, uint32_t n);
 
 /* Ends a stream on purpose: terminating chunk when chunked, then close and
  * free. Reason is counted by the caller. */

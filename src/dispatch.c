@@ -1,5 +1,6 @@
 /* Applies hand-off records to streams, on the event-loop thread only. */
 #include "dispatch.h"
+#include "batch.h"
 #include "cmd.h"
 #include "log.h"
 #include "outbound.h"
@@ -8,22 +9,19 @@
 #include "stream.h"
 #include "uidtable.h"
 
-/* Records applied per wakeup before the loop serves sockets again. */
-#define DRAIN_BUDGET 4096
+/* Records applied per wakeup before the loop serves sockets again. Large,
+ * so that under backlog a stream's many messages leave in one writev. */
+#define DRAIN_BUDGET 16384
 
 static struct event *wakeup_ev;
 static struct handoff *inbox;
 
-/* Writes to every stream of uid; returns how many took it. */
+/* Queues data for every stream of uid; returns how many. */
 static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
 {
     uint32_t n = 0;
-    struct stream *s = uidtable_first(uid), *next;
-    for (; s; s = next) {
-        next = s->next;               /* s may be freed by a failed write */
-        if (stream_send(s, data, len) == 0)
-            n++;
-    }
+    for (struct stream *s = uidtable_first(uid); s; s = s->next, n++)
+        batch_add(s, data, len);
     return n;
 }
 
@@ -38,6 +36,7 @@ static uint32_t deliver_all(const char *data, uint32_t len)
 
 static void kick(uint32_t uid)
 {
+    batch_flush();                    /* what was sent before the kick goes first */
     struct stream *s = uidtable_first(uid), *next;
     for (; s; s = next) {
         next = s->next;
@@ -91,6 +90,12 @@ static void apply(void *body, size_t size, void *ctx)
         outbound_ack(cmd_reply(c), c->reply_len, n);
 }
 
+static void flush(void *ctx)
+{
+    (void)ctx;
+    batch_flush();
+}
+
 static void on_wakeup(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -99,7 +104,7 @@ static void on_wakeup(evutil_socket_t fd, short what, void *arg)
     size_t budget = DRAIN_BUDGET, n;
 
     handoff_clear_wakeup(inbox);
-    while (budget > 0 && (n = handoff_drain(inbox, budget, apply, NULL)) > 0)
+    while (budget > 0 && (n = handoff_drain(inbox, budget, apply, flush, NULL)) > 0)
         budget -= n;
     if (budget == 0)
         event_active(wakeup_ev, EV_READ, 0);   /* more is waiting: after the sockets */

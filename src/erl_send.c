@@ -124,6 +124,6 @@ static void send_one(void *body, size_t size, void *ctx)
 void erl_send_drain(void)
 {
     handoff_clear_wakeup(queue);
-    while (handoff_drain(queue, 1024, send_one, NULL) > 0)
+    while (handoff_drain(queue, 1024, send_one, NULL, NULL) > 0)
         ;
 }

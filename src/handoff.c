@@ -144,7 +144,8 @@ void handoff_commit(struct handoff *h)
 }
 
 size_t handoff_drain(struct handoff *h, size_t max,
-                     void (*apply)(void *body, size_t size, void *ctx), void *ctx)
+                     void (*apply)(void *body, size_t size, void *ctx),
+                     void (*finish)(void *ctx), void *ctx)
 {
     size_t done = 0;
 
@@ -178,6 +179,8 @@ again:
         done++;
     }
 
+    if (finish)
+        finish(ctx);            /* last use of the records' memory */
     pthread_mutex_lock(&h->lock);
     h->head = pos;
     h->used -= consumed;

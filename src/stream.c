@@ -180,8 +180,7 @@ int stream_attach_fd(struct stream *s, int fd)
     return 0;
 }
 
-/* "%x\r\n" of n into buf; returns its length. */
-static size_t chunk_header(char *buf, uint32_t n)
+size_t stream_chunk_header(char *buf, uint32_t n)
 {
     static const char hex[] = "0123456789abcdef";
     char tmp[8];
@@ -218,21 +217,8 @@ static int stream_backlog(struct stream *s, const struct iovec *iov, int iovcnt,
     return 0;
 }
 
-int stream_send(struct stream *s, const char *data, uint32_t len)
+int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t total)
 {
-    char hdr[12];
-    struct iovec iov[3];
-    int iovcnt = 0;
-    size_t total = len;
-
-    if (s->chunked) {
-        iov[iovcnt++] = (struct iovec){hdr, chunk_header(hdr, len)};
-        total += iov[0].iov_len + 2;
-    }
-    iov[iovcnt++] = (struct iovec){(void *)data, len};
-    if (s->chunked)
-        iov[iovcnt++] = (struct iovec){(void *)"\r\n", 2};
-
     if (s->out || s->state != STREAM_DETACHED)
         return stream_backlog(s, iov, iovcnt, 0);
 

@@ -60,7 +60,7 @@ static void records_come_out_in_order_across_wraps(void **state)
     for (int round = 0; round < 500; round++) {
         for (int k = 0; k < 3; k++, seq++)
             assert_int_equal(put(h, seq, 4 + (size_t)((seq * 52) % 900), 0), 0);
-        while (handoff_drain(h, 2, check_seq, &seen) > 0)
+        while (handoff_drain(h, 2, check_seq, NULL, &seen) > 0)
             ;
     }
     assert_int_equal(seen.next, seq);
@@ -78,9 +78,9 @@ static void a_full_ring_times_out_and_frees_up_when_drained(void **state)
         seq++;
     assert_true(seq >= 3 && seq <= 4);
     assert_null(handoff_reserve(h, 1000, 20));            /* bounded wait */
-    assert_int_equal(handoff_drain(h, 1, check_seq, &seen), 1);
+    assert_int_equal(handoff_drain(h, 1, check_seq, NULL, &seen), 1);
     assert_int_equal(put(h, seq++, 1000, 0), 0);
-    while (handoff_drain(h, 100, check_seq, &seen) > 0)
+    while (handoff_drain(h, 100, check_seq, NULL, &seen) > 0)
         ;
     assert_int_equal(seen.next, seq);
     assert_int_equal(seen.errors, 0);
@@ -100,7 +100,7 @@ static void the_eventfd_wakes_an_idle_consumer_only(void **state)
     handoff_clear_wakeup(h);
     put(h, 1, 8, 0);
     assert_false(readable(fd));                /* not idle yet: no syscall spent */
-    while (handoff_drain(h, 10, check_seq, &seen) > 0)
+    while (handoff_drain(h, 10, check_seq, NULL, &seen) > 0)
         ;
     put(h, 2, 8, 0);
     assert_true(readable(fd));                 /* found empty: woken again */
@@ -130,7 +130,7 @@ static void a_producer_thread_and_a_consumer_agree(void **state)
         struct pollfd p = {.fd = fd, .events = POLLIN};
         assert_true(poll(&p, 1, 5000) == 1);    /* a lost wakeup would hang here */
         handoff_clear_wakeup(h);
-        while (handoff_drain(h, 64, check_seq, &seen) > 0)
+        while (handoff_drain(h, 64, check_seq, NULL, &seen) > 0)
             ;
     }
     pthread_join(t, NULL);

@@ -1,0 +1,21 @@
+/* Write batching for one drain of the hand-off: deliveries are collected
+ * (payloads stay in the ring, nothing is copied) and each stream then gets
+ * all of its messages in one writev. Under load, when many messages for
+ * the same uid wait in the ring, this turns many small TCP sends into one;
+ * with no backlog a batch holds a message or two and adds nothing.
+ *
+ * Outside a drain the batch is empty: a stream is never freed with
+ * deliveries pending (batch_flush first, as kick does). */
+#ifndef HTTPDCNODE_BATCH_H
+#define HTTPDCNODE_BATCH_H
+
+#include <stdint.h>
+
+struct stream;
+
+/* Queues data (valid until batch_flush) for s. */
+void batch_add(struct stream *s, const char *data, uint32_t len);
+/* Writes everything queued, one writev per stream; empties the batch. */
+void batch_flush(void);
+
+#endif

@@ -1,0 +1,84 @@
+/* Batching of deliveries: entries in arrival order, grouped per stream
+ * by a sort on (stream, arrival) at flush time. */
+#include "batch.h"
+#include "stream.h"
+
+#include <stdlib.h>
+#include <sys/uio.h>
+
+/* Deliveries held at once; a flush makes room. 64K * 40 B = 2.5 MB. */
+#define BATCH_MAX 65536
+/* iovecs per writev: 3 per chunked message, within the kernel's IOV_MAX. */
+#define IOV_PER_WRITE 1023
+
+struct entry {
+    struct stream *s;
+    const char *data;
+    uint32_t len;
+    uint32_t seq;          /* arrival order: keeps a stream's messages in order */
+    char hdr[12];          /* "%x\r\n" chunk size line */
+    uint8_t hdr_len;
+};
+
+static struct entry entries[BATCH_MAX];
+static uint32_t count;
+
+void batch_add(struct stream *s, const char *data, uint32_t len)
+{
+    if (count == BATCH_MAX)
+        batch_flush();
+    struct entry *e = &entries[count];
+    e->s = s;
+    e->data = data;
+    e->len = len;
+    e->seq = count++;
+    e->hdr_len = s->chunked ? (uint8_t)stream_chunk_header(e->hdr, len) : 0;
+}
+
+static int by_stream_then_seq(const void *a, const void *b)
+{
+    const struct entry *x = a, *y = b;
+    if (x->s != y->s)
+        return x->s < y->s ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static const struct iovec crlf = {(void *)"\r\n", 2};
+
+/* Writes entries[from, to), all for one stream, in as few writevs as the
+ * iovec limit allows. Stops if the stream is ended on the way. */
+static void write_run(uint32_t from, uint32_t to)
+{
+    struct iovec iov[IOV_PER_WRITE];
+    while (from < to) {
+        int n = 0;
+        size_t total = 0;
+        struct stream *s = entries[from].s;
+        for (; from < to && n + 3 <= IOV_PER_WRITE; from++) {
+            struct entry *e = &entries[from];
+            if (e->hdr_len)
+                iov[n++] = (struct iovec){e->hdr, e->hdr_len};
+            iov[n++] = (struct iovec){(void *)e->data, e->len};
+            if (e->hdr_len)
+                iov[n++] = crlf;
+            total += e->hdr_len + e->len + (e->hdr_len ? 2u : 0u);
+        }
+        if (stream_write(s, iov, n, total) != 0)
+            return;        /* ended (and freed): drop the rest of its run */
+    }
+}
+
+void batch_flush(void)
+{
+    if (count == 0)
+        return;
+    if (count > 1)
+        qsort(entries, count, sizeof entries[0], by_stream_then_seq);
+    uint32_t n = count, from = 0;
+    count = 0;
+    for (uint32_t i = 1; i <= n; i++)
+        if (i == n || entries[i].s != entries[from].s) {
+            write_run(from, i);
+            from = i;
+        }
+}
