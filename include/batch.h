@@ -15,7 +15,11 @@ struct stream;
 
 /* Queues data (valid until batch_flush) for s. */
 void batch_add(struct stream *s, const char *data, uint32_t len);
-/* Writes everything queued, one writev per stream; empties the batch. */
+/* Queues the reply {Ref, n} (reply: the encoded Pid and Ref, valid until
+ * batch_flush), sent once the writes it counts are done. */
+void batch_ack(const char *reply, uint16_t reply_len, uint32_t n);
+/* Writes everything queued, one writev per stream, then sends the queued
+ * replies; empties the batch. */
 void batch_flush(void);
 
 #endif

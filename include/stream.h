@@ -23,7 +23,10 @@ enum stream_state {
 struct stream {
     union {
         struct event ev;             /* 128: EV_READ for EOF, + EV_WRITE while backlogged */
-        struct evhttp_request *req;  /* while STREAM_WELCOMING */
+        struct {                     /* while STREAM_WELCOMING: */
+            struct evhttp_request *req;
+            int fd;                  /* our own descriptor of the socket */
+        } w;
     } u;
     struct stream *next;             /* 8: next older stream of the same uid */
     struct outbuf *out;              /* 8: unsent bytes, NULL when idle */
@@ -39,13 +42,15 @@ struct stream_config {
 
 void stream_configure(const struct stream_config *cfg);
 
-/* A stream for uid whose welcome evhttp is still sending. */
-struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int chunked);
+/* A stream for uid whose welcome evhttp is still sending; fd is the
+ * stream's own descriptor of the socket, kept for when evhttp lets go. */
+struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd,
+                                    int chunked);
 
-/* Takes over fd (already detached from evhttp): watches it for EOF and
+/* Takes over the socket once evhttp let go of it: watches it for EOF and
  * writes what was queued during the welcome. Returns -1 (stream freed)
  * if that fails. */
-int stream_attach_fd(struct stream *s, int fd);
+int stream_attach(struct stream *s);
 
 /* Writes whole framed messages (iov, total bytes); what the socket does
  * not take is kept, up to --max-backlog. Returns 0 when written or kept,
@@ -60,7 +65,8 @@ size_t stream_chunk_header(char *buf, uint32_t n);
  * free. Reason is counted by the caller. */
 void stream_end(struct stream *s);
 
-/* Frees a stream whose client left during the welcome (no fd yet). */
+/* Closes and frees a stream still in its welcome (evhttp's side is the
+ * caller's business). */
 void stream_free_welcoming(struct stream *s);
 
 #endif

@@ -11,9 +11,10 @@ struct stream;
 /* Opens /dev/null once: its descriptor is put over evhttp's socket number. */
 int welcome_init(void);
 
-/* Starts the reply to GET /test/uid and returns the new stream, already in
- * the uid table, or NULL when the request was answered otherwise. */
-struct stream *welcome_start(struct evhttp_request *req, uint32_t uid);
+/* Starts the reply to GET /test/uid with a new stream, already in the uid
+ * table. -1, with nothing sent, when no descriptor or memory is left for
+ * one: the caller answers 503. */
+int welcome_start(struct evhttp_request *req, uint32_t uid);
 
 /* Ends a stream still in its welcome: evhttp closes the connection. */
 void welcome_abort(struct stream *s);

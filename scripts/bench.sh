@@ -90,6 +90,7 @@ machine_facts
 phase_memory
 phase_push 3 200000 20000 10
 phase_connect 100
+phase_floor
 put duration_s $(($(date +%s) - START))
 
 mkdir -p bench

@@ -8,6 +8,7 @@ packages=(
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests
+  iproute2 procps                           # ss (CLOSE-WAIT checks), ps/pgrep in scripts
   gnuplot-nox                               # plots in `make bench`
 )
 

@@ -1,6 +1,7 @@
 /* Batching of deliveries: entries in arrival order, grouped per stream
  * by a sort on (stream, arrival) at flush time. */
 #include "batch.h"
+#include "outbound.h"
 #include "stream.h"
 
 #include <stdlib.h>
@@ -22,6 +23,16 @@ struct entry {
 
 static struct entry entries[BATCH_MAX];
 static uint32_t count;
+
+/* Acknowledgements wait for the writes they count. */
+struct ack {
+    const char *reply;
+    uint16_t reply_len;
+    uint32_t n;
+};
+#define ACKS_MAX 4096
+static struct ack acks[ACKS_MAX];
+static uint32_t nacks;
 
 void batch_add(struct stream *s, const char *data, uint32_t len)
 {
@@ -68,10 +79,8 @@ static void write_run(uint32_t from, uint32_t to)
     }
 }
 
-void batch_flush(void)
+static void write_all(void)
 {
-    if (count == 0)
-        return;
     if (count > 1)
         qsort(entries, count, sizeof entries[0], by_stream_then_seq);
     uint32_t n = count, from = 0;
@@ -81,4 +90,20 @@ void batch_flush(void)
             write_run(from, i);
             from = i;
         }
+}
+
+void batch_ack(const char *reply, uint16_t reply_len, uint32_t n)
+{
+    if (nacks == ACKS_MAX)
+        batch_flush();
+    acks[nacks++] = (struct ack){reply, reply_len, n};
+}
+
+void batch_flush(void)
+{
+    if (count)
+        write_all();
+    for (uint32_t i = 0; i < nacks; i++)
+        outbound_ack(acks[i].reply, acks[i].reply_len, acks[i].n);
+    nacks = 0;
 }

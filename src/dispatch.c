@@ -74,6 +74,7 @@ static void apply(void *body, size_t size, void *ctx)
         kick(c->uid);
         break;
     case CMD_STATS:
+        batch_flush();            /* the counters include what came before */
         outbound_stats(cmd_reply(c), c->reply_len);
         return;
     case CMD_SNAPSHOT:
@@ -87,7 +88,7 @@ static void apply(void *body, size_t size, void *ctx)
     loop_stats.deliveries += n;
     loop_stats.bytes_out += (uint64_t)n * c->payload_len;
     if (c->reply_len)
-        outbound_ack(cmd_reply(c), c->reply_len, n);
+        batch_ack(cmd_reply(c), c->reply_len, n);
 }
 
 static void flush(void *ctx)

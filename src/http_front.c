@@ -58,6 +58,14 @@ static int request_fd(struct evhttp_request *req)
     return bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
 }
 
+static void refuse_no_fds(struct evhttp_request *req)
+{
+    loop_stats.http_no_fds++;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
+               "Server is at its connection limit, try again later");
+}
+
 /* Makes room for one more stream of uid: ends its oldest at the limit. */
 static void evict_oldest_if_full(uint32_t uid)
 {
@@ -93,14 +101,12 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
         return;
     }
     if (request_fd(req) >= fd_ceiling) {
-        loop_stats.http_no_fds++;
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-        reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
-                   "Server is at its connection limit, try again later");
+        refuse_no_fds(req);
         return;
     }
     evict_oldest_if_full(uid);
-    welcome_start(req, uid);
+    if (welcome_start(req, uid) != 0)
+        refuse_no_fds(req);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)

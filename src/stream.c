@@ -29,12 +29,14 @@ void stream_configure(const struct stream_config *cfg) { config = *cfg; }
 
 static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
 
-struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int chunked)
+struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd,
+                                    int chunked)
 {
     struct stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->u.req = req;
+    s->u.w.req = req;
+    s->u.w.fd = fd;
     s->uid = uid;
     s->state = STREAM_WELCOMING;
     s->chunked = (uint8_t)chunked;
@@ -51,7 +53,11 @@ static void stream_free(struct stream *s)
     loop_stats.streams_open--;
 }
 
-void stream_free_welcoming(struct stream *s) { stream_free(s); }
+void stream_free_welcoming(struct stream *s)
+{
+    close(s->u.w.fd);
+    stream_free(s);
+}
 
 static void stream_close(struct stream *s)
 {
@@ -157,8 +163,9 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-int stream_attach_fd(struct stream *s, int fd)
+int stream_attach(struct stream *s)
 {
+    int fd = s->u.w.fd;
     s->state = STREAM_DETACHED;
     event_assign(&s->u.ev, config.base, fd, EV_READ | EV_PERSIST, on_stream_event, s);
     if (event_add(&s->u.ev, NULL) != 0) {

@@ -1,13 +1,13 @@
 /* A stream's welcome through evhttp, then its socket leaves evhttp.
  *
  * evhttp keeps ~2 KB per connection; a detached stream keeps ~200 B. The
+ * stream takes its own dup() of the socket when the request comes; the
  * detach, once the headers and welcome chunk are flushed:
  *   1. disable the bufferevent, so its epoll registration goes before the
  *      descriptor number changes meaning;
- *   2. dup() the socket for the stream;
- *   3. dup2() /dev/null over evhttp's number, because evhttp_connection_free
+ *   2. dup2() /dev/null over evhttp's number, because evhttp_connection_free
  *      calls shutdown(SHUT_WR), which acts on the socket, not the descriptor;
- *   4. clear the close callback and free the connection (and the request). */
+ *   3. clear the close callback and free the connection (and the request). */
 #include "welcome.h"
 #include "log.h"
 #include "stats.h"
@@ -41,8 +41,8 @@ static void on_welcome_client_left(struct evhttp_connection *evcon, void *arg)
 {
     struct stream *s = arg;
     (void)evcon;
-    if (evhttp_request_get_connection(s->u.req) == NULL)
-        evhttp_request_free(s->u.req);
+    if (evhttp_request_get_connection(s->u.w.req) == NULL)
+        evhttp_request_free(s->u.w.req);
     loop_stats.client_closed++;
     stream_free_welcoming(s);
 }
@@ -60,19 +60,9 @@ static void on_welcome_flushed(struct evhttp_connection *evcon, void *arg)
     int fd = bufferevent_getfd(bev);
 
     bufferevent_disable(bev, EV_READ | EV_WRITE);
-    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (own < 0) {
-        log_msg(LOG_ERROR, "cannot take over a stream socket (%m): ending it; "
-                           "raise the open-files limit (ulimit -n)");
-        loop_stats.http_no_fds++;
-        free_evhttp_connection(evcon);
-        stream_free_welcoming(s);
-        return;
-    }
     if (dup2(devnull_fd, fd) < 0) {
-        /* Cannot happen with valid descriptors; keep evhttp's socket. */
+        /* Cannot happen with valid descriptors: let evhttp close it all. */
         log_msg(LOG_ERROR, "dup2 over a stream socket failed: %m");
-        close(own);
         free_evhttp_connection(evcon);
         stream_free_welcoming(s);
         return;
@@ -82,36 +72,42 @@ static void on_welcome_flushed(struct evhttp_connection *evcon, void *arg)
      * NODELAY, Nagle holds the second of two quick messages until the
      * client's (delayed) ACK, tens of milliseconds later. */
     int one = 1;
-    setsockopt(own, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    stream_attach_fd(s, own);
+    setsockopt(s->u.w.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    stream_attach(s);
 }
 
-struct stream *welcome_start(struct evhttp_request *req, uint32_t uid)
+int welcome_start(struct evhttp_request *req, uint32_t uid)
 {
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    int fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
+
+    /* The stream's own descriptor first: without one there is no stream,
+     * and the client is better told so (503) than welcomed and dropped. */
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0)
+        return -1;
+    struct stream *s = stream_new_welcoming(uid, req, own, 0);
+    if (!s) {
+        close(own);
+        return -1;
+    }
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     evhttp_add_header(out, "Content-Type", "text/html; charset=utf-8");
     evhttp_add_header(out, "Cache-Control", "no-store");
     evhttp_send_reply_start(req, HTTP_OK, "OK");
-    int chunked = evhttp_find_header(out, "Transfer-Encoding") != NULL;
+    s->chunked = evhttp_find_header(out, "Transfer-Encoding") != NULL;
 
-    struct stream *s = stream_new_welcoming(uid, req, chunked);
-    if (!s) {
-        log_msg(LOG_ERROR, "out of memory for a stream; closing the connection");
-        free_evhttp_connection(evhttp_request_get_connection(req));
-        return NULL;
-    }
     struct evbuffer *body = evbuffer_new();
     evbuffer_add_printf(body, "Welcome, Url: '/test/%u' Id: %u\n", uid, uid);
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     evhttp_connection_set_closecb(evcon, on_welcome_client_left, s);
     evhttp_send_reply_chunk_with_cb(req, body, on_welcome_flushed, s);
     evbuffer_free(body);
     uidtable_add(s);
-    return s;
+    return 0;
 }
 
 void welcome_abort(struct stream *s)
 {
-    free_evhttp_connection(evhttp_request_get_connection(s->u.req));
+    free_evhttp_connection(evhttp_request_get_connection(s->u.w.req));
     stream_free_welcoming(s);
 }

@@ -222,6 +222,11 @@ slope() {
 
 # calc EXPR: awk arithmetic, printed with format $2 (default %.1f);
 # max_ms(US) is microseconds as milliseconds, at least 0.001.
+# utime + stime of a process, in clock ticks (all its threads).
+cpu_ticks() {
+  awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
 calc() {
   awk "function max_ms(us) { return us < 1 ? 0.001 : us / 1000 }
        BEGIN { printf \"${2:-%.1f}\n\", $1 }"

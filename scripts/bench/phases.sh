@@ -80,6 +80,8 @@ push_run() {
     return 1
   fi
   s0=$(stats)
+  local cpu0
+  cpu0=$(cpu_ticks "$SRV_PID")
   if publish 90 --count "$count" --rate "$rate" --uids 1-10000 --sync; then
     pub=$PUB
     put "${kind}_${run}_pub_status" ok
@@ -117,8 +119,11 @@ push_run() {
   [[ -n $prate && -n $dps ]] && put "${kind}_${run}_ratio" "$(calc "$dps / $prate" %.3f)"
   local p
   for p in p50 p90 p99 max; do put "${kind}_${run}_$p" "$(jget "lat_${p}_us" <"$j")"; done
-  put "${kind}_${run}_server_deliveries" \
-    $(($(jget deliveries <<<"$s1") - $(jget deliveries <<<"$s0")))
+  local deliveries=$(($(jget deliveries <<<"$s1") - $(jget deliveries <<<"$s0")))
+  put "${kind}_${run}_server_deliveries" "$deliveries"
+  # Server CPU (both threads, user + system) per message delivered.
+  ((deliveries > 0)) && put "${kind}_${run}_cpu_us" \
+    "$(calc "($(cpu_ticks "$SRV_PID") - $cpu0) * 1e6 / $(getconf CLK_TCK) / $deliveries" %.2f)"
   put "${kind}_${run}_slow_closed" $(($(jget slow_closed <<<"$s1") - $(jget slow_closed <<<"$s0")))
   [[ ${msgs:-0} == "$count" ]] ||
     broken "push $kind $run: LOSS: $((count - ${msgs:-0})) of $count messages not received"
@@ -130,7 +135,7 @@ push_run() {
 push_medians() {
   local kind=$1 runs=$2 f r vals
   for f in received loss delivered_per_s pub_rate intake_rate ratio p50 p90 p99 max \
-           server_deliveries slow_closed; do
+           server_deliveries slow_closed cpu_us; do
     vals=()
     for r in $(seq "$runs"); do vals+=("$(get "${kind}_${r}_$f")"); done
     put "${kind}_$f" "$(median "${vals[@]}")"
@@ -215,6 +220,19 @@ phase_connect() {
 # The tiny run of --smoke: 300 streams, 3,000 messages flat out, one
 # acknowledged multicast to all 300, then the plots from those figures. Only
 # breakage is noted, never a timing.
+# 5. The floor: one small write to a loopback TCP socket with an epolling
+# reader, from one thread (./writefloor). No single-threaded server delivers
+# to distinct sockets faster.
+phase_floor() {
+  local out
+  if out=$(timeout 60 ./writefloor 10000 5 40); then
+    put floor_us "$(jget us_per_write <<<"$out")"
+    put floor_rate "$(jget writes_per_s <<<"$out")"
+  else
+    broken "floor: writefloor failed"
+  fi
+}
+
 phase_smoke() {
   local out="$WORK/smoke" once s
   start_server smoke || { broken "the server did not start: $(tail -n3 "$SRV_LOG" | tr '\n' ' ')"; return; }

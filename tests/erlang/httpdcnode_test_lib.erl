@@ -268,7 +268,8 @@ run_cli(Args, Timeout) ->
 %%% ================================================================
 
 %% Opts: master (atom, or a master map), max_users, max_message,
-%% max_conns_per_uid, max_backlog, presence, extra_args (list of strings).
+%% max_conns_per_uid, max_backlog, presence, extra_args (list of strings),
+%% fd_limit (the server's open-files limit, soft and hard, set by prlimit).
 %% Without a master, one that never runs is named so the server does not
 %% go to the default name another run may use.
 start_server(Opts) -> start_server(Opts, 3).
@@ -289,7 +290,12 @@ start_server(Opts, Attempts) ->
         ++ option_args(Opts) ++ maps:get(extra_args, Opts, []),
     Log = log_path(Name),
     ok = file:write_file(Log, ["# ", lists:join(" ", [server_exe() | Args]), "\n"]),
-    Proc = spawn_os(server_exe(), Args, Log, Name),
+    Proc = case maps:get(fd_limit, Opts, none) of
+               none -> spawn_os(server_exe(), Args, Log, Name);
+               N -> spawn_os("/usr/bin/prlimit",
+                             ["--nofile=" ++ integer_to_list(N) ++ ":" ++ integer_to_list(N),
+                              "--", server_exe() | Args], Log, Name)
+           end,
     S = #{node => Node, port => Port, proc => Proc, log => Log, master => Master,
           max_users => maps:get(max_users, Opts, 1114112), opts => Opts},
     case wait_ready(S, now_ms() + 15000) of

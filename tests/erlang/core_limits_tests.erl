@@ -1,0 +1,144 @@
+%% Running out of descriptors, and requests pipelined behind a stream.
+-module(core_limits_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [open_stream/2, send/2, stats/1, close/1, expect_chunk/2,
+                              port_of/1, wait_until/3, http_request/2, request_bytes/4]).
+
+-define(T, 5000).
+-define(FDS, 300).          % the server's limit; it keeps 32 in reserve
+-define(TRIES, 400).        % connections attempted at once, more than it can hold
+
+limits_test_() ->
+    [{"descriptors run short: 503 to the surplus, the rest served, recovery after",
+      {timeout, 60, fun out_of_fds/0}},
+     {"a request pipelined behind a stream request is dropped",
+      {timeout, 30, fun pipelined/0}}].
+
+out_of_fds() ->
+    S = httpdcnode_test_lib:start_server(#{fd_limit => ?FDS}),
+    try
+        Port = port_of(S),
+        %% A burst: every connection is either a working stream or a 503,
+        %% never a welcome followed by a close.
+        Burst = burst(Port, ?TRIES),
+        Welcomed = [Sock || {welcomed, Sock} <- Burst],
+        Refused = [x || refused <- Burst],
+        io:format(user, "~nfd limit ~p, ~p at once: ~p welcomed, ~p refused with 503~n",
+                  [?FDS, ?TRIES, length(Welcomed), length(Refused)]),
+        ?assertEqual([], [R || R <- Burst, R =/= refused, element(1, R) =/= welcomed]),
+        ?assert(length(Welcomed) > 0),
+        ?assert(length(Refused) > 0),
+        all_receive(S, Welcomed, <<"after the burst">>),
+        close_all(S, Welcomed),
+        %% One at a time: streams up to the limit less its small reserve.
+        Held = one_by_one(Port, 1, []),
+        io:format(user, "one at a time: ~p streams before the first 503~n", [length(Held)]),
+        ?assert(length(Held) >= ?FDS - 60),
+        ?assert(length(Held) < ?FDS),
+        all_receive(S, Held, <<"at the limit">>),
+        close_all(S, Held),
+        %% Freed: served again, and every refusal was counted.
+        ?assert(maps:get(http_no_fds, stats(S)) >= length(Refused) + 1),
+        C = open_stream(S, 7),
+        send(S, {7, <<"after">>}),
+        ?assertEqual(<<"after">>, expect_chunk(C, ?T)),
+        close(C)
+    after
+        httpdcnode_test_lib:stop_server(S)
+    end.
+
+burst(Port, N) ->
+    Self = self(),
+    [spawn_link(fun() ->
+                        R = try_stream(Port, U),
+                        %% the socket must outlive this process
+                        [ok = gen_tcp:controlling_process(Sock, Self) || {welcomed, Sock} <- [R]],
+                        Self ! {try_result, R}
+                end)
+     || U <- lists:seq(1, N)],
+    [receive {try_result, R} -> R after 20000 -> timeout end || _ <- lists:seq(1, N)].
+
+one_by_one(_Port, U, Acc) when U > ?TRIES -> Acc;
+one_by_one(Port, U, Acc) ->
+    case try_stream(Port, U) of
+        {welcomed, Sock} -> one_by_one(Port, U + 1, [Sock | Acc]);
+        refused -> Acc;
+        Other -> erlang:error({unexpected, Other, after_streams, length(Acc)})
+    end.
+
+all_receive(S, Socks, Msg) ->
+    send(S, {broadcast, Msg}),
+    [?assertEqual({ok, Msg}, read_chunk(Sock)) || Sock <- Socks].
+
+close_all(S, Socks) ->
+    [gen_tcp:close(Sock) || Sock <- Socks],
+    true = wait_until(fun() -> maps:get(streams_open, stats(S)) =:= 0 end,
+                    10000, streams_closed).
+
+%% welcomed (socket kept open, passive), refused (a 503), or closed.
+try_stream(Port, Uid) ->
+    case gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}, {packet, http_bin}],
+                         10000) of
+        {ok, Sock} ->
+            ok = gen_tcp:send(Sock, ["GET /test/", integer_to_list(Uid),
+                                     " HTTP/1.1\r\nHost: t\r\n\r\n"]),
+            R = case gen_tcp:recv(Sock, 0, 15000) of
+                    {ok, {http_response, _, 200, _}} -> welcomed;
+                    {ok, {http_response, _, 503, _}} -> refused;
+                    {error, closed} -> closed;
+                    Other -> {unexpected, Other}
+                end,
+            case R of
+                welcomed ->
+                    skip_headers(Sock),
+                    ok = inet:setopts(Sock, [{packet, raw}]),
+                    {ok, _Welcome} = read_chunk(Sock),
+                    {welcomed, Sock};
+                _ ->
+                    gen_tcp:close(Sock),
+                    R
+            end;
+        {error, E} -> {connect_error, E}
+    end.
+
+skip_headers(Sock) ->
+    case gen_tcp:recv(Sock, 0, ?T) of
+        {ok, http_eoh} -> ok;
+        {ok, {http_header, _, _, _, _}} -> skip_headers(Sock)
+    end.
+
+%% One chunk of a chunked body from a passive raw socket.
+read_chunk(Sock) ->
+    ok = inet:setopts(Sock, [{packet, line}]),
+    {ok, SizeLine} = gen_tcp:recv(Sock, 0, ?T),
+    Size = binary_to_integer(string:trim(SizeLine), 16),
+    ok = inet:setopts(Sock, [{packet, raw}]),
+    {ok, <<Data:Size/binary, "\r\n">>} = gen_tcp:recv(Sock, Size + 2, ?T),
+    {ok, Data}.
+
+pipelined() ->
+    S = httpdcnode_test_lib:start_server(#{}),
+    try
+        {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S),
+                                     [binary, {active, false}, {packet, http_bin}], ?T),
+        %% Two requests in one packet: the second is behind a stream that never ends.
+        ok = gen_tcp:send(Sock, ["GET /test/5 HTTP/1.1\r\nHost: t\r\n\r\n",
+                                 "GET /test/6 HTTP/1.1\r\nHost: t\r\n\r\n"]),
+        {ok, {http_response, _, 200, _}} = gen_tcp:recv(Sock, 0, ?T),
+        skip_headers(Sock),
+        ok = inet:setopts(Sock, [{packet, raw}]),
+        {ok, <<"Welcome, Url: '/test/5' Id: 5\n">>} = read_chunk(Sock),
+        send(S, {5, <<"to five">>}),
+        ?assertEqual({ok, <<"to five">>}, read_chunk(Sock)),
+        St = stats(S),
+        ?assertEqual(1, maps:get(streams_open, St)),
+        ?assertEqual(1, maps:get(uids_online, St)),
+        %% Nothing (such as a second response) came in between: the next
+        %% bytes are the next chunk.
+        send(S, {5, <<"marker">>}),
+        ?assertEqual({ok, <<"marker">>}, read_chunk(Sock)),
+        gen_tcp:close(Sock)
+    after
+        httpdcnode_test_lib:stop_server(S)
+    end.
