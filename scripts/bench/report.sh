@@ -271,6 +271,14 @@ CPU per delivery in section 2 is to be read against it. The targets above that a
 are beyond this floor on this machine; where many messages for one stream queue up, the
 batching below lets one write carry several.
 
+The floor also bounds the paced latency: Erlang timers tick every millisecond, so at
+20,000 msg/s the publisher sends bursts of 20 messages at once, and the server writes them
+one after another. The median message of a burst waits behind about 10 writes, at least
+$(calc "10 * $(get floor_us)" %.0f) µs, before the other costs (the Erlang distribution,
+two thread wake-ups in the server, the client's wake-up) and while the client and the
+publisher share the same 2 cores; a flat-out publisher faster than the floor queues
+without bound, so its latency is the backlog's age, not a property of the server.
+
 ## Optimisations
 
 What each change bought, and the command that shows it:
