@@ -260,11 +260,6 @@ static void handle_message(const char *buf)
     handoff_commit(to_loop_q);
 }
 
-static int more_to_read(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    return erl_socket_buffered(fd) || poll(&p, 1, 0) > 0;
-}
 
 /* Reads messages from link i while it has some, up to a batch. */
 static void read_link(int i)
@@ -281,8 +276,8 @@ static void read_link(int i)
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
                              msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
             handle_message(xbuf.buff);
-        if (!more_to_read(fd))
-            return;
+        if (!erl_socket_buffered(fd))
+            return;             /* the next poll says when the socket has more */
     }
 }
 
