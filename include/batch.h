@@ -13,7 +13,11 @@
 
 struct stream;
 
-/* Queues data (valid until batch_flush) for s. */
+/* Makes room for n more deliveries, flushing if needed. Call it before
+ * taking stream pointers: a flush may end (and free) streams. */
+void batch_room(uint32_t n);
+/* Queues data (valid until batch_flush) for s; never flushes, so s and
+ * its neighbours stay valid. Room must have been made with batch_room. */
 void batch_add(struct stream *s, const char *data, uint32_t len);
 /* Queues the reply {Ref, n} (reply: the encoded Pid and Ref, valid until
  * batch_flush), sent once the writes it counts are done. */

@@ -9,6 +9,7 @@
 struct erl_link {
     int fd;
     int is_master;
+    int broken;          /* a send failed or timed out: drop it, send no more */
     char node[MAXNODELEN + 1];
 };
 

@@ -4,7 +4,8 @@
  * above 1023: with thousands of HTTP streams open, an Erlang socket gets a
  * higher number and select() writes past the fd_set. This layer waits with
  * poll() instead (ei then never calls select on these sockets), caps every
- * wait so a stalled peer cannot hold the C-node thread, and reads in large
+ * wait and every handshake so a stalled peer cannot hold the C-node thread
+ * for long, and reads in large
  * blocks so that a burst of small messages costs one recv, not two each. */
 #ifndef HTTPDCNODE_ERL_SOCKET_H
 #define HTTPDCNODE_ERL_SOCKET_H
@@ -13,6 +14,8 @@
 
 /* Longest any single socket operation waits, whatever ei asks for. */
 #define ERL_SOCKET_MAX_WAIT_MS 5000
+/* Longest a whole handshake (in or out) may take. */
+#define ERL_SOCKET_HANDSHAKE_MS 3000
 
 extern ei_socket_callbacks erl_socket_callbacks;
 

@@ -6,6 +6,9 @@
 #include <stdint.h>
 
 #define DEFAULT_MAX_USERS (17u * 65536u)
+/* Largest --max-message: a message must fit a hand-off record (main.c's
+ * ring is 32 MB; records up to half of it) with its uid list. */
+#define MAX_MESSAGE_LIMIT (8u << 20)
 
 struct options {
     char listen_host[64];      /* --listen ADDR:PORT */

@@ -29,6 +29,7 @@ void outbound_init(struct handoff *to_cnode);
 
 void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n);
 void outbound_stats(const char *reply, uint16_t reply_len);
-void outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n);
+/* -1 when the queue was full (counted): the caller must repair the view. */
+int outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n);
 
 #endif

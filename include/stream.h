@@ -58,7 +58,7 @@ int stream_attach(struct stream *s);
 struct iovec;
 int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
 
-/* The chunk size line "%x\r\n" of n into buf[12]; returns its length. */
+/* The chunk size line "%x\r\n" of n into buf[10]; returns its length. */
 size_t stream_chunk_header(char *buf, uint32_t n);
 
 /* Ends a stream on purpose: terminating chunk when chunked, then close and

@@ -10,7 +10,8 @@
  *   {Pid, Ref, snapshot}    presence snapshot to the master, then {Ref, N} to Pid
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
- * chunk would end a chunked stream). */
+ * chunk would end a chunked stream). A term nested deeper than
+ * TERM_MAX_DEPTH is refused as a bad shape. */
 #ifndef HTTPDCNODE_TERM_H
 #define HTTPDCNODE_TERM_H
 
@@ -28,6 +29,10 @@ enum term_error {
     TERM_TOO_BIG,     /* payload over max_message, or uid list too long */
     TERM_EMPTY,       /* empty payload */
 };
+
+/* Deepest nesting accepted (a left-nested iolist of this many parts);
+ * the C-node thread's stack is sized for ei's recursion to this depth. */
+#define TERM_MAX_DEPTH 100000
 
 struct term_limits {
     uint32_t max_users;

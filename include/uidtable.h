@@ -18,8 +18,9 @@ void uidtable_add(struct stream *s);          /* s->uid set; becomes the newest 
 void uidtable_remove(struct stream *s);
 uint32_t uidtable_count(uint32_t uid);        /* walks the uid's list */
 struct stream *uidtable_oldest(uint32_t uid);
-/* No uid above this has ever had a stream: bounds broadcast and shutdown walks. */
-uint32_t uidtable_high(void);
+/* The first uid above `after` with a stream, 0 when none: for walks over
+ * every online uid (broadcast, snapshot, shutdown) that cost what is online. */
+uint32_t uidtable_next_online(uint32_t after);
 uint32_t uidtable_max_users(void);
 
 #endif

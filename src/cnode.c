@@ -28,6 +28,7 @@
 #define RECEIVE_TMO_MS 2000
 #define BATCH_PER_LINK 256     /* messages read from one link before polling the others */
 #define RESERVE_TMO_MS 1000    /* while the loop is behind, tick the links this often */
+#define CNODE_STACK_BYTES (256u << 20)
 
 static const struct options *options;
 static struct handoff *to_loop_q;     /* messages for the event loop */
@@ -50,6 +51,8 @@ static int64_t next_publish_ms;
 static int publish_failed_logged;
 
 static struct log_ratelimit bad_term_rl;
+static struct log_ratelimit accept_rl;
+static int64_t listen_paused_until_ms;
 
 static int64_t now_ms(void)
 {
@@ -81,10 +84,17 @@ static int init_cnode(void)
     return 0;
 }
 
+/* Loopback only when the node is named @localhost (nothing else could
+ * reach it by that name); otherwise every address, for nodes on other hosts. */
 static int start_listening(void)
 {
+    const char *host = strchr(options->name, '@') + 1;
+    struct in_addr addr;
+    addr.s_addr = htonl(strcmp(host, "localhost") == 0 || strcmp(host, "127.0.0.1") == 0
+                            ? INADDR_LOOPBACK
+                            : INADDR_ANY);
     listen_port = 0;
-    listen_fd = ei_listen(&ec, &listen_port, 128);
+    listen_fd = ei_xlisten(&ec, &addr, &listen_port, 128);
     if (listen_fd < 0) {
         log_msg(LOG_ERROR, "cannot listen for Erlang connections: %s", strerror(erl_errno));
         return -1;
@@ -169,8 +179,15 @@ static void accept_link(void)
     ErlConnect conn;
     int fd = ei_accept_tmo(&ec, listen_fd, &conn, ACCEPT_TMO_MS);
     if (fd < 0) {
-        log_msg(LOG_DEBUG, "Erlang connection attempt failed (%s): wrong cookie?",
-                strerror(erl_errno));
+        if (erl_errno == EMFILE || erl_errno == ENFILE) {
+            /* The connection stays queued; listening again at once would spin. */
+            listen_paused_until_ms = now_ms() + 1000;
+            log_limited(&accept_rl, LOG_ERROR, "cannot accept an Erlang node: out of file "
+                        "descriptors (raise ulimit -n, or hold fewer streams)");
+        } else {
+            log_limited(&accept_rl, LOG_DEBUG, "Erlang connection attempt failed (%s): "
+                        "wrong cookie?", strerror(erl_errno));
+        }
         return;
     }
     int is_master = options->master[0] && strcmp(conn.nodename, options->master) == 0;
@@ -195,6 +212,13 @@ static void drop_link(int i, const char *why)
         log_msg(LOG_INFO, "node %s disconnected (%s)", l->node, why);
     }
     erl_link_remove(i);
+}
+
+static void drop_broken_links(void)
+{
+    for (int i = erl_link_count() - 1; i >= 0; i--)
+        if (erl_link_at(i)->broken)
+            drop_link(i, "a send failed");
 }
 
 static void count_bad_term(enum term_error e)
@@ -284,6 +308,8 @@ static void read_link(int i)
 static int64_t next_timeout_ms(void)
 {
     int64_t now = now_ms(), t = 1000;
+    if (listen_paused_until_ms > now && listen_paused_until_ms - now < t)
+        t = listen_paused_until_ms - now;
     if (options->master[0] && master_state != MASTER_UP && next_connect_ms - now < t)
         t = next_connect_ms - now;
     if (publish_fd < 0 && next_publish_ms - now < t)
@@ -305,7 +331,8 @@ static void poll_once(void)
     struct pollfd fds[4 + ERL_LINK_MAX];
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
-    fds[nfds++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+    int listening = now_ms() >= listen_paused_until_ms;
+    fds[nfds++] = (struct pollfd){.fd = listening ? listen_fd : -1, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = publish_fd, .events = POLLIN};  /* -1 is ignored */
     fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(from_loop_q), .events = POLLIN};
     int first_link = nfds, nlinks = erl_link_count();
@@ -325,8 +352,7 @@ static void poll_once(void)
         return;
     if (fds[2].revents)
         check_registration();
-    if (fds[3].revents)
-        erl_send_drain();
+
     /* Links from the highest index down: drop_link moves the last link into
      * the freed slot, which has already been served then. */
     for (int i = nlinks - 1; i >= 0; i--)
@@ -334,6 +360,11 @@ static void poll_once(void)
             read_link(i);
     if (fds[1].revents & POLLIN)
         accept_link();
+    /* Last: dropping links reorders them, so nothing above may follow. */
+    if (fds[3].revents) {
+        erl_send_drain();
+        drop_broken_links();
+    }
 }
 
 static void *cnode_main(void *arg)
@@ -359,7 +390,10 @@ int cnode_start(const struct options *opts, struct handoff *to_loop, struct hand
     from_loop_q = from_loop;
     limits.max_users = opts->max_users;
     limits.max_message = opts->max_message;
-    limits.max_uids = (uint32_t)((handoff_max_record(to_loop) - opts->max_message - 1024) / 4);
+    /* Room left in the largest record once the payload is in it; options
+     * keep --max-message well below the record size. */
+    limits.max_uids = (uint32_t)((handoff_max_record(to_loop) - sizeof(struct cmd) -
+                                  opts->max_message - 1024) / 4);
 
     if (ei_init() != 0) {
         log_msg(LOG_ERROR, "ei_init failed");
@@ -374,8 +408,15 @@ int cnode_start(const struct options *opts, struct handoff *to_loop, struct hand
         log_msg(LOG_ERROR, "eventfd: %m");
         return -1;
     }
-    if (pthread_create(&thread, NULL, cnode_main, NULL) != 0) {
-        log_msg(LOG_ERROR, "cannot start the C-node thread");
+    /* ei decodes nested terms recursively: room for TERM_MAX_DEPTH levels
+     * (only the pages a deep term touches are ever used). */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, CNODE_STACK_BYTES);
+    int err = pthread_create(&thread, &attr, cnode_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        log_msg(LOG_ERROR, "cannot start the C-node thread: %s", strerror(err));
         return -1;
     }
     return 0;

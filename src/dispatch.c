@@ -19,18 +19,18 @@ static struct handoff *inbox;
 /* Queues data for every stream of uid; returns how many. */
 static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
 {
-    uint32_t n = 0;
-    for (struct stream *s = uidtable_first(uid); s; s = s->next, n++)
+    uint32_t n = uidtable_count(uid);
+    batch_room(n);                 /* before holding any of the uid's streams */
+    for (struct stream *s = uidtable_first(uid); s; s = s->next)
         batch_add(s, data, len);
     return n;
 }
 
 static uint32_t deliver_all(const char *data, uint32_t len)
 {
-    uint32_t n = 0, high = uidtable_high();
-    for (uint32_t uid = 1; uid <= high; uid++)
-        if (uidtable_first(uid))
-            n += deliver(uid, data, len);
+    uint32_t n = 0;
+    for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid))
+        n += deliver(uid, data, len);
     return n;
 }
 
@@ -80,7 +80,7 @@ static void apply(void *body, size_t size, void *ctx)
     case CMD_SNAPSHOT:
         n = presence_snapshot();
         if (c->reply_len)
-            outbound_ack(cmd_reply(c), c->reply_len, n);
+            batch_ack(cmd_reply(c), c->reply_len, n);   /* after earlier acks */
         return;
     default:
         break;
@@ -132,8 +132,7 @@ void dispatch_stop(void)
 
 void dispatch_end_all_streams(void)
 {
-    uint32_t high = uidtable_high();
-    for (uint32_t uid = 1; uid <= high; uid++) {
+    for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid)) {
         struct stream *s = uidtable_first(uid), *next;
         for (; s; s = next) {
             next = s->next;

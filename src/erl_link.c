@@ -21,6 +21,7 @@ int erl_link_add(int fd, const char *node, int is_master)
     struct erl_link *l = &links[nlinks];
     l->fd = fd;
     l->is_master = is_master;
+    l->broken = 0;
     strncpy(l->node, node, sizeof l->node - 1);
     l->node[sizeof l->node - 1] = '\0';
     atomic_fetch_add(&cnode_stats.erl_connects, 1);

@@ -34,7 +34,7 @@ static int begin_reply(const char *reply, int reply_len, erlang_pid *pid)
     if (ei_decode_pid(reply, &index, pid) != 0)
         return -1;
     struct erl_link *l = erl_link_find(pid->node);
-    if (!l) {
+    if (!l || l->broken) {
         log_limited(&send_rl, LOG_INFO, "reply to %s dropped: node not connected", pid->node);
         return -1;
     }
@@ -45,11 +45,20 @@ static int begin_reply(const char *reply, int reply_len, erlang_pid *pid)
     return l->fd;
 }
 
+/* A send that failed or timed out may have left half a packet on the link,
+ * and a peer that does not read would hold this thread at every send: the
+ * link is dropped (the C-node thread does it after the drain). */
+static void send_failed(struct erl_link *l, const char *what)
+{
+    log_msg(LOG_INFO, "%s to %s failed (%s): dropping the connection", what, l->node,
+            strerror(erl_errno));
+    l->broken = 1;
+}
+
 static void send_reply(int fd, erlang_pid *pid)
 {
     if (ei_send(fd, pid, x.buff, x.index) < 0)
-        log_limited(&send_rl, LOG_INFO, "reply to %s failed: %s", pid->node,
-                    strerror(erl_errno));
+        send_failed(erl_link_find(pid->node), "reply");
 }
 
 static void send_ack(struct out_rec *r)
@@ -83,7 +92,7 @@ static void send_presence(struct out_rec *r)
     static const char *const ops[] = {
         [PRESENCE_UP] = "up", [PRESENCE_DOWN] = "down", [PRESENCE_SNAPSHOT] = "snapshot"};
     struct erl_link *l = master_node[0] ? erl_link_find(master_node) : NULL;
-    if (!l)
+    if (!l || l->broken)
         return;                    /* the snapshot on reconnect repairs the view */
     const uint32_t *uids = (const uint32_t *)(r + 1);
     x.index = 0;
@@ -102,8 +111,7 @@ static void send_presence(struct out_rec *r)
         ei_x_encode_empty_list(&x);
     }
     if (ei_reg_send(cnode, l->fd, (char *)presence_to, x.buff, x.index) < 0)
-        log_limited(&send_rl, LOG_INFO, "presence to %s failed: %s", master_node,
-                    strerror(erl_errno));
+        send_failed(l, "presence");
 }
 
 static void send_one(void *body, size_t size, void *ctx)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define READ_BUF 65536
@@ -18,6 +19,7 @@
 struct erl_socket {
     int fd;
     uint32_t rpos, rlen;    /* unread bytes are rbuf[rpos..rlen) */
+    int64_t deadline_ms;    /* end of the handshake in progress, 0 after it */
     char rbuf[READ_BUF];
 };
 
@@ -55,21 +57,43 @@ static struct erl_socket *wrap(int fd)
         return NULL;
     s->fd = fd;
     s->rpos = s->rlen = 0;
+    s->deadline_ms = 0;
     remember(s);
     return s;
 }
 
-static int wait_ms(unsigned tmo)
+static int64_t now_ms(void)
 {
-    return tmo > ERL_SOCKET_MAX_WAIT_MS ? ERL_SOCKET_MAX_WAIT_MS : (int)tmo;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Waits for events on fd: 0, ETIMEDOUT or an errno. */
-static int wait_for(int fd, short events, unsigned tmo)
+/* How long one wait may last: what ei asks, capped, and within the
+ * handshake's deadline, so that a peer dribbling bytes cannot hold the
+ * C-node thread past it. */
+static int wait_ms(const struct erl_socket *s, unsigned tmo)
 {
-    struct pollfd p = {.fd = fd, .events = events};
+    int64_t ms = tmo > ERL_SOCKET_MAX_WAIT_MS ? ERL_SOCKET_MAX_WAIT_MS : (int64_t)tmo;
+    if (s->deadline_ms) {
+        int64_t left = s->deadline_ms - now_ms();
+        if (left < ms)
+            ms = left < 0 ? 0 : left;
+    }
+    return (int)ms;
+}
+
+static void start_handshake(struct erl_socket *s)
+{
+    s->deadline_ms = now_ms() + ERL_SOCKET_HANDSHAKE_MS;
+}
+
+/* Waits for events on s: 0, ETIMEDOUT or an errno. */
+static int wait_for(const struct erl_socket *s, short events, unsigned tmo)
+{
+    struct pollfd p = {.fd = s->fd, .events = events};
     for (;;) {
-        int r = poll(&p, 1, wait_ms(tmo));
+        int r = poll(&p, 1, wait_ms(s, tmo));
         if (r > 0)
             return 0;
         if (r == 0)
@@ -124,7 +148,7 @@ static int cb_accept(void **ctx, void *addr, int *len, unsigned tmo)
     while ((fd = accept4(l->fd, addr, &slen, SOCK_NONBLOCK | SOCK_CLOEXEC)) < 0) {
         if (errno != EAGAIN && errno != EINTR)
             return errno;
-        int err = wait_for(l->fd, POLLIN, tmo);
+        int err = wait_for(l, POLLIN, tmo);
         if (err)
             return err;
     }
@@ -135,17 +159,19 @@ static int cb_accept(void **ctx, void *addr, int *len, unsigned tmo)
     }
     *len = (int)slen;
     *ctx = s;
+    start_handshake(s);
     return 0;
 }
 
 static int cb_connect(void *ctx, void *addr, int len, unsigned tmo)
 {
     struct erl_socket *s = ctx;
+    start_handshake(s);
     if (connect(s->fd, addr, (socklen_t)len) == 0)
         return 0;
     if (errno != EINPROGRESS)
         return errno;
-    int err = wait_for(s->fd, POLLOUT, tmo);
+    int err = wait_for(s, POLLOUT, tmo);
     if (err)
         return err;
     socklen_t elen = sizeof err;
@@ -165,7 +191,7 @@ static int cb_writev(void *ctx, const void *iov, int iovcnt, ssize_t *len, unsig
         }
         if (errno != EAGAIN && errno != EINTR)
             return errno;
-        int err = wait_for(s->fd, POLLOUT, tmo);
+        int err = wait_for(s, POLLOUT, tmo);
         if (err)
             return err;
     }
@@ -193,7 +219,7 @@ static int cb_read(void *ctx, char *buf, ssize_t *len, unsigned tmo)
         }
         if (errno != EAGAIN && errno != EINTR)
             return errno;
-        int err = wait_for(s->fd, POLLIN, tmo);
+        int err = wait_for(s, POLLIN, tmo);
         if (err)
             return err;
     }
@@ -215,7 +241,7 @@ static int cb_header_size(void *ctx, int *sz)
 
 static int cb_handshake_complete(void *ctx)
 {
-    (void)ctx;
+    ((struct erl_socket *)ctx)->deadline_ms = 0;
     return 0;
 }
 

@@ -66,10 +66,10 @@ static void refuse_no_fds(struct evhttp_request *req)
                "Server is at its connection limit, try again later");
 }
 
-/* Makes room for one more stream of uid: ends its oldest at the limit. */
-static void evict_oldest_if_full(uint32_t uid)
+/* A new stream made uid go over its limit: its oldest one ends. */
+static void evict_oldest_if_over(uint32_t uid)
 {
-    if (uidtable_count(uid) < options->max_conns_per_uid)
+    if (uidtable_count(uid) <= options->max_conns_per_uid)
         return;
     struct stream *oldest = uidtable_oldest(uid);
     loop_stats.evicted++;
@@ -104,9 +104,10 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
         refuse_no_fds(req);
         return;
     }
-    evict_oldest_if_full(uid);
     if (welcome_start(req, uid) != 0)
         refuse_no_fds(req);
+    else
+        evict_oldest_if_over(uid);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)

@@ -155,8 +155,8 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--max-users", optarg, "expected 1 to 1073741824");
             break;
         case OPT_MAX_MESSAGE:
-            if (parse_u32(optarg, 1, 64u << 20, &o->max_message))
-                return bad("--max-message", optarg, "expected 1 to 67108864 bytes");
+            if (parse_u32(optarg, 1, MAX_MESSAGE_LIMIT, &o->max_message))
+                return bad("--max-message", optarg, "expected 1 to 8388608 bytes");
             break;
         case OPT_MAX_CONNS:
             if (parse_u32(optarg, 1, 1024, &o->max_conns_per_uid))

@@ -139,6 +139,57 @@ static enum term_error parse_reply_to(const char *buf, int *index, struct term_v
     return TERM_OK;
 }
 
+/* ei's decoders recurse once per level of nesting: a term nested deep
+ * enough would overflow the C-node thread's stack. This walk, iterative,
+ * refuses such terms (and funs, whose skipping recurses too) first. */
+static uint32_t outer_pending[TERM_MAX_DEPTH];
+
+static int nesting_ok(const char *buf, int index)
+{
+    uint32_t depth = 0, pending = 1;
+    int type, size, arity;
+
+    for (;;) {
+        while (pending == 0) {
+            if (depth == 0)
+                return 1;
+            pending = outer_pending[--depth];
+        }
+        pending--;
+        if (ei_get_type(buf, &index, &type, &size) != 0)
+            return 0;
+        switch (type) {
+        case ERL_SMALL_TUPLE_EXT:
+        case ERL_LARGE_TUPLE_EXT:
+        case ERL_LIST_EXT:
+        case ERL_MAP_EXT:
+            if (type == ERL_LIST_EXT) {
+                if (ei_decode_list_header(buf, &index, &arity) != 0)
+                    return 0;
+                arity++;                          /* the tail */
+            } else if (type == ERL_MAP_EXT) {
+                if (ei_decode_map_header(buf, &index, &arity) != 0)
+                    return 0;
+                arity *= 2;
+            } else if (ei_decode_tuple_header(buf, &index, &arity) != 0) {
+                return 0;
+            }
+            if (depth == TERM_MAX_DEPTH)
+                return 0;
+            outer_pending[depth++] = pending;
+            pending = (uint32_t)arity;
+            break;
+        case ERL_NEW_FUN_EXT:
+        case ERL_FUN_EXT:
+        case ERL_EXPORT_EXT:
+            return 0;
+        default:
+            if (ei_skip_term(buf, &index) != 0)
+                return 0;
+        }
+    }
+}
+
 enum term_error term_parse(const char *buf, int index, const struct term_limits *lim,
                            struct term_view *v)
 {
@@ -146,6 +197,8 @@ enum term_error term_parse(const char *buf, int index, const struct term_limits 
     enum term_error e;
 
     memset(v, 0, sizeof *v);
+    if (!nesting_ok(buf, index))
+        return TERM_BAD_SHAPE;
     if (ei_decode_tuple_header(buf, &index, &arity) != 0)
         return TERM_BAD_SHAPE;
     switch (arity) {

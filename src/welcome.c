@@ -91,6 +91,9 @@ int welcome_start(struct evhttp_request *req, uint32_t uid)
         close(own);
         return -1;
     }
+    /* An HTTP/1.0 "Connection: keep-alive" would make evhttp answer with
+     * Content-Length: 0; a stream's length is unknown, its end a close. */
+    evhttp_remove_header(evhttp_request_get_input_headers(req), "Connection");
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     evhttp_add_header(out, "Content-Type", "text/html; charset=utf-8");
     evhttp_add_header(out, "Cache-Control", "no-store");

@@ -53,7 +53,9 @@ static void streams_of_a_uid_are_listed_newest_first(void **state)
     assert_int_equal(uidtable_count(8), 1);
     assert_int_equal(uidtable_count(9), 0);
     assert_ptr_equal(uidtable_oldest(7), &a);
-    assert_int_equal(uidtable_high(), 8);
+    assert_int_equal(uidtable_next_online(0), 7);
+    assert_int_equal(uidtable_next_online(7), 8);
+    assert_int_equal(uidtable_next_online(8), 0);
     assert_int_equal(loop_stats.uids_online, 2);
 }
 
@@ -73,6 +75,26 @@ static void removal_from_any_position(void **state)
     assert_null(uidtable_first(3));
     uidtable_remove(&a);                         /* twice: harmless */
     assert_int_equal(loop_stats.uids_online, 0);
+}
+
+static void online_walk_visits_exactly_the_online_uids(void **state)
+{
+    (void)state;
+    static struct stream s[7];
+    const uint32_t uids[] = {1, 63, 64, 65, 99, 100, 100};
+    for (int i = 0; i < 7; i++) {
+        s[i] = (struct stream){.uid = uids[i]};
+        uidtable_add(&s[i]);
+    }
+    uidtable_remove(&s[1]);                          /* 63 goes offline */
+    uint32_t seen[8], n = 0;
+    for (uint32_t u = uidtable_next_online(0); u; u = uidtable_next_online(u))
+        seen[n++] = u;
+    assert_int_equal(n, 5);
+    const uint32_t want[] = {1, 64, 65, 99, 100};
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(seen[i], want[i]);
+    assert_int_equal(uidtable_next_online(100), 0);  /* the last uid of the table */
 }
 
 static void presence_fires_on_first_and_last_stream_only(void **state)
@@ -95,6 +117,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(streams_of_a_uid_are_listed_newest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(removal_from_any_position, setup, teardown),
+        cmocka_unit_test_setup_teardown(online_walk_visits_exactly_the_online_uids, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(presence_fires_on_first_and_last_stream_only, setup,
                                         teardown),
     };
