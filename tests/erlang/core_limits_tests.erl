@@ -13,7 +13,11 @@ limits_test_() ->
     [{"descriptors run short: 503 to the surplus, the rest served, recovery after",
       {timeout, 60, fun out_of_fds/0}},
      {"a request pipelined behind a stream request is dropped",
-      {timeout, 30, fun pipelined/0}}].
+      {timeout, 30, fun pipelined/0}},
+     {"a multicast repeating a stuck client's uid past the write batch: it is ended once",
+      {timeout, 60, fun stuck_client_in_a_huge_multicast/0}},
+     {"a term nested 2,000,000 deep is refused; 90,000 deep is served",
+      {timeout, 60, fun deep_terms/0}}].
 
 out_of_fds() ->
     S = httpdcnode_test_lib:start_server(#{fd_limit => ?FDS}),
@@ -139,6 +143,46 @@ pipelined() ->
         send(S, {5, <<"marker">>}),
         ?assertEqual({ok, <<"marker">>}, read_chunk(Sock)),
         gen_tcp:close(Sock)
+    after
+        httpdcnode_test_lib:stop_server(S)
+    end.
+
+%% The write batch holds 65,536 deliveries; a multicast listing one uid
+%% 70,000 times fills it while a stream of that uid is being ended for
+%% not reading. The stream must be ended once and never touched again.
+stuck_client_in_a_huge_multicast() ->
+    S = httpdcnode_test_lib:start_server(#{max_message => 512, max_backlog => 1024}),
+    try
+        {ok, Stuck} = gen_tcp:connect({127, 0, 0, 1}, port_of(S),
+                                      [binary, {active, false}, {recbuf, 4096}], ?T),
+        ok = gen_tcp:send(Stuck, "GET /test/2 HTTP/1.1\r\nHost: t\r\n\r\n"),
+        true = wait_until(fun() -> maps:get(streams_open, stats(S)) =:= 1 end, ?T, stream),
+        Reader = open_stream(S, 3),
+        Pad = binary:copy(<<"x">>, 500),
+        send(S, {lists:duplicate(70000, 2), Pad}),
+        send(S, {lists:duplicate(70000, 2), Pad}),
+        send(S, {3, <<"alive">>}),
+        ?assertEqual(<<"alive">>, expect_chunk(Reader, 20000)),
+        St = stats(S),
+        ?assertEqual(1, maps:get(slow_closed, St)),
+        ?assertEqual(1, maps:get(streams_open, St)),
+        close(Reader),
+        gen_tcp:close(Stuck)
+    after
+        httpdcnode_test_lib:stop_server(S)
+    end.
+
+deep_terms() ->
+    S = httpdcnode_test_lib:start_server(#{max_message => 1000000}),
+    try
+        C = open_stream(S, 3),
+        Bad0 = maps:get(bad_terms, stats(S)),
+        send(S, {3, lists:foldl(fun(_, A) -> [A] end, [], lists:seq(1, 2000000))}),
+        Deep = lists:foldl(fun(_, A) -> [A, <<"a">>] end, [], lists:seq(1, 90000)),
+        send(S, {3, Deep}),
+        ?assertEqual(binary:copy(<<"a">>, 90000), expect_chunk(C, 20000)),
+        ?assertEqual(Bad0 + 1, maps:get(bad_terms, stats(S))),
+        close(C)
     after
         httpdcnode_test_lib:stop_server(S)
     end.
