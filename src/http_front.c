@@ -131,29 +131,46 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
 }
 
+static void on_listen_again(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
 /* accept() failed. On EMFILE/ENFILE, free the spare descriptor to accept
- * one connection and refuse it, so the listener does not spin on a
- * connection it can never take. */
+ * one connection and refuse it, then stop listening for a moment: the
+ * listener must not spin on connections it cannot take (and the spare may
+ * be lost to the C-node thread taking the number meanwhile). */
 static void on_accept_error(struct evconnlistener *listener, void *arg)
 {
     (void)arg;
+    static struct log_ratelimit rl;
     int err = errno;
     if (err != EMFILE && err != ENFILE) {
-        log_msg(LOG_ERROR, "accept failed: %s", strerror(err));
+        log_limited(&rl, LOG_ERROR, "accept failed: %s", strerror(err));
         return;
     }
     static const char refusal[] =
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
         "Content-Length: 50\r\nConnection: close\r\n\r\n"
         "Server is at its connection limit, try again later";
-    close(spare_fd);
-    int fd = accept4(evconnlistener_get_fd(listener), NULL, NULL, SOCK_NONBLOCK);
-    if (fd >= 0) {
-        (void)!send(fd, refusal, sizeof refusal - 1, MSG_NOSIGNAL);
-        close(fd);
-        loop_stats.http_no_fds++;
+    if (spare_fd >= 0) {
+        close(spare_fd);
+        int fd = accept4(evconnlistener_get_fd(listener), NULL, NULL, SOCK_NONBLOCK);
+        if (fd >= 0) {
+            (void)!send(fd, refusal, sizeof refusal - 1, MSG_NOSIGNAL);
+            close(fd);
+            loop_stats.http_no_fds++;
+        }
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     }
-    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    static const struct timeval pause = {0, 100 * 1000};
+    evconnlistener_disable(listener);
+    event_base_once(evconnlistener_get_base(listener), -1, EV_TIMEOUT, on_listen_again,
+                    listener, &pause);
+    log_limited(&rl, LOG_ERROR, "out of file descriptors: refusing new connections "
+                "(raise ulimit -n)");
 }
 
 static int set_fd_ceiling(void)
