@@ -13,6 +13,9 @@ struct outbuf;
 
 enum stream_state {
     STREAM_WELCOMING = 1,   /* evhttp still owns the socket and flushes the welcome */
+    STREAM_ENDING,          /* ended while welcoming: out of the uid table, it gets
+                             * its queued messages and terminating chunk once the
+                             * welcome is flushed */
     STREAM_DETACHED,        /* we own the socket; ev watches it */
 };
 
@@ -23,7 +26,7 @@ enum stream_state {
 struct stream {
     union {
         struct event ev;             /* 128: EV_READ for EOF, + EV_WRITE while backlogged */
-        struct {                     /* while STREAM_WELCOMING: */
+        struct {                     /* while STREAM_WELCOMING or _ENDING: */
             struct evhttp_request *req;
             int fd;                  /* our own descriptor of the socket */
         } w;
@@ -48,8 +51,8 @@ struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, in
                                     int chunked);
 
 /* Takes over the socket once evhttp let go of it: watches it for EOF and
- * writes what was queued during the welcome. Returns -1 (stream freed)
- * if that fails. */
+ * writes what was queued during the welcome. Returns -1 when the stream is
+ * gone: that failed, or it had been ended (STREAM_ENDING) and now was. */
 int stream_attach(struct stream *s);
 
 /* Writes whole framed messages (iov, total bytes); what the socket does
@@ -62,7 +65,8 @@ int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t t
 size_t stream_chunk_header(char *buf, uint32_t n);
 
 /* Ends a stream on purpose: terminating chunk when chunked, then close and
- * free. Reason is counted by the caller. */
+ * free; a stream still in its welcome leaves the uid table now and ends
+ * when the welcome is out. The reason is counted by the caller. */
 void stream_end(struct stream *s);
 
 /* Closes and frees a stream still in its welcome (evhttp's side is the

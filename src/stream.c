@@ -61,7 +61,7 @@ void stream_free_welcoming(struct stream *s)
 
 static void stream_close(struct stream *s)
 {
-    if (s->state == STREAM_WELCOMING) {
+    if (s->state != STREAM_DETACHED) {
         welcome_abort(s);     /* frees s through the same path */
         return;
     }
@@ -165,7 +165,7 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
 
 int stream_attach(struct stream *s)
 {
-    int fd = s->u.w.fd;
+    int fd = s->u.w.fd, ending = s->state == STREAM_ENDING;
     s->state = STREAM_DETACHED;
     event_assign(&s->u.ev, config.base, fd, EV_READ | EV_PERSIST, on_stream_event, s);
     if (event_add(&s->u.ev, NULL) != 0) {
@@ -183,6 +183,10 @@ int stream_attach(struct stream *s)
         }
         if (r == 0)
             stream_watch(s, 1);
+    }
+    if (ending) {
+        stream_end(s);
+        return -1;
     }
     return 0;
 }
@@ -245,6 +249,12 @@ int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t t
 
 void stream_end(struct stream *s)
 {
+    if (s->state == STREAM_WELCOMING) {
+        /* No socket of ours yet: finish once the welcome is out. */
+        uidtable_remove(s);
+        s->state = STREAM_ENDING;
+        return;
+    }
     if (s->state == STREAM_DETACHED && s->chunked) {
         /* Best effort: a stream whose client does not read loses its tail. */
         if (s->out) {
