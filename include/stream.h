@@ -19,10 +19,10 @@ enum stream_state {
     STREAM_DETACHED,        /* we own the socket; ev watches it */
 };
 
-/* Cost per stream: this struct is 152 bytes (a glibc chunk of 160),
- * plus libevent's per-fd entry (32 B chunk) and its fd-indexed pointer
- * (8 B), plus the uid table slot it shares with its uid. An outbuf exists
- * only while the kernel would not take a write. */
+/* Cost per stream: this struct, 152 bytes from a pool (no malloc header),
+ * plus libevent's per-fd entry (a 32 B malloc chunk) and its fd-indexed
+ * pointer (8 B), plus the uid table slot it shares with its uid. An
+ * outbuf exists only while the kernel would not take a write. */
 struct stream {
     union {
         struct event ev;             /* 128: EV_READ for EOF, + EV_WRITE while backlogged */

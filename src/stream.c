@@ -2,6 +2,7 @@
  * outbuf, and EV_WRITE, only while it does not. */
 #include "stream.h"
 #include "log.h"
+#include "pool.h"
 #include "stats.h"
 #include "uidtable.h"
 #include "welcome.h"
@@ -25,6 +26,9 @@ static const char terminator[] = "0\r\n\r\n";
 
 static struct stream_config config;
 
+/* 152-byte records in blocks of 1024 (152 KB). */
+static struct pool streams = POOL_INIT(sizeof(struct stream), 1024);
+
 void stream_configure(const struct stream_config *cfg) { config = *cfg; }
 
 static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
@@ -32,9 +36,10 @@ static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
 struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd,
                                     int chunked)
 {
-    struct stream *s = calloc(1, sizeof *s);
+    struct stream *s = pool_alloc(&streams);
     if (!s)
         return NULL;
+    memset(s, 0, sizeof *s);
     s->u.w.req = req;
     s->u.w.fd = fd;
     s->uid = uid;
@@ -49,7 +54,7 @@ static void stream_free(struct stream *s)
 {
     uidtable_remove(s);
     free(s->out);
-    free(s);
+    pool_free(&streams, s);
     loop_stats.streams_open--;
 }
 
