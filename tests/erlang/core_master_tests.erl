@@ -5,54 +5,20 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [open_stream/2, send/2, stats/1, wait_stat/4, close/1,
-                              expect_chunk/2, node_of/1, master_sees/2, wait_until/3]).
+                              expect_chunk/2, node_of/1, master_sees/2, wait_until/3,
+                              master_server_test/4]).
 
 -define(T, 5000).
 -define(LINK_WAIT, 30000).   % ms for the server to (re)connect to a master
 
 master_test_() ->
-    [{"master started after the server",
-      {setup,
-       fun() ->
-               MNode = httpdcnode_test_lib:new_master_name(),
-               {MNode, httpdcnode_test_lib:start_server(#{master => MNode})}
-       end,
-       fun({MNode, S}) -> httpdcnode_test_lib:stop_server(S),
-                          httpdcnode_test_lib:kill_master_by_name(MNode) end,
-       fun({MNode, S}) -> {timeout, 60, fun() -> logged(S, fun() -> late_master(S, MNode) end) end}
-       end}},
-     {"master killed and restarted under open streams",
-      {setup,
-       fun() ->
-               M = httpdcnode_test_lib:start_master(),
-               {M, httpdcnode_test_lib:start_server(#{master => M})}
-       end,
-       fun({M, S}) -> httpdcnode_test_lib:stop_server(S),
-                      httpdcnode_test_lib:kill_master_by_name(maps:get(node, M)) end,
-       fun({M, S}) -> {timeout, 90, fun() -> logged(S, fun() -> master_restart(S, M) end) end}
-       end}},
-     {"master found while 2,000 streams are open (descriptors above 1024)",
-      {setup,
-       fun() ->
-               MNode = httpdcnode_test_lib:new_master_name(),
-               {MNode, httpdcnode_test_lib:start_server(#{master => MNode})}
-       end,
-       fun({MNode, S}) -> httpdcnode_test_lib:stop_server(S),
-                          httpdcnode_test_lib:kill_master_by_name(MNode) end,
-       fun({MNode, S}) ->
-               {timeout, 90, fun() -> logged(S, fun() -> late_master_many(S, MNode) end) end}
-       end}},
-     {"a node connects while 2,000 streams are open (descriptors above 1024)",
-      {setup,
-       fun() ->
-               M = httpdcnode_test_lib:start_master(),
-               {M, httpdcnode_test_lib:start_server(#{master => M})}
-       end,
-       fun({M, S}) -> httpdcnode_test_lib:stop_server(S),
-                      httpdcnode_test_lib:stop_master(M) end,
-       fun({_M, S}) ->
-               {timeout, 90, fun() -> logged(S, fun() -> new_node_many(S) end) end}
-       end}},
+    [master_server_test("master started after the server", absent, 60, fun late_master/2),
+     master_server_test("master killed and restarted under open streams", restartable, 90,
+                        fun master_restart/2),
+     master_server_test("master found while 2,000 streams are open (descriptors above 1024)",
+                        absent, 90, fun late_master_many/2),
+     master_server_test("a node connects while 2,000 streams are open (descriptors above 1024)",
+                        started, 90, fun new_node_many/1),
      {"presence messages to the master",
       {setup,
        fun() ->

@@ -5,7 +5,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, close/1, collected/1,
-                              summarize/1]).
+                              summarize/1, master_server_test/4]).
 
 -define(CONNS, 5000).
 -define(MSGS, 50000).
@@ -14,52 +14,19 @@
 -define(SENTINEL, <<"storm over">>).
 
 storm_test_() ->
-    {setup,
-     fun() ->
-             M = httpdcnode_test_lib:start_master(),
-             {M, httpdcnode_test_lib:start_server(#{master => M})}
-     end,
-     fun({M, S}) ->
-             httpdcnode_test_lib:stop_server(S),
-             httpdcnode_test_lib:stop_master(M)
-     end,
-     fun({_M, S}) ->
-             {"5,000 streams, 50,000 messages, each delivered once and in order",
-              {timeout, 150, fun() -> httpdcnode_test_lib:logged(S, fun storm/1) end}}
-     end}.
+    master_server_test("5,000 streams, 50,000 messages, each delivered once and in order",
+                       started, 150, fun storm/1).
 
 %% SIGTERM with every stream of the storm's size open.
 storm_sigterm_test_() ->
-    {setup,
-     fun() ->
-             M = httpdcnode_test_lib:start_master(),
-             {M, httpdcnode_test_lib:start_server(#{master => M})}
-     end,
-     fun({M, S}) ->
-             httpdcnode_test_lib:stop_server(S),
-             httpdcnode_test_lib:stop_master(M)
-     end,
-     fun({_M, S}) ->
-             {"SIGTERM with 5,000 streams: each gets the terminating chunk, exit 0",
-              {timeout, 90, fun() -> httpdcnode_test_lib:logged(S, fun sigterm_many/1) end}}
-     end}.
+    master_server_test("SIGTERM with 5,000 streams: each gets the terminating chunk, exit 0",
+                       started, 90, fun sigterm_many/1).
 
 %% After a burst, the burst's last message must not wait in the server
 %% for some later event (a tick, another message) before it goes out.
 burst_test_() ->
-    {setup,
-     fun() ->
-             M = httpdcnode_test_lib:start_master(),
-             {M, httpdcnode_test_lib:start_server(#{master => M})}
-     end,
-     fun({M, S}) ->
-             httpdcnode_test_lib:stop_server(S),
-             httpdcnode_test_lib:stop_master(M)
-     end,
-     fun({_M, S}) ->
-             {"bursts of 20,000 messages: the last one arrives within 5 s, every time",
-              {timeout, 90, fun() -> httpdcnode_test_lib:logged(S, fun bursts/1) end}}
-     end}.
+    master_server_test("bursts of 20,000 messages: the last one arrives within 5 s, every time",
+                       started, 90, fun bursts/1).
 
 -define(BURST, 20000).
 -define(ROUNDS, 6).

@@ -14,7 +14,8 @@
 %% names, ports, paths
 -export([unique/1, free_port/0, cookie/0, repo_root/0, log_tail/1, log_tail/2]).
 %% server
--export([start_server/1, stop_server/1, server_test/4, server_test/5, logged/2,
+-export([start_server/1, stop_server/1, server_test/4, server_test/5,
+         master_server_test/4, logged/2,
          node_of/1, port_of/1, os_pid/1, send/2, stats/1, wait_stat/4,
          signal/2, wait_exit/2, proc_status/1, run_cli/2]).
 %% master
@@ -390,6 +391,38 @@ server_test(Label, Opts, Timeout, Fun) ->
 %% The same with a master: Fun(S, Master).
 server_test(Label, Master, Opts, Timeout, Fun) ->
     server_test(Label, Opts#{master => Master}, Timeout, fun(S) -> Fun(S, Master) end).
+
+%% An EUnit test on a fresh server with a master of its own, both ended
+%% after, even when the test fails or times out. Master says which:
+%% - started: started before the server, stopped after;
+%% - restartable: the same, but the test may kill and restart it, so the
+%%   cleanup ends whatever runs under its name then;
+%% - absent: a fresh name with no node behind it (the test may start one).
+%% Fun(S) or Fun(S, M): M is the master, or its name when absent.
+master_server_test(Label, Master, Timeout, Fun) ->
+    {Label,
+     {setup,
+      fun() ->
+              M = case Master of
+                      absent -> new_master_name();
+                      _ -> start_master()
+                  end,
+              {M, start_server(#{master => M})}
+      end,
+      fun({M, S}) ->
+              stop_server(S),
+              case Master of
+                  started -> stop_master(M);
+                  restartable -> kill_master_by_name(master_node(M));
+                  absent -> kill_master_by_name(M)
+              end
+      end,
+      fun({M, S}) ->
+              Run = if is_function(Fun, 1) -> fun(_) -> Fun(S) end;
+                       true -> fun(_) -> Fun(S, M) end
+                    end,
+              {timeout, Timeout, fun() -> logged(S, Run) end}
+      end}}.
 
 %% Runs Fun(S); on failure prints the end of the server's log first.
 logged(S = #{log := Log}, Fun) ->

@@ -23,13 +23,47 @@ static int setup(void **state)
 
 static void begin(void) { ei_x_new_with_version(&x); }
 
-static enum term_error parse(struct term_view *v)
+/* Parses x and keeps it, for tests that read the buffer through v after;
+ * they free x themselves. */
+static enum term_error parse_keep(struct term_view *v)
 {
     int index = 0, version;
     ei_decode_version(x.buff, &index, &version);
-    enum term_error e = term_parse(x.buff, index, &lim, v);
+    return term_parse(x.buff, index, &lim, v);
+}
+
+static enum term_error parse(struct term_view *v)
+{
+    enum term_error e = parse_keep(v);
     ei_x_free(&x);
     return e;
+}
+
+/* Parses x, which must be accepted with payload want; frees x. */
+static struct term_view parse_payload(const char *want)
+{
+    struct term_view v;
+    char out[16];
+    size_t n = strlen(want);
+    assert_true(n <= sizeof out);
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.payload_len, n);
+    term_copy_payload(x.buff, &v, out);
+    assert_memory_equal(out, want, n);
+    ei_x_free(&x);
+    return v;
+}
+
+/* Parses x, which must be a multicast to n uids; copies them to uids
+ * and frees x. */
+static void parse_uids(uint32_t n, uint32_t *uids)
+{
+    struct term_view v;
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.kind, TERM_MULTICAST);
+    assert_int_equal(v.nuids, n);
+    term_copy_uids(x.buff, &v, uids);
+    ei_x_free(&x);
 }
 
 /* {Uid, <<Bin>>} */
@@ -45,41 +79,25 @@ static enum term_error pair_int_bin(long long uid, const char *bin, struct term_
 static void unicast_binary(void **state)
 {
     (void)state;
-    struct term_view v;
     begin();
     ei_x_encode_tuple_header(&x, 2);
     ei_x_encode_long(&x, 123);
     ei_x_encode_binary(&x, "Hello", 5);
-    int index = 0, version;
-    ei_decode_version(x.buff, &index, &version);
-    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    struct term_view v = parse_payload("Hello");
     assert_int_equal(v.kind, TERM_UNICAST);
     assert_int_equal(v.uid, 123);
-    assert_int_equal(v.payload_len, 5);
     assert_false(v.has_reply);
-    char out[5];
-    term_copy_payload(x.buff, &v, out);
-    assert_memory_equal(out, "Hello", 5);
-    ei_x_free(&x);
 }
 
 static void unicast_string_and_iolist(void **state)
 {
     (void)state;
-    struct term_view v;
-    char out[16];
 
     begin();                                   /* {7, "abc"} */
     ei_x_encode_tuple_header(&x, 2);
     ei_x_encode_long(&x, 7);
     ei_x_encode_string(&x, "abc");
-    int index = 0, version;
-    ei_decode_version(x.buff, &index, &version);
-    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
-    assert_int_equal(v.payload_len, 3);
-    term_copy_payload(x.buff, &v, out);
-    assert_memory_equal(out, "abc", 3);
-    ei_x_free(&x);
+    parse_payload("abc");
 
     begin();                                   /* {7, [<<"ab">>, "cd", [$e]]} */
     ei_x_encode_tuple_header(&x, 2);
@@ -91,13 +109,7 @@ static void unicast_string_and_iolist(void **state)
     ei_x_encode_long(&x, 'e');
     ei_x_encode_empty_list(&x);
     ei_x_encode_empty_list(&x);
-    index = 0;
-    ei_decode_version(x.buff, &index, &version);
-    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
-    assert_int_equal(v.payload_len, 5);
-    term_copy_payload(x.buff, &v, out);
-    assert_memory_equal(out, "abcde", 5);
-    ei_x_free(&x);
+    parse_payload("abcde");
 }
 
 static void multicast_list_and_string_forms(void **state)
@@ -105,7 +117,6 @@ static void multicast_list_and_string_forms(void **state)
     (void)state;
     struct term_view v;
     uint32_t uids[5];
-    int index, version;
 
     begin();                                   /* {[1, 300, 999], <<"m">>} */
     ei_x_encode_tuple_header(&x, 2);
@@ -115,30 +126,18 @@ static void multicast_list_and_string_forms(void **state)
     ei_x_encode_long(&x, 999);
     ei_x_encode_empty_list(&x);
     ei_x_encode_binary(&x, "m", 1);
-    index = 0;
-    ei_decode_version(x.buff, &index, &version);
-    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
-    assert_int_equal(v.kind, TERM_MULTICAST);
-    assert_int_equal(v.nuids, 3);
-    term_copy_uids(x.buff, &v, uids);
+    parse_uids(3, uids);
     assert_int_equal(uids[0], 1);
     assert_int_equal(uids[1], 300);
     assert_int_equal(uids[2], 999);
-    ei_x_free(&x);
 
     begin();                                   /* {[1,2,3], ...}: Erlang sends "\1\2\3" */
     ei_x_encode_tuple_header(&x, 2);
     ei_x_encode_string_len(&x, "\1\2\3", 3);
     ei_x_encode_binary(&x, "m", 1);
-    index = 0;
-    ei_decode_version(x.buff, &index, &version);
-    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
-    assert_int_equal(v.kind, TERM_MULTICAST);
-    assert_int_equal(v.nuids, 3);
-    term_copy_uids(x.buff, &v, uids);
+    parse_uids(3, uids);
     assert_int_equal(uids[0], 1);
     assert_int_equal(uids[2], 3);
-    ei_x_free(&x);
 
     begin();                                   /* {[], ...}: nobody, but valid */
     ei_x_encode_tuple_header(&x, 2);
@@ -191,9 +190,7 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_encode_ref(&x, &ref);
     ei_x_encode_long(&x, 9);
     ei_x_encode_binary(&x, "ack", 3);
-    int index = 0, version;
-    ei_decode_version(x.buff, &index, &version);
-    assert_int_equal(term_parse(x.buff, index, &lim, &v), TERM_OK);
+    assert_int_equal(parse_keep(&v), TERM_OK);
     assert_int_equal(v.kind, TERM_UNICAST);
     assert_int_equal(v.uid, 9);
     assert_true(v.has_reply);

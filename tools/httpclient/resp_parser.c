@@ -106,6 +106,14 @@ static void cl_char(struct resp_parser *p, unsigned c)
     p->remain = p->remain * 10 + (c - '0');
 }
 
+/* The next chunk's size line starts. */
+static void size_start(struct resp_parser *p)
+{
+    p->state = ST_CSIZE;
+    p->remain = 0;
+    p->pos = 0;
+}
+
 /* Returns nonzero if on_headers asked to stop. */
 static int headers_done(struct resp_parser *p, const struct resp_callbacks *cb, void *ctx)
 {
@@ -115,9 +123,7 @@ static int headers_done(struct resp_parser *p, const struct resp_callbacks *cb, 
         return 1;
     }
     if (chunked) {
-        p->state = ST_CSIZE;
-        p->remain = 0;
-        p->pos = 0;
+        size_start(p);
     } else if (p->flags & F_HAVE_CL) {
         p->state = p->remain ? ST_BODY_LEN : ST_DONE;
     } else {
@@ -162,6 +168,15 @@ static void ts_char(struct resp_parser *p, unsigned c)
     }
 }
 
+/* Passes over as much of the current chunk or body as avail bytes hold,
+ * in one step; returns how many that is. */
+static size_t skip_data(struct resp_parser *p, size_t avail)
+{
+    size_t n = avail < p->remain ? avail : p->remain;
+    p->remain -= (uint32_t)n;
+    return n;
+}
+
 static void chunk_data_done(struct resp_parser *p, const struct resp_callbacks *cb, void *ctx)
 {
     p->state = ST_DATA_CR;
@@ -200,10 +215,6 @@ enum rp_result rp_feed(struct resp_parser *p, const char *buf, size_t len,
                 goto bad;
             }
             break;
-        case ST_REASON:
-            if (c == '\n')
-                p->state = ST_HDR_START;
-            break;
         case ST_HDR_START:
             if (c == '\r') {
                 p->state = ST_HDR_END;
@@ -225,6 +236,7 @@ enum rp_result rp_feed(struct resp_parser *p, const char *buf, size_t len,
             else
                 name_char(p, lower((unsigned char)c));
             break;
+        case ST_REASON:
         case ST_HDR_SKIP:
             if (c == '\n')
                 p->state = ST_HDR_START;
@@ -283,11 +295,7 @@ enum rp_result rp_feed(struct resp_parser *p, const char *buf, size_t len,
                     chunk_data_done(p, cb, ctx);
             } else {
                 /* The rest of the chunk: skip it in one step. */
-                size_t n = len - i;
-                if (n > p->remain)
-                    n = p->remain;
-                p->remain -= (uint32_t)n;
-                i += n;
+                i += skip_data(p, len - i);
                 if (p->remain == 0)
                     chunk_data_done(p, cb, ctx);
                 continue;
@@ -301,9 +309,7 @@ enum rp_result rp_feed(struct resp_parser *p, const char *buf, size_t len,
             }
             if (c != '\n')     /* a bare LF ends the chunk too */
                 goto bad;
-            p->state = ST_CSIZE;
-            p->remain = 0;
-            p->pos = 0;
+            size_start(p);
             break;
         case ST_TRAILER_START:
             if (c == '\r')
@@ -322,16 +328,11 @@ enum rp_result rp_feed(struct resp_parser *p, const char *buf, size_t len,
                 goto bad;
             p->state = ST_DONE;
             break;
-        case ST_BODY_LEN: {
-            size_t n = len - i;
-            if (n > p->remain)
-                n = p->remain;
-            p->remain -= (uint32_t)n;
-            i += n;
+        case ST_BODY_LEN:
+            i += skip_data(p, len - i);
             if (p->remain == 0)
                 p->state = ST_DONE;
             continue;
-        }
         case ST_BODY_EOF:
             return RP_MORE;
         case ST_DONE:
