@@ -26,13 +26,14 @@ struct erl_socket {
 /* fd -> socket, for erl_socket_buffered. Only the C-node thread uses it. */
 static struct erl_socket *by_fd[MAX_SOCKETS];
 
-static void remember(struct erl_socket *s)
+static int remember(struct erl_socket *s)
 {
     for (int i = 0; i < MAX_SOCKETS; i++)
         if (!by_fd[i]) {
             by_fd[i] = s;
-            return;
+            return 0;
         }
+    return -1;     /* cannot happen with ERL_LINK_MAX links; refuse rather than lose track */
 }
 
 static void forget(struct erl_socket *s)
@@ -58,7 +59,10 @@ static struct erl_socket *wrap(int fd)
     s->fd = fd;
     s->rpos = s->rlen = 0;
     s->deadline_ms = 0;
-    remember(s);
+    if (remember(s) != 0) {
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
