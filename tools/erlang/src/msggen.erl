@@ -41,7 +41,7 @@
 %%% ---------------------------------------------------------------- run ----
 
 %% Sends Opts.count messages and returns what was sent and how fast:
-%% #{sent, elapsed_us, rate} (plus synced_us with sync => true: the time until
+%% #{sent, elapsed_us, rate} (plus, with sync => true, synced and synced_us: the time until
 %% the C-node answered a stats request sent after the last message, which it
 %% handles after every message before it; plus deliveries with via => router).
 -spec run(opts()) -> map().
@@ -68,8 +68,12 @@ run(Opts0) ->
          end,
     case maps:get(sync, Opts) andalso Via =:= direct of
         true ->
-            _ = stats(Node),
-            R1#{synced_us => erlang:monotonic_time(microsecond) - T0};
+            try stats(Node) of
+                _ -> R1#{synced => true,
+                         synced_us => erlang:monotonic_time(microsecond) - T0}
+            catch
+                error:{no_reply, _} -> R1#{synced => false}
+            end;
         false ->
             R1
     end.
@@ -306,7 +310,11 @@ main_1({Mode, Opts}) ->
                  once -> once(Opts)
              end,
     io:format("~s~n", [to_json(Result)]),
-    0.
+    %% What was sent is printed either way; an unanswered sync is a failure.
+    case maps:get(synced, Result, true) of
+        true -> 0;
+        false -> io:format(standard_error, "msggen: no reply from the C-node~n"), 1
+    end.
 
 start_dist(Opts) ->
     case node() of
