@@ -313,7 +313,7 @@ main_1({Mode, Opts}) ->
     %% What was sent is printed either way; an unanswered sync is a failure.
     case maps:get(synced, Result, true) of
         true -> 0;
-        false -> io:format(standard_error, "msggen: no reply from the C-node~n"), 1
+        false -> io:format(standard_error, "msggen: no reply from the C-node~n", []), 1
     end.
 
 start_dist(Opts) ->
