@@ -46,9 +46,9 @@ struct stream_config {
 void stream_configure(const struct stream_config *cfg);
 
 /* A stream for uid whose welcome evhttp is still sending; fd is the
- * stream's own descriptor of the socket, kept for when evhttp lets go. */
-struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd,
-                                    int chunked);
+ * stream's own descriptor of the socket, kept for when evhttp lets go.
+ * The caller sets chunked once the reply's headers are chosen. */
+struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd);
 
 /* Takes over the socket once evhttp let go of it: watches it for EOF and
  * writes what was queued during the welcome. Returns -1 when the stream is

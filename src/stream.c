@@ -33,8 +33,7 @@ void stream_configure(const struct stream_config *cfg) { config = *cfg; }
 
 static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
 
-struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd,
-                                    int chunked)
+struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd)
 {
     struct stream *s = pool_alloc(&streams);
     if (!s)
@@ -44,7 +43,6 @@ struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, in
     s->u.w.fd = fd;
     s->uid = uid;
     s->state = STREAM_WELCOMING;
-    s->chunked = (uint8_t)chunked;
     loop_stats.streams_open++;
     loop_stats.streams_total++;
     return s;

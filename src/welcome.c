@@ -86,7 +86,7 @@ int welcome_start(struct evhttp_request *req, uint32_t uid)
     int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0)
         return -1;
-    struct stream *s = stream_new_welcoming(uid, req, own, 0);
+    struct stream *s = stream_new_welcoming(uid, req, own);
     if (!s) {
         close(own);
         return -1;
