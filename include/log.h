@@ -7,7 +7,6 @@
 enum log_level { LOG_ERROR = 0, LOG_INFO = 1, LOG_DEBUG = 2 };
 
 void log_set_level(int level);
-int log_enabled(int level);
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* At most one line per interval; the next line says how many were suppressed. */

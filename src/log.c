@@ -10,7 +10,7 @@ static int current_level = LOG_INFO;
 
 void log_set_level(int level) { current_level = level; }
 
-int log_enabled(int level) { return level <= current_level; }
+static int log_enabled(int level) { return level <= current_level; }
 
 static void log_vline(const char *fmt, va_list ap)
 {

@@ -178,12 +178,19 @@ multicast_run() {
   publish 30 --once --uids 1-10000 || broken "fan-out: the multicast failed: $(pub_error)"
   pub=$PUB
   finish_client "$cpid" 15 || broken "fan-out: not every stream got the multicast"
-  put mc_conns "$(jget conns <<<"$pub")"
-  put mc_ack_us "$(jget elapsed_us <<<"$pub")"
-  put mc_received "$(jget msgs <"$out.json")"
-  put mc_last_us "$(jget lat_max_us <"$out.json")"
+  put_fanout mc "$pub" "$out.json"
   [[ $(jget conns <<<"$pub") == 10000 && $(jget msgs <"$out.json") == 10000 ]] ||
     broken "fan-out: multicast written to $(jget conns <<<"$pub"), received $(jget msgs <"$out.json") of 10000"
+}
+
+# Figures of one fan-out (PREFIX mc or bc): the publisher's JSON and the
+# client's summary file.
+put_fanout() {
+  local prefix=$1 pub=$2 json=$3
+  put "${prefix}_conns" "$(jget conns <<<"$pub")"
+  put "${prefix}_ack_us" "$(jget elapsed_us <<<"$pub")"
+  put "${prefix}_received" "$(jget msgs <"$json")"
+  put "${prefix}_last_us" "$(jget lat_max_us <"$json")"
 }
 
 # 4. Connect: 18,000 streams opened flat out (no rate limit), then
@@ -199,10 +206,7 @@ phase_connect() {
     publish 30 --broadcast || broken "broadcast: the publisher failed: $(pub_error)"
     pub=$PUB
     finish_client "$cpid" 15 || broken "broadcast: not every stream got the broadcast"
-    put bc_conns "$(jget conns <<<"$pub")"
-    put bc_ack_us "$(jget elapsed_us <<<"$pub")"
-    put bc_received "$(jget msgs <"$out.json")"
-    put bc_last_us "$(jget lat_max_us <"$out.json")"
+    put_fanout bc "$pub" "$out.json"
     [[ $(jget msgs <"$out.json") == 18000 ]] ||
       broken "broadcast: received $(jget msgs <"$out.json") of 18000"
   else
