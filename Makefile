@@ -52,7 +52,8 @@ build/client/%.o: tools/httpclient/%.c $(wildcard tools/httpclient/*.h) | build
 httpdcnode: build/main.o $(SRV_LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
-httpclient: $(CLIENT_OBJ)
+# The latency histogram is shared with the server's probe.
+httpclient: $(CLIENT_OBJ) build/histogram.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) -lm
 
 # The host's floor for one small loopback write (make bench reports it).

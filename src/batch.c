@@ -1,6 +1,7 @@
 /* Batching of deliveries: entries in arrival order, grouped per stream
  * at flush time by a stable sort (a stream's messages keep their order). */
 #include "batch.h"
+#include "latency_probe.h"
 #include "outbound.h"
 #include "stream.h"
 
@@ -77,6 +78,14 @@ static void sort_by_stream(void)
         memcpy(entries, from, count * sizeof entries[0]);
 }
 
+/* --probe-latency: entries[from, to) were just written. */
+static void probe_run_written(uint32_t from, uint32_t to)
+{
+    uint64_t now = probe_now_ns();
+    for (; from < to; from++)
+        probe_written(entries[from].data, entries[from].len, now);
+}
+
 static const struct iovec crlf = {(void *)"\r\n", 2};
 
 /* Writes entries[from, to), all for one stream, in as few writevs as the
@@ -88,6 +97,7 @@ static void write_run(uint32_t from, uint32_t to)
         int n = 0;
         size_t total = 0;
         struct stream *s = entries[from].s;
+        uint32_t first = from;
         for (; from < to && n + 3 <= IOV_PER_WRITE; from++) {
             struct entry *e = &entries[from];
             if (e->hdr_len)
@@ -97,7 +107,10 @@ static void write_run(uint32_t from, uint32_t to)
                 iov[n++] = crlf;
             total += e->hdr_len + e->len + (e->hdr_len ? 2u : 0u);
         }
-        if (stream_write(s, iov, n, total) != 0)
+        int ended = stream_write(s, iov, n, total);
+        if (probe_enabled)
+            probe_run_written(first, from);
+        if (ended)
             return;        /* ended (and freed): drop the rest of its run */
     }
 }

@@ -5,6 +5,7 @@
 #include "erl_link.h"
 #include "erl_send.h"
 #include "erl_socket.h"
+#include "latency_probe.h"
 #include "log.h"
 #include "stats.h"
 #include "term.h"
@@ -275,6 +276,7 @@ static void handle_message(const char *buf)
     c->uid = v.uid;
     c->nuids = v.nuids;
     c->payload_len = v.payload_len;
+    c->received_ns = probe_enabled ? probe_now_ns() : 0;
     if (v.nuids)
         term_copy_uids(buf, &v, cmd_uids(c));
     if (v.payload_len)

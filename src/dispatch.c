@@ -2,6 +2,7 @@
 #include "dispatch.h"
 #include "batch.h"
 #include "cmd.h"
+#include "latency_probe.h"
 #include "log.h"
 #include "outbound.h"
 #include "presence.h"
@@ -53,6 +54,8 @@ static void apply(void *body, size_t size, void *ctx)
     uint32_t n = 0;
 
     loop_stats.msgs_applied++;
+    if (probe_enabled)
+        probe_applied(c);
     switch (c->kind) {
     case CMD_UNICAST:
         n = deliver(c->uid, cmd_payload(c), c->payload_len);

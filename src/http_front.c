@@ -1,5 +1,6 @@
 /* Request routing and error replies. Streams leave evhttp in welcome.c. */
 #include "http_front.h"
+#include "latency_probe.h"
 #include "log.h"
 #include "stats.h"
 #include "stream.h"
@@ -39,10 +40,8 @@ static void reply_text(struct evhttp_request *req, int code, const char *reason,
     evbuffer_free(buf);
 }
 
-static void reply_stats(struct evhttp_request *req)
+static void reply_json(struct evhttp_request *req, const char *json, size_t n)
 {
-    char json[2048];
-    size_t n = stats_format_json(json, sizeof json);
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add(buf, json, n);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
@@ -50,6 +49,26 @@ static void reply_stats(struct evhttp_request *req)
     evhttp_add_header(h, "Cache-Control", "no-store");
     evhttp_send_reply(req, HTTP_OK, "OK", buf);
     evbuffer_free(buf);
+}
+
+static void reply_stats(struct evhttp_request *req)
+{
+    char json[2048];
+    reply_json(req, json, stats_format_json(json, sizeof json));
+}
+
+static void reply_probe(struct evhttp_request *req)
+{
+    if (!probe_enabled) {
+        loop_stats.http_not_found++;
+        reply_text(req, HTTP_NOTFOUND, "Not Found",
+                   "The latency probe is off: start the server with --probe-latency");
+        return;
+    }
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    char json[1024];
+    size_t n = probe_format_json(json, sizeof json, query && strcmp(query, "reset=1") == 0);
+    reply_json(req, json, n);
 }
 
 static int request_fd(struct evhttp_request *req)
@@ -125,6 +144,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         serve_stream(req, path + 6);
     } else if (path && strcmp(path, "/stats") == 0) {
         reply_stats(req);
+    } else if (path && strcmp(path, "/probe") == 0) {
+        reply_probe(req);
     } else {
         loop_stats.http_not_found++;
         reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");

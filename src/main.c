@@ -3,6 +3,7 @@
 #include "dispatch.h"
 #include "handoff.h"
 #include "http_front.h"
+#include "latency_probe.h"
 #include "log.h"
 #include "options.h"
 #include "outbound.h"
@@ -68,6 +69,11 @@ int main(int argc, char **argv)
                 opts.max_users);
         return 1;
     }
+    if (opts.probe_latency && probe_start() != 0) {
+        log_msg(LOG_ERROR, "cannot allocate the latency probe; run without --probe-latency");
+        return 1;
+    }
+    probe_enabled = opts.probe_latency;
     stream_configure(&(struct stream_config){.base = base, .max_backlog = opts.max_backlog});
 
     struct handoff *inbox = handoff_new(HANDOFF_BYTES);
@@ -99,5 +105,6 @@ int main(int argc, char **argv)
     handoff_free(inbox);
     handoff_free(outbox);
     uidtable_free();
+    probe_free();
     return 0;
 }

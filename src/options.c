@@ -26,13 +26,16 @@ static const char usage_text[] =
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
     "  --max-backlog BYTES      unsent bytes a stream may hold before it is ended\n"
     "                           as a slow consumer (default 1048576)\n"
+    "  --probe-latency          for benchmarks: GET /probe gives the age of messages\n"
+    "                           whose payload starts with t=<ns since the epoch>;\n"
+    "                           at each hop inside the server\n"
     "  -v, --verbose            log connections and Erlang traffic too\n"
     "  -q, --quiet              log errors only\n"
     "  -h, --help               this text\n"
     "      --version            print the version\n";
 
 enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
-       OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_VERSION };
+       OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_PROBE, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -44,6 +47,7 @@ static const struct option long_opts[] = {
     {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
     {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
     {"max-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
+    {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -166,6 +170,7 @@ int options_parse(struct options *o, int argc, char **argv)
             if (parse_u32(optarg, 1024, 1u << 30, &o->max_backlog))
                 return bad("--max-backlog", optarg, "expected 1024 to 1073741824 bytes");
             break;
+        case OPT_PROBE: o->probe_latency = 1; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;

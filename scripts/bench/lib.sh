@@ -78,17 +78,18 @@ end_all() {
 
 # --- the server ---------------------------------------------------------------
 
-# start_server TAG: starts ./httpdcnode on a free port with no master and
-# waits (bounded) until it answers /stats and its C-node name is in epmd.
-# Sets SRV_PID SRV_PORT SRV_NODE SRV_LOG.
+# start_server TAG [OPTION...]: starts ./httpdcnode on a free port with no
+# master (and the options given) and waits (bounded) until it answers /stats
+# and its C-node name is in epmd. Sets SRV_PID SRV_PORT SRV_NODE SRV_LOG.
 start_server() {
   local tag=$1 try
+  shift
   SRV_NODE="bench${tag}_$$"
   SRV_LOG="$WORK/server-$tag.log"
   for try in 1 2 3; do
     SRV_PORT=$(free_port) || return 1
     (exec "$ROOT/httpdcnode" --listen "127.0.0.1:$SRV_PORT" --name "$SRV_NODE@localhost" \
-       --master "" --cookie "$COOKIE" -q) 2>>"$SRV_LOG" &
+       --master "" --cookie "$COOKIE" -q "$@") 2>>"$SRV_LOG" &
     SRV_PID=$!
     BENCH_PIDS+=("$SRV_PID")
     local end=$(($(date +%s) + $(left 15)))
@@ -108,6 +109,13 @@ start_server() {
 
 stats() { curl -s --max-time 3 "http://127.0.0.1:$SRV_PORT/stats"; }
 stat_of() { stats | jget "$1"; }
+
+# GET /probe?reset=1 (server started with --probe-latency): the message ages
+# at each hop since the last call, and a fresh start for the next.
+probe_take() { curl -s --max-time 3 "http://127.0.0.1:$SRV_PORT/probe?reset=1"; }
+
+# The object of one hop in probe_take's JSON: probe_hop HOP <<<"$json".
+probe_hop() { sed -n "s/.*\"$1\":{\([^}]*\)}.*/\1/p"; }
 
 # Ends the server; sets SRV_EXIT ("0" for a clean exit, "crashed before stop"
 # when it had died already, or the status it ended with).

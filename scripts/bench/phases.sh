@@ -82,6 +82,7 @@ push_run() {
   s0=$(stats)
   local cpu0
   cpu0=$(cpu_ticks "$SRV_PID")
+  probe_take >/dev/null
   if publish 90 --count "$count" --rate "$rate" --uids 1-10000 --sync; then
     pub=$PUB
     put "${kind}_${run}_pub_status" ok
@@ -101,6 +102,7 @@ push_run() {
     broken "push $kind $run: the server died: $(tail -n3 "$SRV_LOG" | tr '\n' ' ')"
     return 1
   fi
+  put_probe "${kind}_${run}" "$(probe_take)" 
   local j="$out.json" msgs
   msgs=$(jget msgs <"$j")
   put "${kind}_${run}_received" "${msgs:-0}"
@@ -124,6 +126,13 @@ push_run() {
   # Server CPU (both threads, user + system) per message delivered.
   ((deliveries > 0)) && put "${kind}_${run}_cpu_us" \
     "$(calc "($(cpu_ticks "$SRV_PID") - $cpu0) * 1e6 / $(getconf CLK_TCK) / $deliveries" %.2f)"
+  # The other CPU on the machine, per message: the client from its first
+  # message on, the publisher's node while it sent and synced.
+  local ccpu pcpu
+  ccpu=$(jget msgs_cpu_us <"$j")
+  pcpu=$(jget cpu_us <<<"$pub")
+  ((${msgs:-0} > 0)) && isnum "$ccpu" && put "${kind}_${run}_client_cpu_us" "$(calc "$ccpu / $msgs" %.2f)"
+  isnum "$pcpu" && put "${kind}_${run}_pub_cpu_us" "$(calc "$pcpu / $count" %.2f)"
   put "${kind}_${run}_slow_closed" $(($(jget slow_closed <<<"$s1") - $(jget slow_closed <<<"$s0")))
   [[ ${msgs:-0} == "$count" ]] ||
     broken "push $kind $run: LOSS: $((count - ${msgs:-0})) of $count messages not received"
@@ -131,11 +140,22 @@ push_run() {
     broken "push $kind $run: client welcomed $(jget welcomed <"$j") of 10000"
 }
 
+# Ages at the server's hops (--probe-latency) from one /probe reading.
+put_probe() {
+  local prefix=$1 json=$2 hop obj
+  for hop in received applied written; do
+    obj=$(probe_hop "$hop" <<<"$json")
+    put "${prefix}_${hop}_p50" "$(jget p50_us <<<"$obj")"
+    put "${prefix}_${hop}_p99" "$(jget p99_us <<<"$obj")"
+  done
+}
+
 # Medians over the runs of KIND for every figure of one run.
 push_medians() {
   local kind=$1 runs=$2 f r vals
   for f in received loss delivered_per_s pub_rate intake_rate ratio p50 p90 p99 max \
-           server_deliveries slow_closed cpu_us; do
+           server_deliveries slow_closed cpu_us client_cpu_us pub_cpu_us \
+           received_p50 received_p99 applied_p50 applied_p99 written_p50 written_p99; do
     vals=()
     for r in $(seq "$runs"); do vals+=("$(get "${kind}_${r}_$f")"); done
     put "${kind}_$f" "$(median "${vals[@]}")"
@@ -150,7 +170,7 @@ push_medians() {
 phase_push() {
   local runs=$1 blast=$2 paced_rate=$3 paced_s=$4 r
   log "push: $runs x $blast messages flat out, $runs x ${paced_rate}/s for ${paced_s}s; multicast"
-  start_server push || { broken "push: server did not start"; return; }
+  start_server push --probe-latency || { broken "push: server did not start"; return; }
   for r in $(seq "$runs"); do
     log "push: blast run $r"
     push_run blast "$r" "$blast" max || break
@@ -221,25 +241,41 @@ phase_connect() {
   stop_server || broken "connect: server exit: $SRV_EXIT"
 }
 
+# 5. The floor (./writefloor): one small write to a loopback TCP socket with
+# an epolling reader, from one thread (no single-threaded server delivers to
+# distinct sockets faster); from as many writers as cores at once (no server
+# at all does); and in bursts of 20 a millisecond apart, as a 20k msg/s
+# publisher paced by Erlang's 1 ms timer makes the server write.
+phase_floor() {
+  floor_run floor 10000 5 40
+  floor_run floor_all 10000 5 40 "$(nproc)"
+  floor_run floor_burst 10000 1 40 1 20
+}
+
+# floor_run KEY ARGS...: ./writefloor ARGS three times (the figures of this
+# host vary from run to run); KEY_us and KEY_rate are the medians.
+floor_run() {
+  local key=$1 out us=() rate=() i
+  shift
+  for i in 1 2 3; do
+    if out=$(timeout 60 ./writefloor "$@"); then
+      us+=("$(jget us_per_write <<<"$out")")
+      rate+=("$(jget writes_per_s <<<"$out")")
+    else
+      broken "floor: ./writefloor $* failed"
+      return
+    fi
+  done
+  put "${key}_us" "$(median "${us[@]}")"
+  put "${key}_rate" "$(median "${rate[@]}")"
+}
+
 # The tiny run of --smoke: 300 streams, 3,000 messages flat out, one
 # acknowledged multicast to all 300, then the plots from those figures. Only
 # breakage is noted, never a timing.
-# 5. The floor: one small write to a loopback TCP socket with an epolling
-# reader, from one thread (./writefloor). No single-threaded server delivers
-# to distinct sockets faster.
-phase_floor() {
-  local out
-  if out=$(timeout 60 ./writefloor 10000 5 40); then
-    put floor_us "$(jget us_per_write <<<"$out")"
-    put floor_rate "$(jget writes_per_s <<<"$out")"
-  else
-    broken "floor: writefloor failed"
-  fi
-}
-
 phase_smoke() {
   local out="$WORK/smoke" once s
-  start_server smoke || { broken "the server did not start: $(tail -n3 "$SRV_LOG" | tr '\n' ' ')"; return; }
+  start_server smoke --probe-latency || { broken "the server did not start: $(tail -n3 "$SRV_LOG" | tr '\n' ' ')"; return; }
   : >"$WORK/memory.dat"
   mem_sample
   start_client "$out" -n 300 -P 2 --src "$SRC_SMOKE" --until-msgs 3300 --max-time "$(left 40)"
@@ -271,6 +307,10 @@ phase_smoke() {
     s=$(stats)
     [[ $(jget deliveries <<<"$s") == 3300 ]] ||
       broken "the server counted $(jget deliveries <<<"$s") deliveries, not 3300"
+    # The probe saw every message arrive (3,001) and every write (3,300).
+    s=$(probe_take)
+    [[ $(probe_hop received <<<"$s" | jget n) == 3001 && $(probe_hop written <<<"$s" | jget n) == 3300 ]] ||
+      broken "the latency probe counted wrong: $s"
   fi
   stop_server || broken "server exit: $SRV_EXIT"
   # The plots of the full run, from these figures, must render.

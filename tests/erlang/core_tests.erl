@@ -35,6 +35,10 @@ core_test_() ->
               server_test("replying forms {Pid, Ref, ...}", M, #{}, 20, fun reply_forms/2),
               server_test("/stats is one JSON object with every counter", M, #{}, 20,
                           fun stats_keys/2),
+              server_test("--probe-latency: GET /probe ages stamped messages at each hop", M,
+                          #{extra_args => ["--probe-latency"]}, 20, fun probe/2),
+              server_test("without --probe-latency GET /probe is a 404 that says so", M, #{},
+                          20, fun probe_off/2),
               server_test("HTTP/1.0 gets a plain unchunked stream", M, #{}, 20,
                           fun http10/2),
               server_test("a client closing is noticed, no CLOSE-WAIT left", M, #{}, 30,
@@ -268,6 +272,47 @@ stats_keys(S, _M) ->
     ?assert(maps:get(deliveries, St) >= 1),
     ?assert(maps:get(erl_nodes, St) >= 1),
     close(C).
+
+%% Stamped 5 s in the past, so each hop's age is at least that and the
+%% percentiles say which messages were counted.
+probe(S, _M) ->
+    C3 = open_stream(S, 3),
+    C4 = open_stream(S, 4),
+    Old = integer_to_binary(os:system_time(nanosecond) - 5000000000),
+    Stamped = <<"t=", Old/binary, ";x">>,
+    send(S, {3, Stamped}),
+    send(S, {[3, 4], Stamped}),
+    send(S, {3, <<"no stamp">>}),
+    send(S, {3, <<"t=12x;">>}),
+    ok = expect_chunks(C3, [Stamped, Stamped, <<"no stamp">>, <<"t=12x;">>], ?T),
+    ?assertEqual(Stamped, expect_chunk(C4, ?T)),
+    P = probe_get(S, "/probe?reset=1"),
+    ?assertMatch(#{<<"received">> := #{<<"n">> := 2}, <<"applied">> := #{<<"n">> := 2},
+                   <<"written">> := #{<<"n">> := 3}}, P),
+    [begin
+         #{<<"p50_us">> := P50, <<"max_us">> := Max} = maps:get(Hop, P),
+         ?assert(P50 >= 4900000 andalso P50 =< 6000000),   % 5 s, 1.6 % buckets
+         ?assert(Max >= P50 andalso Max < 60000000)
+     end || Hop <- [<<"received">>, <<"applied">>, <<"written">>]],
+    %% reset: the next reading starts from nothing
+    ?assertMatch(#{<<"received">> := #{<<"n">> := 0}, <<"written">> := #{<<"n">> := 0}},
+                 probe_get(S, "/probe")),
+    close(C3),
+    close(C4).
+
+probe_off(S, _M) ->
+    N0 = maps:get(http_not_found, stats(S)),
+    R = httpdcnode_test_lib:http_request(
+          port_of(S), "GET /probe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    ?assertMatch(#{status := 404}, R),
+    ?assertNotEqual(nomatch, binary:match(maps:get(body, R), <<"--probe-latency">>)),
+    ?assertEqual(N0 + 1, maps:get(http_not_found, stats(S))).
+
+probe_get(S, Path) ->
+    R = httpdcnode_test_lib:http_request(
+          port_of(S), "GET " ++ Path ++ " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    ?assertMatch(#{status := 200}, R),
+    httpdcnode_test_lib:json_decode(maps:get(body, R)).
 
 http10(S, _M) ->
     C = open(port_of(S), request_bytes("GET", "/test/8", "HTTP/1.0")),

@@ -144,6 +144,12 @@ run_sends_count_messages_over_procs_test_() ->
                                    uids => {1, 300}, procs => 3, pad => 4, sync => true}),
                   ?assertMatch(#{sent := 300, procs := 3}, R),
                   ?assert(maps:get(synced_us, R) >= maps:get(elapsed_us, R)),
+                  %% CPU of this node over the run: counted, and not more than
+                  %% every core could spend in that time (+ 2 clock ticks).
+                  Cpu = maps:get(cpu_us, R),
+                  ?assert(is_integer(Cpu) andalso Cpu >= 0),
+                  ?assert(Cpu =< maps:get(synced_us, R) * erlang:system_info(logical_processors)
+                                 + 20000),
                   Got = collected(Pid),
                   ?assertEqual(300, length(Got)),
                   ?assertEqual(lists:seq(1, 300), lists:sort([U || {U, _} <- Got])),

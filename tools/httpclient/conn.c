@@ -98,8 +98,10 @@ static void on_chunk(void *ctx, int has_ts, uint64_t ts)
     }
     uint64_t now = mono_ns();
     st->msgs++;
-    if (!st->first_msg_ns)
+    if (!st->first_msg_ns) {
         st->first_msg_ns = now;
+        st->first_msg_cpu_us = cpu_us();   /* once: CPU spent on messages only */
+    }
     st->last_msg_ns = now;
     if (has_ts) {
         if (!g_now_real)

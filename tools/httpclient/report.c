@@ -38,6 +38,9 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
         out->msgs += w->msgs;
         out->bytes += w->bytes;
         out->rss_bytes += w->rss_bytes;
+        out->cpu_us += w->cpu_us;
+        if (w->first_msg_ns)
+            out->msgs_cpu_us += w->cpu_us - w->first_msg_cpu_us;
         min_nonzero(&out->first_connect_ns, w->first_connect_ns);
         max_of(&out->last_connect_ns, w->last_connect_ns);
         min_nonzero(&out->first_msg_ns, w->first_msg_ns);
@@ -89,7 +92,7 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 "\"bytes\":%llu,\"elapsed_s\":%.3f,\"msgs_per_s\":%.1f,\"lat_samples\":%llu,"
                 "\"lat_p50_us\":%llu,\"lat_p90_us\":%llu,\"lat_p99_us\":%llu,\"lat_max_us\":%llu,"
                 "\"connect_rate\":%.1f,\"procs\":%u,\"client_rss_bytes\":%llu,"
-                "\"stopped_by\":\"%s\"}\n",
+                "\"cpu_us\":%llu,\"msgs_cpu_us\":%llu,\"stopped_by\":\"%s\"}\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
                 (unsigned long long)s->failed, (unsigned long long)s->fail_connect,
                 (unsigned long long)s->fail_status, (unsigned long long)s->fail_timeout,
@@ -97,7 +100,8 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 (unsigned long long)s->stream_errors, (unsigned long long)s->chunks,
                 (unsigned long long)s->msgs, (unsigned long long)s->bytes, ri->elapsed_s, msg_rate,
                 (unsigned long long)s->lat.total, p50, p90, p99, pmax, conn_rate, ri->procs,
-                (unsigned long long)s->rss_bytes, ri->stopped_by);
+                (unsigned long long)s->rss_bytes, (unsigned long long)s->cpu_us,
+                (unsigned long long)s->msgs_cpu_us, ri->stopped_by);
     } else {
         fprintf(out, "connections: %lu requested, %llu connected, %llu welcomed, %llu failed\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
@@ -113,8 +117,9 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 (unsigned long long)s->bytes, msg_rate);
         fprintf(out, "latency us: p50 %llu p90 %llu p99 %llu max %llu (%llu samples)\n", p50,
                 p90, p99, pmax, (unsigned long long)s->lat.total);
-        fprintf(out, "run: %.2f s in %u procs, ended by %s, client RSS %.1f MB\n",
-                ri->elapsed_s, ri->procs, ri->stopped_by, (double)s->rss_bytes / 1e6);
+        fprintf(out, "run: %.2f s in %u procs, ended by %s, client RSS %.1f MB, CPU %.2f s\n",
+                ri->elapsed_s, ri->procs, ri->stopped_by, (double)s->rss_bytes / 1e6,
+                (double)s->cpu_us / 1e6);
     }
     fflush(out);
 }

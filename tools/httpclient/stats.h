@@ -35,6 +35,9 @@ struct worker_stats {
     uint64_t first_msg_ns;
     uint64_t last_msg_ns;
     uint64_t rss_bytes;         /* resident memory of the worker process */
+    uint64_t cpu_us;            /* its CPU time so far, user + system */
+    uint64_t first_msg_cpu_us;  /* cpu_us when the first message arrived */
+    uint64_t msgs_cpu_us;       /* in a sum of workers: CPU from each one's first message on */
     struct histogram lat;       /* latency of messages carrying t=<ns>; */
 };
 

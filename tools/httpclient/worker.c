@@ -54,6 +54,7 @@ static void send_report(struct worker *w, int final)
 {
     w->st.final = (uint32_t)final;
     w->st.rss_bytes = read_rss();
+    w->st.cpu_us = cpu_us();
     /* Progress reports are skipped rather than waited for if the parent lags:
      * each one carries the totals. The final one is waited for. */
     ssize_t n;

@@ -4,8 +4,13 @@
  * sockets faster than this from one thread; `make bench` reports it beside
  * httpdcnode's own figures.
  *
- *   writefloor [CONNS [ROUNDS [BYTES]]]     (default 10000 5 40)
- * prints one JSON line: conns, writes, us_per_write, writes_per_s. */
+ *   writefloor [CONNS [ROUNDS [BYTES [WRITERS [BURST]]]]]   (default 10000 5 40 1 0)
+ * WRITERS > 1 runs that many writer processes at once, each with its own
+ * reader and CONNS / WRITERS sockets: what the whole machine can write.
+ * BURST > 0 writes BURST sockets, then sleeps 1 ms, as a publisher paced by
+ * a 1 ms timer makes a server do; only the time inside write() is counted.
+ * Prints one JSON line: conns, writes, us_per_write (writer time per write),
+ * writes_per_s (all writers together). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -61,15 +66,14 @@ static void run_reader(const struct sockaddr_in *addr, int conns, long expect, i
     _exit(got == expect ? 0 : 1);
 }
 
-int main(int argc, char **argv)
+/* Writers set up their sockets, then wait here until all are ready. */
+static int barrier_ready[2], barrier_go[2];
+
+/* One writer with its own reader over conns sockets; returns the seconds
+ * spent writing (inside write() only when burst > 0), or -1 if the reader
+ * lost bytes. */
+static double run_writer(int conns, int rounds, int bytes, int burst)
 {
-    int conns = argc > 1 ? atoi(argv[1]) : 10000;
-    int rounds = argc > 2 ? atoi(argv[2]) : 5;
-    int bytes = argc > 3 ? atoi(argv[3]) : 40;
-    if (conns < 1 || conns > 18000 || rounds < 1 || bytes < 1 || bytes > 4096) {
-        fprintf(stderr, "usage: writefloor [CONNS (1..18000) [ROUNDS [BYTES (1..4096)]]]\n");
-        return 2;
-    }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof addr;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -94,19 +98,79 @@ int main(int argc, char **argv)
     memset(msg, 'x', sizeof msg);
     if (read(ready[0], &c, 1) != 1)
         die("reader did not start");
+    if (write(barrier_ready[1], "r", 1) != 1 || read(barrier_go[0], &c, 1) != 1)
+        die("barrier");
 
-    double t0 = now_s();
+    double busy = 0, t0 = now_s();
+    long n = 0;
     for (int r = 0; r < rounds; r++)
-        for (int i = 0; i < conns; i++)
+        for (int i = 0; i < conns; i++) {
+            double a = burst ? now_s() : 0;
             if (write(fds[i], msg, (size_t)bytes) != bytes)
                 die("write");
-    double t1 = now_s();
+            if (burst) {
+                busy += now_s() - a;
+                if (++n % burst == 0)
+                    usleep(1000);
+            }
+        }
+    if (!burst)
+        busy = now_s() - t0;
     int status;
     waitpid(reader, &status, 0);
-    long writes = (long)conns * rounds;
-    printf("{\"conns\":%d,\"writes\":%ld,\"bytes\":%d,\"us_per_write\":%.2f,"
-           "\"writes_per_s\":%.0f,\"reader_ok\":%s}\n",
-           conns, writes, bytes, (t1 - t0) * 1e6 / (double)writes, (double)writes / (t1 - t0),
-           WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "true" : "false");
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? busy : -1;
+}
+
+int main(int argc, char **argv)
+{
+    int conns = argc > 1 ? atoi(argv[1]) : 10000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    int bytes = argc > 3 ? atoi(argv[3]) : 40;
+    int writers = argc > 4 ? atoi(argv[4]) : 1;
+    int burst = argc > 5 ? atoi(argv[5]) : 0;
+    if (conns < 1 || conns > 18000 || rounds < 1 || bytes < 1 || bytes > 4096 || writers < 1 ||
+        writers > 16 || conns < writers || burst < 0) {
+        fprintf(stderr, "usage: writefloor [CONNS (1..18000) [ROUNDS [BYTES (1..4096) "
+                        "[WRITERS (1..16) [BURST (0: flat out)]]]]]\n");
+        return 2;
+    }
+    /* Writers start together: each reports its busy seconds through a pipe. */
+    int results[2];
+    if (pipe(results) != 0 || pipe(barrier_ready) != 0 || pipe(barrier_go) != 0)
+        die("pipe");
+    for (int w = 0; w < writers; w++)
+        if (fork() == 0) {
+            double busy = run_writer(conns / writers, rounds, bytes, burst);
+            _exit(write(results[1], &busy, sizeof busy) == sizeof busy ? 0 : 1);
+        }
+    char c;
+    int ok = 1;
+    for (int w = 0; w < writers; w++)
+        ok &= read(barrier_ready[0], &c, 1) == 1;
+    for (int w = 0; w < writers; w++)
+        ok &= write(barrier_go[1], "g", 1) == 1;
+    double sum_busy = 0, max_busy = 0;
+    for (int w = 0; w < writers; w++) {
+        double busy;
+        if (read(results[0], &busy, sizeof busy) != sizeof busy || busy < 0) {
+            ok = 0;
+            continue;
+        }
+        sum_busy += busy;
+        if (busy > max_busy)
+            max_busy = busy;
+    }
+    while (wait(NULL) > 0)
+        ;
+    long writes = (long)(conns / writers) * writers * rounds;
+    if (!ok || max_busy <= 0) {
+        fprintf(stderr, "writefloor: a writer or its reader failed\n");
+        return 1;
+    }
+    /* All writers ran at once: the slowest one bounds the total rate. */
+    printf("{\"conns\":%d,\"writers\":%d,\"burst\":%d,\"writes\":%ld,\"bytes\":%d,"
+           "\"us_per_write\":%.2f,\"writes_per_s\":%.0f,\"reader_ok\":true}\n",
+           conns, writers, burst, writes, bytes, sum_busy * 1e6 / (double)writes,
+           (double)writes / max_busy);
     return 0;
 }

@@ -43,10 +43,48 @@
 %% Sends Opts.count messages and returns what was sent and how fast:
 %% #{sent, elapsed_us, rate} (plus, with sync => true, synced and synced_us: the time until
 %% the C-node answered a stats request sent after the last message, which it
-%% handles after every message before it; plus deliveries with via => router).
+%% handles after every message before it; plus deliveries with via => router;
+%% plus cpu_us, the CPU time this Erlang node spent meanwhile, all threads).
 -spec run(opts()) -> map().
-run(Opts0) ->
-    Opts = defaults(Opts0),
+run(Opts) ->
+    Cpu0 = os_cpu_us(),
+    Result = send_all(defaults(Opts)),
+    case {Cpu0, os_cpu_us()} of
+        {C0, C1} when is_integer(C0), is_integer(C1) -> Result#{cpu_us => C1 - C0};
+        _ -> Result
+    end.
+
+%% User + system CPU time of this OS process from /proc/self/stat, or
+%% undefined off Linux. Not erlang:statistics(runtime): that leaves out the
+%% distribution's socket writes and the schedulers' busy waiting.
+os_cpu_us() ->
+    case file:read_file("/proc/self/stat") of
+        {ok, Stat} ->
+            %% Fields after the command name, which is in parentheses;
+            %% utime and stime are fields 14 and 15 of the whole line.
+            [_, After] = string:split(Stat, <<")">>, trailing),
+            [_State | Fields] = string:lexemes(After, " "),
+            Utime = binary_to_integer(lists:nth(11, Fields)),
+            Stime = binary_to_integer(lists:nth(12, Fields)),
+            (Utime + Stime) * 1000000 div clock_ticks();
+        {error, _} ->
+            undefined
+    end.
+
+clock_ticks() ->
+    case persistent_term:get({?MODULE, clk_tck}, undefined) of
+        undefined ->
+            T = case string:to_integer(os:cmd("getconf CLK_TCK")) of
+                    {N, _} when is_integer(N), N > 0 -> N;
+                    _ -> 100         % USER_HZ on every Linux architecture
+                end,
+            persistent_term:put({?MODULE, clk_tck}, T),
+            T;
+        T ->
+            T
+    end.
+
+send_all(Opts) ->
     #{node := Node, count := Count, procs := Procs, rate := Rate, via := Via} = Opts,
     ok = check(Opts),
     ok = connect(Via, Node),

@@ -1,9 +1,10 @@
 /* Latency histogram with log-linear buckets (the HdrHistogram layout), in
- * microseconds from 1 us to 10 s, with ~1.6 % precision. Fixed size, so workers
- * can send it whole to the parent and merging is adding counts: no sample is
- * ever stored. */
-#ifndef HTTPCLIENT_HISTOGRAM_H
-#define HTTPCLIENT_HISTOGRAM_H
+ * microseconds from 1 us to 10 s, with ~1.6 % precision. Fixed size (9.3 KB),
+ * so the load client's workers can send it whole to their parent and merging
+ * is adding counts: no sample is ever stored. Used by the load client and by
+ * the server's --probe-latency. */
+#ifndef HTTPDCNODE_HISTOGRAM_H
+#define HTTPDCNODE_HISTOGRAM_H
 
 #include <stdint.h>
 

@@ -1,4 +1,5 @@
-/* The load client's latency histogram (tools/httpclient/histogram.c):
+/* The latency histogram (src/histogram.c) of the load client and the
+ * server's latency probe:
  * bucket layout, precision, percentiles, merging. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../../tools/httpclient/histogram.c"
+#include "histogram.h"
 
 static struct histogram h1, h2, h3;
 

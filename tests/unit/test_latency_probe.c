@@ -1,0 +1,70 @@
+/* The --probe-latency stamp parser and its /probe JSON. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cmd.h"
+#include "latency_probe.h"
+
+static uint64_t sent(const char *s) { return probe_sent_ns(s, (uint32_t)strlen(s)); }
+
+static void reads_the_stamp_msggen_writes(void **state)
+{
+    (void)state;
+    assert_int_equal(sent("t=1764505200123456789;"), 1764505200123456789ull);
+    assert_int_equal(sent("t=5;padding"), 5);
+    /* Only the payload's length counts, not a terminating NUL. */
+    assert_int_equal(probe_sent_ns("t=42;", 5), 42);
+    assert_int_equal(probe_sent_ns("t=42;", 4), 0);
+}
+
+static void anything_else_is_no_stamp(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", "t", "t=", "t=;", "t=12", "t=12x;", "x=12;", "T=12;", " t=1;",
+                         "t=-1;", "t=12345678901234567890;", "hello"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(sent(bad[i]), 0);
+}
+
+/* A message stamped 3 ms before its receipt and written 5 ms after its send. */
+static void hops_are_counted_and_reset(void **state)
+{
+    (void)state;
+    assert_int_equal(probe_start(), 0);
+    static uint64_t rec[8];
+    struct cmd *c = (struct cmd *)rec;
+    const char payload[] = "t=1000000000;";
+    memset(rec, 0, sizeof rec);
+    c->kind = CMD_UNICAST;
+    c->payload_len = sizeof payload - 1;
+    memcpy(cmd_payload(c), payload, sizeof payload - 1);
+    c->received_ns = 1000000000ull + 3000000ull;
+    probe_applied(c);
+    probe_written(payload, sizeof payload - 1, 1000000000ull + 5000000ull);
+    probe_written("no stamp", 8, 1000000000ull + 5000000ull);
+
+    char json[1024];
+    probe_format_json(json, sizeof json, 1);
+    assert_non_null(strstr(json, "\"received\":{\"n\":1,\"p50_us\":3000,"));
+    assert_non_null(strstr(json, "\"written\":{\"n\":1,\"p50_us\":5000,"));
+    /* Applied: now - 1 s since the epoch, far in the past. */
+    assert_non_null(strstr(json, "\"applied\":{\"n\":1,"));
+    probe_format_json(json, sizeof json, 0);
+    assert_non_null(strstr(json, "\"received\":{\"n\":0,"));
+    assert_non_null(strstr(json, "\"written\":{\"n\":0,"));
+    probe_free();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reads_the_stamp_msggen_writes),
+        cmocka_unit_test(anything_else_is_no_stamp),
+        cmocka_unit_test(hops_are_counted_and_reset),
+    };
+    return cmocka_run_group_tests_name("latency_probe", tests, NULL, NULL);
+}
