@@ -179,9 +179,12 @@ publish() {
   shift
   PUB_SEQ=$((PUB_SEQ + 1))
   # In the background and waited for, so that a signal to this script is
-  # handled at once (the trap then ends it by pid).
-  timeout -k 5 "$(left "$bound")" erl -noshell -sname "benchpub_$$_$PUB_SEQ@localhost" \
-    -setcookie "$COOKIE" -pa "$ROOT/tools/erlang/ebin" -eval 'msggen:cli()' \
+  # handled at once (the trap then ends it by pid). Its schedulers do not
+  # busy-wait when idle (+sbwt none...): on a machine it shares with the
+  # server, that spinning took CPU the server needed (paced: 13 against
+  # 5 us of the publisher's CPU per message).
+  timeout -k 5 "$(left "$bound")" erl +sbwt none +sbwtdcpu none +sbwtdio none \
+    -noshell -sname "benchpub_$$_$PUB_SEQ@localhost" -setcookie "$COOKIE" -pa "$ROOT/tools/erlang/ebin" -eval 'msggen:cli()' \
     -extra --node "$SRV_NODE" "$@" >"$WORK/pub-$PUB_SEQ.out" 2>"$WORK/pub-$PUB_SEQ.err" </dev/null &
   local pid=$!
   BENCH_PIDS+=("$pid")

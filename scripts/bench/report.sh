@@ -138,7 +138,8 @@ EOF
 Everything runs on this one machine over loopback: the server (\`./httpdcnode --master ""\`,
 one per section, at most 18,000 streams), the load client (\`./httpclient\`, 2 worker
 processes, each section from its own 20 source addresses in 127.0.10.1–127.0.13.20) and the publisher (\`msggen\` on its own Erlang
-node, connected to the C-node by its published name). Client, publisher and server
+node, connected to the C-node by its published name; \`erl +sbwt none +sbwtdcpu none +sbwtdio none\`,
+so that its idle schedulers do not spin). Client, publisher and server
 share the 2 cores, so every figure includes the cost of the load generators too.
 The run took $(get duration_s) s.
 
@@ -229,7 +230,8 @@ publisher's send, when it passed each point; medians over the runs:
 CPU time (user + system) per message, each part measured on its own: the server from
 \`/proc\` over the run, the client's workers from their first message on (\`msgs_cpu_us\`
 of its JSON), the publisher's Erlang node while it sent (\`cpu_us\` of msggen's JSON,
-from \`erlang:statistics(runtime)\`). Medians over the runs.
+from its \`/proc/self/stat\`; its schedulers do not busy-wait, \`+sbwt none\`). Medians
+over the runs.
 
 | per message | flat out | paced 20k msg/s |
 |---|---:|---:|
