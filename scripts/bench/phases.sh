@@ -133,6 +133,9 @@ push_run() {
   pcpu=$(jget cpu_us <<<"$pub")
   ((${msgs:-0} > 0)) && isnum "$ccpu" && put "${kind}_${run}_client_cpu_us" "$(calc "$ccpu / $msgs" %.2f)"
   isnum "$pcpu" && put "${kind}_${run}_pub_cpu_us" "$(calc "$pcpu / $count" %.2f)"
+  # Paced: how many messages the publisher sent at once per wake-up.
+  local f
+  for f in burst_p50 burst_p99 burst_max; do put "${kind}_${run}_$f" "$(jget "$f" <<<"$pub")"; done
   put "${kind}_${run}_slow_closed" $(($(jget slow_closed <<<"$s1") - $(jget slow_closed <<<"$s0")))
   [[ ${msgs:-0} == "$count" ]] ||
     broken "push $kind $run: LOSS: $((count - ${msgs:-0})) of $count messages not received"
@@ -155,7 +158,8 @@ push_medians() {
   local kind=$1 runs=$2 f r vals
   for f in received loss delivered_per_s pub_rate intake_rate ratio p50 p90 p99 max \
            server_deliveries slow_closed cpu_us client_cpu_us pub_cpu_us \
-           received_p50 received_p99 applied_p50 applied_p99 written_p50 written_p99; do
+           received_p50 received_p99 applied_p50 applied_p99 written_p50 written_p99 \
+           burst_p50 burst_p99 burst_max; do
     vals=()
     for r in $(seq "$runs"); do vals+=("$(get "${kind}_${r}_$f")"); done
     put "${kind}_$f" "$(median "${vals[@]}")"
@@ -181,9 +185,59 @@ phase_push() {
   done
   push_medians blast "$runs"
   push_medians paced "$runs"
+  alive "$SRV_PID" && profile_run "$blast"
   alive "$SRV_PID" && multicast_run
   stop_server || broken "push: server exit: $SRV_EXIT"
 }
+
+# One more flat-out run with \`perf record\` attached to the server (both
+# threads, kernel stacks included): where its CPU goes. Skipped, and said so
+# in the report, where perf is missing or not allowed.
+profile_run() {
+  local count=$1 out="$WORK/profile" data="$WORK/perf.data" ppid
+  put prof_count "$count"
+  if ! { command -v perf >/dev/null && perf stat -e cpu-clock true >/dev/null 2>&1; }; then
+    put prof_status "not measured: perf is missing or not allowed here (Debian package linux-perf)"
+    return
+  fi
+  log "profile: one more flat-out run under perf record"
+  start_client "$out" -n 10000 -P 2 --src "$SRC_PUSH" --until-msgs "$count" --max-time "$(left 60)"
+  local cpid=$CLI_PID
+  if ! wait_streams 10000 60 "$cpid"; then
+    broken "profile: 10,000 streams not reached"
+    end_pid "$cpid" 10
+    return
+  fi
+  perf record -e cpu-clock -F 1999 -g -p "$SRV_PID" -o "$data" >"$out.perf.err" 2>&1 &
+  ppid=$!
+  BENCH_PIDS+=("$ppid")
+  publish 60 --count "$count" --rate max --uids 1-10000 --sync ||
+    broken "profile: the publisher failed: $(pub_error)"
+  finish_client "$cpid" 20 || broken "profile: not every message arrived"
+  kill -INT "$ppid" 2>/dev/null
+  wait_exit "$ppid" 15 || end_pid "$ppid" 5
+  forget "$ppid"
+  local dso sym
+  dso=$(perf report -i "$data" --stdio --no-children --sort dso -g none 2>/dev/null)
+  sym=$(perf report -i "$data" --stdio --children --sort symbol -g none 2>/dev/null)
+  if [[ -z $dso ]]; then
+    put prof_status "not measured: perf report gave nothing ($(tail -n1 "$out.perf.err"))"
+    return
+  fi
+  put prof_status ok
+  put prof_kernel "$(prof_pct '\[kernel\.kallsyms\]' <<<"$dso")"
+  put prof_server "$(prof_pct 'httpdcnode *$' <<<"$dso")"
+  put prof_libevent "$(prof_pct 'libevent' <<<"$dso")"
+  put prof_libc "$(prof_pct 'libc\.so' <<<"$dso")"
+  put prof_writev "$(prof_pct '\[k\] do_writev ' <<<"$sym")"
+  put prof_wakeup "$(prof_pct '\[k\] sock_def_readable ' <<<"$sym")"
+  put prof_irq "$(prof_pct '\[k\] pvm_irq_enable ' <<<"$sym")"
+  put prof_epoll "$(prof_pct '\[k\] do_epoll_wait ' <<<"$sym")"
+}
+
+# The first percentage of the perf report line matching a pattern (for
+# --children reports, the share including callees), or nothing.
+prof_pct() { grep -E "$1" | head -n1 | grep -oE '[0-9]+\.[0-9]+%' | head -n1 | tr -d '%'; }
 
 multicast_run() {
   local out="$WORK/multicast" pub

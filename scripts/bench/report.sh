@@ -82,6 +82,9 @@ cpu_ceiling() {
   calc "$(get cores) * 1e6 / $s" %.0f
 }
 
+# A percentage figure, or n/a.
+pct() { isnum "${1:-}" && echo "$1 %" || echo "n/a"; }
+
 # --- the report -------------------------------------------------------------------------
 
 write_report() {
@@ -241,6 +244,25 @@ over the runs.
 | all three | $(cpu_sum blast) µs | $(cpu_sum paced) µs |
 | messages per second $(get cores) cores can carry at that cost | $(n0 "$(cpu_ceiling blast)") | $(n0 "$(cpu_ceiling paced)") |
 
+### Where the server's CPU goes
+
+\`perf record -e cpu-clock -g -p <server>\` during one more flat-out run of $(n0 "$(get prof_count)")
+messages$([[ $(get prof_status) == ok ]] || echo " ($(get prof_status))"). Share of the server's samples, both threads:
+
+| where | share |
+|---|---:|
+| the kernel | $(pct "$(get prof_kernel)") |
+| httpdcnode's own code | $(pct "$(get prof_server)") |
+| libevent | $(pct "$(get prof_libevent)") |
+| libc (mostly the system-call stubs) | $(pct "$(get prof_libc)") |
+| \`writev\` to streams, everything it calls included (TCP send and the loopback receive) | $(pct "$(get prof_writev)") |
+| … of which waking the reader (\`sock_def_readable\`) | $(pct "$(get prof_wakeup)") |
+| re-enabling interrupts (\`pvm_irq_enable\` of this VM's paravirtual kernel), mostly as a wake-up ends | $(pct "$(get prof_irq)") |
+| \`epoll_wait\` | $(pct "$(get prof_epoll)") |
+
+The server's own work (its code and libevent) is a small part; the rest is the kernel's
+TCP path that every delivery takes, which section 5 measures with no server at all.
+
 Each run:
 
 | run | publisher msg/s | delivered/s | ratio | received | lost | p50 | p90 | p99 | max | publisher |
@@ -333,14 +355,19 @@ What these and the tables of section 2 say about each target not met:
   ($(isnum "$(get floor_rate)" && calc "18000 * 1000 / $(get floor_rate)" %.0f) ms from one thread).
 - **Paced p50 ≤ 0.1 ms.** Before the event loop sees a message it is already
   $(ms "$(get paced_received_p50)") old at the median ("the C-node thread had decoded it"):
-  Erlang's 1 ms timer makes the publisher send 20 messages at once, its distribution
-  sends them, and the C-node thread wakes. The loop then writes each burst one stream after
-  another; at $(get floor_burst_us) µs per write in bursts, the median message of a burst
-  waits behind about 10 writes, $(isnum "$(get floor_burst_us)" && calc "10 * $(get floor_burst_us)" %.0f) µs, and the client,
-  woken once per burst, reads them after that.
-- **Paced p99 ≤ 1 ms.** The tail grows at every hop (see "where the time goes"): the
-  publisher's node, the hand-off to the loop, the writes and the client's wake-ups all run
-  on the same $(get cores) cores, so each waits now and then for another to finish its time slice.
+  Erlang's 1 ms timer makes the publisher send its messages in bursts (the median message
+  went out in a burst of $(get paced_burst_p50), as msggen counts them), its distribution sends them,
+  and the C-node thread wakes. The loop then writes a burst one stream after another; at
+  $(get floor_burst_us) µs per write in bursts, the median message of a burst of $(get paced_burst_p50) waits behind
+  about $(isnum "$(get paced_burst_p50)" && calc "$(get paced_burst_p50) / 2" %.0f) writes, $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p50)" && calc "$(get paced_burst_p50) / 2 * $(get floor_burst_us)" %.0f) µs, and the client, woken by the
+  first, reads them after that.
+- **Paced p99 ≤ 1 ms.** When Erlang's timer wakes the publisher late it catches up in a
+  larger burst: 1 % of the messages went out in bursts of $(get paced_burst_p99) or more (the largest
+  $(get paced_burst_max)). Writing $(get paced_burst_p99) messages takes
+  $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p99)" && calc "$(get paced_burst_p99) * $(get floor_burst_us)" %.0f) µs at the floor alone, on top of the
+  $(ms "$(get paced_received_p99)") a message can be old before the loop sees it (p99 of the
+  first row of "where the time goes"), and the client's wake-up after; all of it on the same
+  $(get cores) cores, where each part now and then waits for another's time slice.
 
 ## Optimisations
 

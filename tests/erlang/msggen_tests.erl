@@ -134,6 +134,17 @@ collected(Pid) ->
     Pid ! {collect, self()},
     receive {collected, Got} -> Got after 5000 -> error(no_answer) end.
 
+%% Message-weighted: 10 messages sent alone, 20 in one burst of 20.
+burst_percentile_test() ->
+    B = #{1 => 10, 20 => 1},
+    ?assertEqual(1, msggen:burst_percentile(B, 30)),
+    ?assertEqual(1, msggen:burst_percentile(B, 33)),
+    ?assertEqual(20, msggen:burst_percentile(B, 34)),
+    ?assertEqual(20, msggen:burst_percentile(B, 50)),
+    ?assertEqual(20, msggen:burst_percentile(B, 100)),
+    ?assertEqual(1, msggen:burst_percentile(B, 0)),
+    ?assertEqual(3, msggen:burst_percentile(#{3 => 5}, 99)).
+
 %% With 3 senders the whole run still covers each message number once, so
 %% sequential uids over a range of exactly Count uids hit each uid once.
 run_sends_count_messages_over_procs_test_() ->
@@ -144,6 +155,9 @@ run_sends_count_messages_over_procs_test_() ->
                                    uids => {1, 300}, procs => 3, pad => 4, sync => true}),
                   ?assertMatch(#{sent := 300, procs := 3}, R),
                   ?assert(maps:get(synced_us, R) >= maps:get(elapsed_us, R)),
+                  %% paced: how many messages each wake-up sent at once
+                  #{burst_p50 := B50, burst_p99 := B99, burst_max := BMax} = R,
+                  ?assert(1 =< B50 andalso B50 =< B99 andalso B99 =< BMax andalso BMax =< 100),
                   %% CPU of this node over the run: counted, and not more than
                   %% every core could spend in that time (+ 2 clock ticks).
                   Cpu = maps:get(cpu_us, R),

@@ -20,7 +20,7 @@
 
 -export([run/1, once/1, cli/0, main/1, usage/0]).
 %% Pure parts, exported for the tests.
--export([payload/2, due/3, sleep_ms/3, split/2, rate_share/2, uids_for/5,
+-export([payload/2, due/3, sleep_ms/3, split/2, rate_share/2, uids_for/5, burst_percentile/2,
          parse_args/1, to_json/1]).
 
 -define(CONNECT_TIMEOUT, 5000).
@@ -95,11 +95,12 @@ send_all(Opts) ->
     Workers = [spawn_monitor(fun() -> sender(Parent, Opts, Pad, I, Procs, Share,
                                               rate_share(Rate, Procs)) end)
                || {I, Share} <- lists:zip(lists:seq(0, Procs - 1), Shares)],
-    {Sent, Deliveries} = collect(Workers, 0, 0),
+    {Sent, Deliveries, Bursts} = collect(Workers, 0, 0, #{}),
     T1 = erlang:monotonic_time(microsecond),
     Elapsed = max(1, T1 - T0),
-    Result = #{sent => Sent, elapsed_us => Elapsed, rate => Sent * 1000000 / Elapsed,
-               procs => Procs},
+    Result = maps:merge(#{sent => Sent, elapsed_us => Elapsed, rate => Sent * 1000000 / Elapsed,
+                          procs => Procs},
+                        burst_figures(Bursts)),
     R1 = case Via of
              router -> Result#{deliveries => Deliveries};
              direct -> Result
@@ -146,13 +147,13 @@ connect(direct, Node) ->
         _ -> erlang:error({cannot_connect, Node})
     end.
 
-collect([], Sent, Deliveries) ->
-    {Sent, Deliveries};
-collect([{Pid, Mref} | Rest], Sent, Deliveries) ->
+collect([], Sent, Deliveries, Bursts) ->
+    {Sent, Deliveries, Bursts};
+collect([{Pid, Mref} | Rest], Sent, Deliveries, Bursts) ->
     receive
-        {msggen_done, Pid, S, D} ->
+        {msggen_done, Pid, S, D, B} ->
             erlang:demonitor(Mref, [flush]),
-            collect(Rest, Sent + S, Deliveries + D);
+            collect(Rest, Sent + S, Deliveries + D, merge_bursts(Bursts, B));
         {'DOWN', Mref, process, Pid, Reason} ->
             [exit(P, kill) || {P, _} <- Rest],
             erlang:error({sender_failed, Reason})
@@ -165,20 +166,21 @@ collect([{Pid, Mref} | Rest], Sent, Deliveries) ->
 %% order).
 sender(Parent, Opts, Pad, I, Procs, Share, Rate) ->
     rand:seed(exsss),
-    Ctx = #{opts => Opts, pad => Pad, index => I, procs => Procs, deliveries => 0},
+    Ctx = #{opts => Opts, pad => Pad, index => I, procs => Procs, deliveries => 0,
+            bursts => #{}},
     T0 = erlang:monotonic_time(microsecond),
     Ctx1 = case Rate of
                max -> send_range(Ctx, 0, Share);
                _ -> paced(Ctx, Share, Rate, T0, 0)
            end,
-    Parent ! {msggen_done, self(), Share, maps:get(deliveries, Ctx1)}.
+    Parent ! {msggen_done, self(), Share, maps:get(deliveries, Ctx1), maps:get(bursts, Ctx1)}.
 
 paced(Ctx, Share, _Rate, _T0, Sent) when Sent >= Share ->
     Ctx;
 paced(Ctx, Share, Rate, T0, Sent) ->
     Elapsed = erlang:monotonic_time(microsecond) - T0,
     Due = due(Rate, Elapsed, Share),
-    Ctx1 = send_range(Ctx, Sent, Due),
+    Ctx1 = count_burst(send_range(Ctx, Sent, Due), Due - Sent),
     Sent1 = max(Sent, Due),
     case Sent1 >= Share of
         true ->
@@ -186,6 +188,39 @@ paced(Ctx, Share, Rate, T0, Sent) ->
         false ->
             receive after sleep_ms(Rate, Elapsed, Sent1) -> ok end,
             paced(Ctx1, Share, Rate, T0, Sent1)
+    end.
+
+%% Paced senders count how many messages each wake-up sent at once.
+count_burst(Ctx, N) when N =< 0 ->
+    Ctx;
+count_burst(#{bursts := B} = Ctx, N) ->
+    Ctx#{bursts := maps:update_with(N, fun(C) -> C + 1 end, 1, B)}.
+
+merge_bursts(A, B) ->
+    maps:fold(fun(N, C, Acc) -> maps:update_with(N, fun(X) -> X + C end, C, Acc) end, A, B).
+
+%% For a paced run: half the messages went out in bursts of at most
+%% burst_p50 messages, 99 % in bursts of at most burst_p99; the largest burst.
+burst_figures(Bursts) when map_size(Bursts) =:= 0 ->
+    #{};
+burst_figures(Bursts) ->
+    #{burst_p50 => burst_percentile(Bursts, 50), burst_p99 => burst_percentile(Bursts, 99),
+      burst_max => lists:max(maps:keys(Bursts))}.
+
+%% Bursts: #{Size => how many bursts of that size}. The size of the burst
+%% holding the message at percentile P when messages are ordered by the size
+%% of their burst: a message-weighted percentile.
+-spec burst_percentile(#{pos_integer() => pos_integer()}, number()) -> pos_integer().
+burst_percentile(Bursts, P) ->
+    Sizes = lists:sort(maps:to_list(Bursts)),
+    Total = lists:sum([N * C || {N, C} <- Sizes]),
+    Rank = max(1, ceil(P / 100 * Total)),
+    burst_at(Sizes, Rank, 0).
+
+burst_at([{N, C} | Rest], Rank, Seen) ->
+    case Seen + N * C >= Rank of
+        true -> N;
+        false -> burst_at(Rest, Rank, Seen + N * C)
     end.
 
 %% Sends this sender's messages From..To-1.
@@ -317,8 +352,10 @@ usage() ->
     "  --once               one message to every uid of --uids, acknowledged\n"
     "  --broadcast          one {broadcast, Data}, timed until handled\n"
     "  --sname NAME --cookie C   start distribution when not started (main/1)\n"
-    "Prints one JSON line: {\"sent\":..,\"elapsed_us\":..,\"rate\":..} (or the\n"
-    "result of --once / --broadcast). Exit status 2 on bad options, 1 on errors.\n".
+    "Prints one JSON line: {\"sent\":..,\"elapsed_us\":..,\"rate\":..,\"cpu_us\":..}\n"
+    "(paced: also burst_p50, burst_p99, burst_max, the messages sent at once per\n"
+    "wake-up, message-weighted; or the result of --once / --broadcast).\n"
+    "Exit status 2 on bad options, 1 on errors.\n".
 
 %% Entry point for erl -eval 'msggen:cli()' -extra ARGS.
 cli() ->
