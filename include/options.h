@@ -21,6 +21,7 @@ struct options {
     uint32_t max_message;      /* bytes per message payload */
     uint32_t max_conns_per_uid;
     uint32_t max_backlog;      /* unsent bytes per stream before it is ended */
+    uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
 };

@@ -7,6 +7,7 @@
 #include <event2/event_struct.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct evhttp_request;
 struct outbuf;
@@ -60,6 +61,16 @@ int stream_attach(struct stream *s);
  * -1 when the stream was ended (error or slow consumer; it is freed). */
 struct iovec;
 int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
+
+/* For writes made by a writer thread (write_pool.c): the descriptor to
+ * writev whole messages to, or -1 when they must go through stream_write
+ * (a backlog is queued, or the welcome is still going out). */
+int stream_direct_fd(const struct stream *s);
+
+/* What stream_write does after its writev returned n (errno err when
+ * n < 0): keeps the unsent rest, or ends the stream. Same return. */
+int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, size_t total,
+                      ssize_t n, int err);
 
 /* The chunk size line "%x\r\n" of n into buf[10]; returns its length. */
 size_t stream_chunk_header(char *buf, uint32_t n);

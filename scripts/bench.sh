@@ -89,6 +89,7 @@ fi
 machine_facts
 phase_memory
 phase_push 3 200000 20000 10
+phase_one_writer 200000
 phase_connect 100
 phase_floor
 put duration_s $(($(date +%s) - START))

@@ -4,6 +4,7 @@
 #include "latency_probe.h"
 #include "outbound.h"
 #include "stream.h"
+#include "write_pool.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -115,12 +116,80 @@ static void write_run(uint32_t from, uint32_t to)
     }
 }
 
+/* A batch writing to at least this many streams is spread over the writer
+ * threads; below, waking a helper (tens of us here) costs more than it saves. */
+#define PARALLEL_MIN_STREAMS 8
+
+/* The writer threads' share of a batch: one job per stream, its iovecs,
+ * and which entries it carries. 48 + 16 * 3 + 16 bytes per stream at most,
+ * touched only as far as the largest fan-out went. */
+struct job_owner {
+    struct stream *s;
+    uint32_t from, to;           /* entries[from, to) */
+};
+static struct write_job jobs[BATCH_MAX];
+static struct job_owner owners[BATCH_MAX];
+static struct iovec job_iov[BATCH_MAX * 3];
+
+static uint32_t count_streams(uint32_t n)
+{
+    uint32_t k = n > 0;
+    for (uint32_t i = 1; i < n; i++)
+        k += entries[i].s != entries[i - 1].s;
+    return k;
+}
+
+/* Streams that can take a plain writev become jobs for the writer threads;
+ * the others (backlogged, still welcoming, or too many messages for one
+ * writev) are written here first. Streams are only looked at again, and
+ * ended if their write failed, after the join. */
+static void write_parallel(uint32_t n)
+{
+    uint32_t njobs = 0, niov = 0;
+    for (uint32_t from = 0, i = 1; i <= n; i++) {
+        if (i < n && entries[i].s == entries[from].s)
+            continue;
+        struct stream *s = entries[from].s;
+        int fd = stream_direct_fd(s);
+        if (fd < 0 || 3 * (i - from) > IOV_PER_WRITE) {
+            write_run(from, i);
+        } else {
+            struct write_job *j = &jobs[njobs];
+            *j = (struct write_job){.iov = &job_iov[niov], .fd = fd};
+            for (uint32_t k = from; k < i; k++) {
+                struct entry *e = &entries[k];
+                if (e->hdr_len)
+                    job_iov[niov++] = (struct iovec){e->hdr, e->hdr_len};
+                job_iov[niov++] = (struct iovec){(void *)e->data, e->len};
+                if (e->hdr_len)
+                    job_iov[niov++] = crlf;
+                j->total += e->hdr_len + e->len + (e->hdr_len ? 2u : 0u);
+            }
+            j->iovcnt = (int)(&job_iov[niov] - j->iov);
+            owners[njobs++] = (struct job_owner){s, from, i};
+        }
+        from = i;
+    }
+    write_pool_run(jobs, njobs);
+    for (uint32_t k = 0; k < njobs; k++) {
+        struct write_job *j = &jobs[k];
+        if (probe_enabled)
+            for (uint32_t e = owners[k].from; e < owners[k].to; e++)
+                probe_written(entries[e].data, entries[e].len, j->done_ns);
+        stream_write_done(owners[k].s, j->iov, j->iovcnt, j->total, j->result, j->error);
+    }
+}
+
 static void write_all(void)
 {
     if (count > 1)
         sort_by_stream();
     uint32_t n = count, from = 0;
     count = 0;
+    if (write_pool_helpers() > 0 && count_streams(n) >= PARALLEL_MIN_STREAMS) {
+        write_parallel(n);
+        return;
+    }
     for (uint32_t i = 1; i <= n; i++)
         if (i == n || entries[i].s != entries[from].s) {
             write_run(from, i);

@@ -10,6 +10,7 @@
 #include "presence.h"
 #include "stream.h"
 #include "uidtable.h"
+#include "write_pool.h"
 
 #include <event2/event.h>
 #include <signal.h>
@@ -74,6 +75,10 @@ int main(int argc, char **argv)
         return 1;
     }
     probe_enabled = opts.probe_latency;
+    if (write_pool_start(opts.writers - 1) != 0) {
+        log_msg(LOG_ERROR, "cannot start %u writer threads; lower --writers", opts.writers - 1);
+        return 1;
+    }
     stream_configure(&(struct stream_config){.base = base, .max_backlog = opts.max_backlog});
 
     struct handoff *inbox = handoff_new(HANDOFF_BYTES);
@@ -105,6 +110,7 @@ int main(int argc, char **argv)
     handoff_free(inbox);
     handoff_free(outbox);
     uidtable_free();
+    write_pool_stop();
     probe_free();
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "Usage: httpdcnode [options]\n"
@@ -26,6 +27,8 @@ static const char usage_text[] =
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
     "  --max-backlog BYTES      unsent bytes a stream may hold before it is ended\n"
     "                           as a slow consumer (default 1048576)\n"
+    "  --writers N              threads writing a large fan-out, the event loop\n"
+    "                           included (default: the CPUs, at most 4; 1 to 64)\n"
     "  --probe-latency          for benchmarks: GET /probe gives the age of messages\n"
     "                           whose payload starts with t=<ns since the epoch>;\n"
     "                           at each hop inside the server\n"
@@ -35,7 +38,7 @@ static const char usage_text[] =
     "      --version            print the version\n";
 
 enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
-       OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_PROBE, OPT_VERSION };
+       OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_WRITERS, OPT_PROBE, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -47,6 +50,7 @@ static const struct option long_opts[] = {
     {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
     {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
     {"max-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
+    {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
@@ -120,6 +124,8 @@ static void set_defaults(struct options *o)
     o->max_conns_per_uid = 8;
     o->max_backlog = 1u << 20;
     o->verbosity = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->writers = cpus < 1 ? 1 : cpus > 4 ? 4 : (uint32_t)cpus;
 }
 
 int options_parse(struct options *o, int argc, char **argv)
@@ -169,6 +175,10 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_MAX_BACKLOG:
             if (parse_u32(optarg, 1024, 1u << 30, &o->max_backlog))
                 return bad("--max-backlog", optarg, "expected 1024 to 1073741824 bytes");
+            break;
+        case OPT_WRITERS:
+            if (parse_u32(optarg, 1, 64, &o->writers))
+                return bad("--writers", optarg, "expected 1 to 64 threads");
             break;
         case OPT_PROBE: o->probe_latency = 1; break;
         case 'v': o->verbosity = 2; break;

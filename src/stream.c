@@ -231,16 +231,18 @@ static int stream_backlog(struct stream *s, const struct iovec *iov, int iovcnt,
     return 0;
 }
 
-int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t total)
+int stream_direct_fd(const struct stream *s)
 {
-    if (s->out || s->state != STREAM_DETACHED)
-        return stream_backlog(s, iov, iovcnt, 0);
+    return s->out || s->state != STREAM_DETACHED ? -1 : stream_fd(s);
+}
 
-    ssize_t n = writev(stream_fd(s), iov, iovcnt);
+int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, size_t total,
+                      ssize_t n, int err)
+{
     if (n == (ssize_t)total)
         return 0;
     if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
             loop_stats.client_closed++;
             stream_close(s);
             return -1;
@@ -248,6 +250,15 @@ int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t t
         n = 0;
     }
     return stream_backlog(s, iov, iovcnt, (size_t)n);
+}
+
+int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t total)
+{
+    int fd = stream_direct_fd(s);
+    if (fd < 0)
+        return stream_backlog(s, iov, iovcnt, 0);
+    ssize_t n = writev(fd, iov, iovcnt);
+    return stream_write_done(s, iov, iovcnt, total, n, n < 0 ? errno : 0);
 }
 
 void stream_end(struct stream *s)

@@ -239,9 +239,11 @@ profile_run() {
 # --children reports, the share including callees), or nothing.
 prof_pct() { grep -E "$1" | head -n1 | grep -oE '[0-9]+\.[0-9]+%' | head -n1 | tr -d '%'; }
 
+# multicast_run [PREFIX]: one acknowledged multicast to 10,000 uids on the
+# current server; figures PREFIX_* (default mc).
 multicast_run() {
-  local out="$WORK/multicast" pub
-  log "fan-out: one multicast to 10,000 uids"
+  local prefix=${1:-mc} out="$WORK/multicast-${1:-mc}" pub
+  log "fan-out: one multicast to 10,000 uids ($prefix)"
   start_client "$out" -n 10000 -P 2 --src "$SRC_FANOUT" --until-msgs 10000 --max-time "$(left 90)"
   local cpid=$CLI_PID
   if ! wait_streams 10000 60 "$cpid"; then
@@ -252,7 +254,7 @@ multicast_run() {
   publish 30 --once --uids 1-10000 || broken "fan-out: the multicast failed: $(pub_error)"
   pub=$PUB
   finish_client "$cpid" 15 || broken "fan-out: not every stream got the multicast"
-  put_fanout mc "$pub" "$out.json"
+  put_fanout "$prefix" "$pub" "$out.json"
   [[ $(jget conns <<<"$pub") == 10000 && $(jget msgs <"$out.json") == 10000 ]] ||
     broken "fan-out: multicast written to $(jget conns <<<"$pub"), received $(jget msgs <"$out.json") of 10000"
 }
@@ -265,6 +267,17 @@ put_fanout() {
   put "${prefix}_ack_us" "$(jget elapsed_us <<<"$pub")"
   put "${prefix}_received" "$(jget msgs <"$json")"
   put "${prefix}_last_us" "$(jget lat_max_us <"$json")"
+}
+
+# What the writer threads buy: one flat-out run and one multicast on a
+# server with --writers 1 (the event loop writes alone), figures single_*.
+phase_one_writer() {
+  local blast=$1
+  log "writers: the same with --writers 1"
+  start_server single --probe-latency --writers 1 || { broken "writers: server did not start"; return; }
+  push_run single 1 "$blast" max
+  alive "$SRV_PID" && multicast_run single_mc
+  stop_server || broken "writers: server exit: $SRV_EXIT"
 }
 
 # 4. Connect: 18,000 streams opened flat out (no rate limit), then

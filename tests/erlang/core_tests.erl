@@ -56,7 +56,8 @@ cli_test_() ->
             "--master", httpdcnode_test_lib:unique("httpdmaster_absent") ++ "@localhost",
             "--cookie", "x"],
     Bad = [["--max-users", "abc"], ["--max-conns-per-uid", "x"], ["--max-message", "12k"],
-           ["--listen", "127.0.0.1:notaport"]],
+           ["--listen", "127.0.0.1:notaport"], ["--writers", "0"], ["--writers", "65"],
+           ["--writers", "two"]],
     [{"bad option " ++ lists:flatten(lists:join(" ", B)),
       {timeout, 15, fun() ->
                             {St, Out} = httpdcnode_test_lib:run_cli(Base ++ B, 5000),
