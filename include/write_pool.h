@@ -23,11 +23,15 @@ struct write_job {
     uint64_t done_ns;          /* out, with --probe-latency: when it returned */
 };
 
-/* Starts helpers threads (0: the loop writes alone). -1 on failure. */
+/* Starts helper threads (0: the loop writes alone). -1 on failure. */
 int write_pool_start(unsigned helpers);
 /* Ends and joins the helpers. */
 void write_pool_stop(void);
 unsigned write_pool_helpers(void);
+
+/* Fewer jobs than this are written by the caller alone: waking a helper
+ * costs tens of microseconds here, a few writes' worth. */
+#define WRITE_POOL_MIN_JOBS 8
 
 /* Loop thread: makes every job's writev, spread over the loop and the
  * helpers; returns when all are done. */

@@ -116,9 +116,8 @@ static void write_run(uint32_t from, uint32_t to)
     }
 }
 
-/* A batch writing to at least this many streams is spread over the writer
- * threads; below, waking a helper (tens of us here) costs more than it saves. */
-#define PARALLEL_MIN_STREAMS 8
+/* A batch writing to fewer streams is not worth building jobs for. */
+#define PARALLEL_MIN_STREAMS WRITE_POOL_MIN_JOBS
 
 /* The writer threads' share of a batch: one job per stream, its iovecs,
  * and which entries it carries. 48 + 16 * 3 + 16 bytes per stream at most,

@@ -5,10 +5,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char usage_text[] =
     "Usage: httpdcnode [options]\n"
@@ -28,7 +28,7 @@ static const char usage_text[] =
     "  --max-backlog BYTES      unsent bytes a stream may hold before it is ended\n"
     "                           as a slow consumer (default 1048576)\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
-    "                           included (default: the CPUs, at most 4; 1 to 64)\n"
+    "                           included (default: the CPUs it may use, at most 4)\n"
     "  --probe-latency          for benchmarks: GET /probe gives the age of messages\n"
     "                           whose payload starts with t=<ns since the epoch>;\n"
     "                           at each hop inside the server\n"
@@ -58,6 +58,16 @@ static const struct option long_opts[] = {
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
+
+/* CPUs this process may run on (taskset, cgroup cpusets), at least 1. */
+static uint32_t usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    int n = CPU_COUNT(&set);
+    return n < 1 ? 1 : (uint32_t)n;
+}
 
 static int bad(const char *what, const char *value, const char *hint)
 {
@@ -124,8 +134,9 @@ static void set_defaults(struct options *o)
     o->max_conns_per_uid = 8;
     o->max_backlog = 1u << 20;
     o->verbosity = 1;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    o->writers = cpus < 1 ? 1 : cpus > 4 ? 4 : (uint32_t)cpus;
+    o->writers = usable_cpus();
+    if (o->writers > 4)
+        o->writers = 4;
 }
 
 int options_parse(struct options *o, int argc, char **argv)

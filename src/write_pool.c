@@ -100,7 +100,11 @@ void write_pool_stop(void)
     free(threads);
     threads = NULL;
     nhelpers = 0;
+    /* A later start begins afresh: its helpers must not see an old batch. */
     stopping = 0;
+    generation = 0;
+    batch_jobs = NULL;
+    batch_n = 0;
 }
 
 unsigned write_pool_helpers(void) { return nhelpers; }
@@ -108,8 +112,8 @@ unsigned write_pool_helpers(void) { return nhelpers; }
 void write_pool_run(struct write_job *jobs, uint32_t n)
 {
     uint32_t from, to;
-    if (nhelpers == 0) {
-        run_slice(jobs, 0, n);
+    if (nhelpers == 0 || n < WRITE_POOL_MIN_JOBS) {
+        run_slice(jobs, 0, n);     /* waking a helper would cost more */
         return;
     }
     pthread_mutex_lock(&lock);

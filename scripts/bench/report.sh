@@ -16,7 +16,7 @@ machine_facts() {
   put otp "$(erl -noshell -eval 'io:format("~s", [erlang:system_info(otp_release)]), halt().' 2>/dev/null) ($(cat "$(erl -noshell -eval 'io:format("~s", [code:root_dir()]), halt().' 2>/dev/null)"/releases/*/OTP_VERSION 2>/dev/null | head -n1), erts $(erl -noshell -eval 'io:format("~s", [erlang:system_info(version)]), halt().' 2>/dev/null))"
   put compiler "$(${CC:-cc} --version 2>/dev/null | head -n1)"
   put nofile "$(ulimit -n)"
-  # httpdcnode's default --writers: the CPUs, at most 4 (src/options.c).
+  # httpdcnode's default --writers: the CPUs it may use, at most 4 (src/options.c).
   put writers "$(($(nproc) < 4 ? $(nproc) : 4))"
   put load "$(cut -d' ' -f1-3 /proc/loadavg)"
 }
