@@ -123,7 +123,7 @@ push_run() {
   for p in p50 p90 p99 max; do put "${kind}_${run}_$p" "$(jget "lat_${p}_us" <"$j")"; done
   local deliveries=$(($(jget deliveries <<<"$s1") - $(jget deliveries <<<"$s0")))
   put "${kind}_${run}_server_deliveries" "$deliveries"
-  # Server CPU (both threads, user + system) per message delivered.
+  # Server CPU (all its threads, user + system) per message delivered.
   ((deliveries > 0)) && put "${kind}_${run}_cpu_us" \
     "$(calc "($(cpu_ticks "$SRV_PID") - $cpu0) * 1e6 / $(getconf CLK_TCK) / $deliveries" %.2f)"
   # The other CPU on the machine, per message: the client from its first

@@ -215,7 +215,7 @@ ratio is taken within each run, then its median); losses are summed.
 | latency p99 | $(ms "$(get blast_p99)") | $(ms "$(get paced_p99)") | flat out ≤ 10 ms: $(verdict "$(get blast_p99)" "<=" 10000); paced ≤ 1 ms: $(verdict "$(get paced_p99)" "<=" 1000) |
 | latency max | $(ms "$(get blast_max)") | $(ms "$(get paced_max)") | |
 | streams closed as slow consumers | $(n0 "$(get blast_slow_closed)") | $(n0 "$(get paced_slow_closed)") | |
-| server CPU per delivery (both threads) | $(get blast_cpu_us) µs | $(get paced_cpu_us) µs | floor (section 5): $(get floor_us) µs per write |
+| server CPU per delivery (all its threads) | $(get blast_cpu_us) µs | $(get paced_cpu_us) µs | floor (section 5): $(get floor_us) µs per write |
 
 ### Where the time goes
 
@@ -240,7 +240,7 @@ over the runs.
 
 | per message | flat out | paced 20k msg/s |
 |---|---:|---:|
-| server (both threads) | $(get blast_cpu_us) µs | $(get paced_cpu_us) µs |
+| server (all its threads) | $(get blast_cpu_us) µs | $(get paced_cpu_us) µs |
 | load client | $(get blast_client_cpu_us) µs | $(get paced_client_cpu_us) µs |
 | publisher | $(get blast_pub_cpu_us) µs | $(get paced_pub_cpu_us) µs |
 | all three | $(cpu_sum blast) µs | $(cpu_sum paced) µs |
@@ -249,7 +249,7 @@ over the runs.
 ### Where the server's CPU goes
 
 \`perf record -e cpu-clock -g -p <server>\` during one more flat-out run of $(n0 "$(get prof_count)")
-messages$([[ $(get prof_status) == ok ]] || echo " ($(get prof_status))"). Share of the server's samples, both threads:
+messages$([[ $(get prof_status) == ok ]] || echo " ($(get prof_status))"). Share of the server's samples, all its threads:
 
 | where | share |
 |---|---:|
@@ -354,17 +354,19 @@ What these and the tables of section 2 say about each target not met:
   $(ms "$(get paced_received_p50)") old at the median ("the C-node thread had decoded it"):
   Erlang's 1 ms timer makes the publisher send its messages in bursts (the median message
   went out in a burst of $(get paced_burst_p50), as msggen counts them), its distribution sends them,
-  and the C-node thread wakes. The loop then writes a burst one stream after another; at
+  and the C-node thread wakes. The loop and its writer threads then write the burst; at
   $(get floor_burst_us) µs per write in bursts, the median message of a burst of $(get paced_burst_p50) waits behind
-  about $(isnum "$(get paced_burst_p50)" && calc "$(get paced_burst_p50) / 2" %.0f) writes, $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p50)" && calc "$(get paced_burst_p50) / 2 * $(get floor_burst_us)" %.0f) µs, and the client, woken by the
-  first, reads them after that.
+  about $(isnum "$(get paced_burst_p50)" && calc "$(get paced_burst_p50) / 2 / $(get writers)" %.0f) writes of each of $(get writers) writers, $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p50)" && calc "$(get paced_burst_p50) / 2 / $(get writers) * $(get floor_burst_us)" %.0f) µs at best, and the client,
+  woken by the first, reads them after that.
 - **Paced p99 ≤ 1 ms.** When Erlang's timer wakes the publisher late it catches up in a
   larger burst: 1 % of the messages went out in bursts of $(get paced_burst_p99) or more (the largest
   $(get paced_burst_max)). Writing $(get paced_burst_p99) messages takes
-  $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p99)" && calc "$(get paced_burst_p99) * $(get floor_burst_us)" %.0f) µs at the floor alone, on top of the
+  $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p99)" && calc "$(get paced_burst_p99) * $(get floor_burst_us)" %.0f) µs at the floor of one writer, about
+  $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p99)" && calc "$(get paced_burst_p99) * $(get floor_burst_us) / $(get writers)" %.0f) µs with $(get writers) writer threads at best. Add the
   $(ms "$(get paced_received_p99)") a message can be old before the loop sees it (p99 of the
-  first row of "where the time goes"), and the client's wake-up after; all of it on the same
-  $(get cores) cores, where each part now and then waits for another's time slice.
+  first row of "where the time goes"): $(isnum "$(get floor_burst_us)" && isnum "$(get paced_burst_p99)" && isnum "$(get paced_received_p99)" && ms "$(calc "$(get paced_received_p99) + $(get paced_burst_p99) * $(get floor_burst_us) / $(get writers)" %.0f)") before the client's own wake-up,
+  all of it on the same $(get cores) cores, where each part now and then waits for another's
+  time slice.
 
 ## Optimisations
 
