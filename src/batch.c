@@ -79,15 +79,35 @@ static void sort_by_stream(void)
         memcpy(entries, from, count * sizeof entries[0]);
 }
 
-/* --probe-latency: entries[from, to) were just written. */
-static void probe_run_written(uint32_t from, uint32_t to)
+/* --probe-latency: entries[from, to) were written at now_ns. */
+static void probe_entries_written(uint32_t from, uint32_t to, uint64_t now_ns)
 {
-    uint64_t now = probe_now_ns();
     for (; from < to; from++)
-        probe_written(entries[from].data, entries[from].len, now);
+        probe_written(entries[from].data, entries[from].len, now_ns);
 }
 
 static const struct iovec crlf = {(void *)"\r\n", 2};
+
+/* Frames entries[from, to) into iov: as many whole messages as max iovecs
+ * hold. Sets *n and *total; returns the first entry not taken. */
+static uint32_t frame(uint32_t from, uint32_t to, struct iovec *iov, int max, int *n,
+                      size_t *total)
+{
+    int k = 0;
+    size_t bytes = 0;
+    for (; from < to && k + 3 <= max; from++) {
+        struct entry *e = &entries[from];
+        if (e->hdr_len)
+            iov[k++] = (struct iovec){e->hdr, e->hdr_len};
+        iov[k++] = (struct iovec){(void *)e->data, e->len};
+        if (e->hdr_len)
+            iov[k++] = crlf;
+        bytes += e->hdr_len + e->len + (e->hdr_len ? 2u : 0u);
+    }
+    *n = k;
+    *total = bytes;
+    return from;
+}
 
 /* Writes entries[from, to), all for one stream, in as few writevs as the
  * iovec limit allows. Stops if the stream is ended on the way. */
@@ -95,22 +115,14 @@ static void write_run(uint32_t from, uint32_t to)
 {
     struct iovec iov[IOV_PER_WRITE];
     while (from < to) {
-        int n = 0;
-        size_t total = 0;
+        int n;
+        size_t total;
         struct stream *s = entries[from].s;
         uint32_t first = from;
-        for (; from < to && n + 3 <= IOV_PER_WRITE; from++) {
-            struct entry *e = &entries[from];
-            if (e->hdr_len)
-                iov[n++] = (struct iovec){e->hdr, e->hdr_len};
-            iov[n++] = (struct iovec){(void *)e->data, e->len};
-            if (e->hdr_len)
-                iov[n++] = crlf;
-            total += e->hdr_len + e->len + (e->hdr_len ? 2u : 0u);
-        }
+        from = frame(from, to, iov, IOV_PER_WRITE, &n, &total);
         int ended = stream_write(s, iov, n, total);
         if (probe_enabled)
-            probe_run_written(first, from);
+            probe_entries_written(first, from, probe_now_ns());
         if (ended)
             return;        /* ended (and freed): drop the rest of its run */
     }
@@ -155,16 +167,8 @@ static void write_parallel(uint32_t n)
         } else {
             struct write_job *j = &jobs[njobs];
             *j = (struct write_job){.iov = &job_iov[niov], .fd = fd};
-            for (uint32_t k = from; k < i; k++) {
-                struct entry *e = &entries[k];
-                if (e->hdr_len)
-                    job_iov[niov++] = (struct iovec){e->hdr, e->hdr_len};
-                job_iov[niov++] = (struct iovec){(void *)e->data, e->len};
-                if (e->hdr_len)
-                    job_iov[niov++] = crlf;
-                j->total += e->hdr_len + e->len + (e->hdr_len ? 2u : 0u);
-            }
-            j->iovcnt = (int)(&job_iov[niov] - j->iov);
+            frame(from, i, &job_iov[niov], IOV_PER_WRITE, &j->iovcnt, &j->total);
+            niov += (uint32_t)j->iovcnt;
             owners[njobs++] = (struct job_owner){s, from, i};
         }
         from = i;
@@ -173,8 +177,7 @@ static void write_parallel(uint32_t n)
     for (uint32_t k = 0; k < njobs; k++) {
         struct write_job *j = &jobs[k];
         if (probe_enabled)
-            for (uint32_t e = owners[k].from; e < owners[k].to; e++)
-                probe_written(entries[e].data, entries[e].len, j->done_ns);
+            probe_entries_written(owners[k].from, owners[k].to, j->done_ns);
         stream_write_done(owners[k].s, j->iov, j->iovcnt, j->total, j->result, j->error);
     }
 }
