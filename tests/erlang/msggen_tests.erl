@@ -32,15 +32,18 @@ late_ticks_catch_up_without_drift_test() ->
     ?assert(lists:all(fun(B) -> B >= 0 end, Bursts)),
     ?assertEqual(Sent, lists:sum(Bursts)).
 
-sleep_until_the_next_message_at_least_one_tick_test() ->
-    %% 10 msg/s: message 2 is due at 200 ms; at 150 ms sleep 50 ms.
-    ?assertEqual(50, msggen:sleep_ms(10, 150000, 1)),
-    %% Fast rates sleep one 1 ms tick and send a burst.
-    ?assertEqual(1, msggen:sleep_ms(100000, 5000, 500)),
-    %% Already due: still one tick, never zero or negative.
-    ?assertEqual(1, msggen:sleep_ms(10, 900000, 1)),
+wake_in_the_millisecond_the_next_message_is_due_test() ->
+    %% 10 msg/s from 0: message 2 is due at 200 ms.
+    ?assertEqual(200, msggen:wake_ms(10, 0, 1)),
+    %% 20k msg/s: 20 sent by 1 ms, message 21 is due at 1.05 ms: wake at 2 ms
+    %% and send the 20 due by then, one burst per millisecond.
+    ?assertEqual(2, msggen:wake_ms(20000, 0, 20)),
+    ?assertEqual(3, msggen:wake_ms(20000, 0, 40)),
+    %% Monotonic time may be negative; the start offset counts.
+    ?assertEqual(-4, msggen:wake_ms(1000, -5000, 0)),
+    ?assertEqual(9, msggen:wake_ms(1000, 2500, 5)),   % due at 8.5 ms
     %% Rounded up: never wakes before the message is due.
-    ?assertEqual(2, msggen:sleep_ms(1000, 999900, 1000)).
+    ?assertEqual(2, msggen:wake_ms(1000, 500, 0)).   % due at 1.5 ms
 
 split_shares_differ_by_at_most_one_test() ->
     ?assertEqual([4, 3, 3], msggen:split(10, 3)),

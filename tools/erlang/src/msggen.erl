@@ -6,9 +6,10 @@
 %%
 %% Pacing: every sender compares the messages it has sent with the number
 %% due since its start (rate * elapsed) and sends the difference in one burst,
-%% then sleeps until the next message is due (at least 1 ms). Late wake-ups
-%% are caught up by the next burst, so the rate does not drift and nothing
-%% busy-loops.
+%% then sleeps until the millisecond in which the next message is due, with
+%% an absolute timer: `receive after 1` would sleep about 2 ms here and
+%% double every burst. Late wake-ups are caught up by the next burst, so the
+%% rate does not drift and nothing busy-loops.
 %%
 %% From a shell script:
 %%   erl -noshell -sname pub_$$@localhost -setcookie C -pa tools/erlang/ebin \
@@ -20,7 +21,7 @@
 
 -export([run/1, once/1, cli/0, main/1, usage/0]).
 %% Pure parts, exported for the tests.
--export([payload/2, due/3, sleep_ms/3, split/2, rate_share/2, uids_for/5, burst_percentile/2,
+-export([payload/2, due/3, wake_ms/3, split/2, rate_share/2, uids_for/5, burst_percentile/2,
          parse_args/1, to_json/1]).
 
 -define(CONNECT_TIMEOUT, 5000).
@@ -186,7 +187,9 @@ paced(Ctx, Share, Rate, T0, Sent) ->
         true ->
             Ctx1;
         false ->
-            receive after sleep_ms(Rate, Elapsed, Sent1) -> ok end,
+            Timer = erlang:start_timer(wake_ms(Rate, T0, Sent1), self(), msggen_tick,
+                                       [{abs, true}]),
+            receive {timeout, Timer, msggen_tick} -> ok end,
             paced(Ctx1, Share, Rate, T0, Sent1)
     end.
 
@@ -300,12 +303,12 @@ payload(NowNs, Pad) ->
 due(Rate, ElapsedUs, Total) ->
     min(Total, floor(Rate * max(0, ElapsedUs) / 1000000)).
 
-%% Milliseconds to sleep when Sent messages went out by ElapsedUs: until the
-%% next one is due, at least one tick of 1 ms.
--spec sleep_ms(number(), integer(), non_neg_integer()) -> pos_integer().
-sleep_ms(Rate, ElapsedUs, Sent) ->
-    NextUs = (Sent + 1) * 1000000 / Rate,
-    max(1, ceil((NextUs - ElapsedUs) / 1000)).
+%% When a sender that started at T0Us (erlang:monotonic_time(microsecond))
+%% and has sent Sent messages wakes next: the monotonic millisecond in which
+%% message Sent + 1 is due, rounded up so that it is due by then.
+-spec wake_ms(number(), integer(), non_neg_integer()) -> integer().
+wake_ms(Rate, T0Us, Sent) ->
+    ceil((T0Us + (Sent + 1) * 1000000 / Rate) / 1000).
 
 %% Count split over Procs senders: shares differ by at most one.
 -spec split(non_neg_integer(), pos_integer()) -> [non_neg_integer()].
