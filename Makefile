@@ -37,7 +37,7 @@ TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
 
 .PHONY: all deps test unit-test erl-test bench run install clean check-ei
 
-all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) writefloor $(ERL_BEAM) $(ERL_APPF)
+all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) writefloor wakefloor $(ERL_BEAM) $(ERL_APPF)
 
 check-ei:
 	@test -n "$(EI_DIR)" || { echo "Erlang (erl) not found: run 'make deps' or 'scripts/install-deps.sh' first"; exit 1; }
@@ -59,6 +59,10 @@ httpclient: $(CLIENT_OBJ) build/histogram.o
 # The host's floor for one small loopback write (make bench reports it).
 writefloor: tools/writefloor/writefloor.c
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
+
+# How late a sleeping thread wakes here, idle and under load (make bench).
+wakefloor: tools/wakefloor/wakefloor.c
+	$(CC) -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -o $@ $<
 
 build:
 	@mkdir -p build build/tests build/tests/ebin
@@ -103,4 +107,4 @@ install: httpdcnode
 	install -m 755 httpdcnode $(DESTDIR)$(PREFIX)/bin/httpdcnode
 
 clean:
-	rm -rf build httpdcnode httpclient writefloor tools/erlang/ebin/*.beam tools/erlang/ebin/*.app
+	rm -rf build httpdcnode httpclient writefloor wakefloor tools/erlang/ebin/*.beam tools/erlang/ebin/*.app

@@ -64,7 +64,7 @@ trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
-for f in httpdcnode httpclient tools/erlang/ebin/msggen.beam; do
+for f in httpdcnode httpclient writefloor wakefloor tools/erlang/ebin/msggen.beam; do
   [[ -e $f ]] || { echo "bench: $f missing: run 'make all' first" >&2; exit 1; }
 done
 # Erlang distribution needs epmd; it is shared by every run: start, never stop.

@@ -83,6 +83,14 @@ push_run() {
   local cpu0
   cpu0=$(cpu_ticks "$SRV_PID")
   probe_take >/dev/null
+  # One more paced run, not among the medians, measures how late a sleeping
+  # thread wakes under this load (./wakefloor), for section 5.
+  local wpid=
+  if [[ $kind == paced_wake ]]; then
+    ./wakefloor "$(calc "$count / $rate - 2" %.0f)" 1000 >"$WORK/wake-load.json" 2>&1 &
+    wpid=$!
+    BENCH_PIDS+=("$wpid")
+  fi
   if publish 90 --count "$count" --rate "$rate" --uids 1-10000 --sync; then
     pub=$PUB
     put "${kind}_${run}_pub_status" ok
@@ -94,6 +102,13 @@ push_run() {
     broken "push $kind $run: the publisher failed: $(pub_error)"
   fi
   echo "$pub" >"$out.pub"
+  if [[ -n $wpid ]]; then
+    wait_exit "$wpid" 10 || end_pid "$wpid" 5
+    forget "$wpid"
+    put wake_load_p50 "$(jget p50_us <"$WORK/wake-load.json")"
+    put wake_load_p99 "$(jget p99_us <"$WORK/wake-load.json")"
+    put wake_load_max "$(jget max_us <"$WORK/wake-load.json")"
+  fi
   # All messages are in the server once --sync returned: they arrive within
   # seconds or not at all.
   finish_client "$cpid" 20 || log "push $kind $run: client stopped before all messages arrived"
@@ -185,6 +200,8 @@ phase_push() {
   done
   push_medians blast "$runs"
   push_medians paced "$runs"
+  log "push: one more paced run with ./wakefloor beside it"
+  push_run paced_wake 1 $((paced_rate * paced_s)) "$paced_rate"
   alive "$SRV_PID" && profile_run "$blast"
   alive "$SRV_PID" && multicast_run
   stop_server || broken "push: server exit: $SRV_EXIT"
@@ -317,6 +334,14 @@ phase_floor() {
   floor_run floor 10000 5 40
   floor_run floor_all 10000 5 40 "$(nproc)"
   floor_run floor_burst 10000 1 40 1 20
+  local out
+  if out=$(timeout 30 ./wakefloor 3 1000); then
+    put wake_idle_p50 "$(jget p50_us <<<"$out")"
+    put wake_idle_p99 "$(jget p99_us <<<"$out")"
+    put wake_idle_max "$(jget max_us <<<"$out")"
+  else
+    broken "floor: ./wakefloor failed"
+  fi
 }
 
 # floor_run KEY ARGS...: ./writefloor ARGS three times (the figures of this
