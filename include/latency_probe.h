@@ -27,7 +27,7 @@ uint64_t probe_sent_ns(const char *payload, uint32_t len);
 
 /* Loop thread: c was taken from the hand-off (c->received_ns set by the
  * C-node thread). Records its received and applied ages. */
-void probe_applied(const struct cmd *c);
+void probe_applied(struct cmd *c);
 
 /* Loop thread: a write of this payload to a stream returned at now_ns. */
 void probe_written(const char *payload, uint32_t len, uint64_t now_ns);

@@ -53,9 +53,9 @@ static void record(enum hop h, uint64_t sent_ns, uint64_t now_ns)
     hist_record(&hops[h], now_ns > sent_ns ? (now_ns - sent_ns) / 1000 : 0);
 }
 
-void probe_applied(const struct cmd *c)
+void probe_applied(struct cmd *c)
 {
-    uint64_t sent = probe_sent_ns(cmd_payload((struct cmd *)c), c->payload_len);
+    uint64_t sent = probe_sent_ns(cmd_payload(c), c->payload_len);
     if (!sent)
         return;
     record(HOP_RECEIVED, sent, c->received_ns);
