@@ -21,6 +21,9 @@ struct options {
     uint32_t max_message;      /* bytes per message payload */
     uint32_t max_conns_per_uid;
     uint32_t max_backlog;      /* unsent bytes per stream before it is ended */
+    uint64_t max_backlog_total; /* unsent bytes of all streams before the largest go */
+    uint32_t header_timeout;   /* seconds from a request's first byte to its end */
+    uint32_t keepalive;        /* TCP keepalive idle seconds, 0 off */
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */

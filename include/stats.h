@@ -14,7 +14,9 @@
     X(uids_online)      /* uids with at least one stream */                   \
     X(client_closed)    /* streams ended by their client */                   \
     X(evicted)          /* oldest stream ended by --max-conns-per-uid */      \
-    X(slow_closed)      /* ended for passing --max-backlog */                 \
+    X(slow_closed)      /* ended for passing --max-backlog(-total) */         \
+    X(input_closed)     /* ended for sending more than 4 KB after its GET */  \
+    X(backlog_bytes)    /* unsent bytes held for all streams now */           \
     X(kicked)           /* streams ended by {kick, Uid} */                    \
     X(msgs_applied)     /* messages taken from the hand-off */                \
     X(deliveries)       /* chunks written (or queued) to streams */           \
@@ -24,7 +26,8 @@
     X(http_not_found)   /* 404 */                                             \
     X(http_too_big)     /* 503 uid above --max-users */                       \
     X(http_bad_method)  /* 405 */                                             \
-    X(http_no_fds)      /* 503 because descriptors ran short */
+    X(http_no_fds)      /* 503 because descriptors ran short */               \
+    X(http_header_timeout) /* closed: request not complete in --header-timeout */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \
@@ -58,7 +61,7 @@ struct stat_pair {
 
 /* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
  * Call on the loop thread. */
-#define STATS_MAX_PAIRS 32
+#define STATS_MAX_PAIRS 48
 size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
 
 /* The pairs as one JSON object line; returns its length. */

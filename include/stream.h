@@ -37,14 +37,17 @@ struct stream {
     uint32_t uid;                    /* 4 */
     uint8_t state;                   /* 1: enum stream_state */
     uint8_t chunked;                 /* 1: HTTP/1.1 chunked, else raw HTTP/1.0 */
+    uint16_t input_bytes;            /* 2: client bytes read since the request */
 };
 
 struct stream_config {
     struct event_base *base;
-    uint32_t max_backlog;
+    uint32_t max_backlog;          /* unsent bytes per stream */
+    uint64_t max_backlog_total;    /* unsent bytes of all streams together */
 };
 
-void stream_configure(const struct stream_config *cfg);
+int stream_configure(const struct stream_config *cfg);
+void stream_unconfigure(void);
 
 /* A stream for uid whose welcome evhttp is still sending; fd is the
  * stream's own descriptor of the socket, kept for when evhttp lets go.

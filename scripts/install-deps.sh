@@ -9,6 +9,7 @@ packages=(
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests
   iproute2 procps                           # ss (CLOSE-WAIT checks), ps/pgrep in scripts
+  iptables                                  # a test drops a client's packets (vanished peer)
   gnuplot-nox                               # plots in `make bench`
 )
 

@@ -1,5 +1,6 @@
 /* Request routing and error replies. Streams leave evhttp in welcome.c. */
 #include "http_front.h"
+#include "http_guard.h"
 #include "latency_probe.h"
 #include "log.h"
 #include "stats.h"
@@ -16,6 +17,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -23,9 +25,12 @@
 
 /* Descriptors kept free for the detach dup, Erlang links and log files. */
 #define FD_RESERVE 32
+/* Seconds a connection may sit idle between requests, or writing a reply. */
+#define IDLE_TIMEOUT 30
 
 static struct evhttp *http;
 static const struct options *options;
+static int fd_limit;            /* RLIMIT_NOFILE */
 static int fd_ceiling;          /* accepted sockets at or above this get 503 */
 static int spare_fd = -1;       /* released to accept-and-refuse when fds run out */
 
@@ -123,6 +128,7 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
         refuse_no_fds(req);
         return;
     }
+    http_guard_release(req);
     if (welcome_start(req, uid) != 0)
         refuse_no_fds(req);
     else
@@ -132,6 +138,7 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
 static void on_request(struct evhttp_request *req, void *arg)
 {
     (void)arg;
+    http_guard_request_done(req);
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         loop_stats.http_bad_method++;
@@ -212,15 +219,36 @@ static int set_fd_ceiling(void)
                 (unsigned long)rl.rlim_cur);
         return -1;
     }
-    fd_ceiling = rl.rlim_cur > 0x7fffffff ? 0x7fffffff : (int)rl.rlim_cur - FD_RESERVE;
+    fd_limit = rl.rlim_cur > 0x7fffffff ? 0x7fffffff : (int)rl.rlim_cur;
+    fd_ceiling = fd_limit - FD_RESERVE;
     log_msg(LOG_DEBUG, "open-files limit %lu: up to ~%d streams", (unsigned long)rl.rlim_cur,
             fd_ceiling);
     return 0;
 }
 
+/* TCP keepalive on the listening socket, which accepted sockets inherit
+ * (no syscall per connection): a peer that vanished without FIN or RST
+ * (lost coverage, a NAT that forgot) is probed after idle seconds and
+ * dropped about idle seconds later; unacknowledged data ends it as soon. */
+static int set_keepalive(int fd, unsigned idle)
+{
+    int on = idle > 0, cnt = 4, intvl = idle / 4 > 0 ? (int)idle / 4 : 1;
+    int secs = (int)idle, user_ms = (int)idle * 2000;
+    if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0)
+        return -1;
+    if (!on)
+        return 0;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof secs) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof user_ms) != 0)
+        return -1;
+    return 0;
+}
+
 /* Our own listening socket, for a deep accept queue: connect bursts of
  * thousands a second would overflow evhttp's default backlog of 128. */
-static int listen_socket(const char *host, uint16_t port)
+static int listen_socket(const char *host, uint16_t port, unsigned keepalive)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
     if (inet_pton(AF_INET, host, &sin.sin_addr) != 1) {
@@ -230,7 +258,8 @@ static int listen_socket(const char *host, uint16_t port)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&sin, sizeof sin) != 0 || listen(fd, SOMAXCONN) != 0) {
+        set_keepalive(fd, keepalive) != 0 || bind(fd, (struct sockaddr *)&sin, sizeof sin) != 0 ||
+        listen(fd, SOMAXCONN) != 0) {
         log_msg(LOG_ERROR, "cannot listen on %s:%u: %m (port in use? pick another with --listen)",
                 host, port);
         if (fd >= 0)
@@ -258,10 +287,12 @@ int http_front_start(struct event_base *base, const struct options *opts)
                                          EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_max_headers_size(http, 8192);
     evhttp_set_max_body_size(http, 8192);
-    evhttp_set_timeout(http, 30);       /* for requests still being read */
+    evhttp_set_timeout(http, IDLE_TIMEOUT);
+    if (http_guard_init(http, opts->header_timeout, IDLE_TIMEOUT, fd_limit) != 0)
+        return -1;
     evhttp_set_gencb(http, on_request, NULL);
 
-    int fd = listen_socket(opts->listen_host, opts->listen_port);
+    int fd = listen_socket(opts->listen_host, opts->listen_port, opts->keepalive);
     if (fd < 0)
         return -1;
     struct evhttp_bound_socket *bound = evhttp_accept_socket_with_handle(http, fd);
@@ -280,5 +311,6 @@ void http_front_stop(void)
     if (http) {
         evhttp_free(http);
         http = NULL;
+        http_guard_free();
     }
 }

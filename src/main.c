@@ -79,7 +79,10 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "cannot start %u writer threads; lower --writers", opts.writers - 1);
         return 1;
     }
-    stream_configure(&(struct stream_config){.base = base, .max_backlog = opts.max_backlog});
+    if (stream_configure(&(struct stream_config){.base = base,
+                                                  .max_backlog = opts.max_backlog,
+                                                  .max_backlog_total = opts.max_backlog_total}) != 0)
+        return 1;
 
     struct handoff *inbox = handoff_new(HANDOFF_BYTES);
     struct handoff *outbox = handoff_new(OUTBOUND_BYTES);
@@ -105,6 +108,7 @@ int main(int argc, char **argv)
     event_free(sigint);
     event_free(sigterm);
     dispatch_stop();
+    stream_unconfigure();
     presence_free();
     event_base_free(base);
     handoff_free(inbox);

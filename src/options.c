@@ -27,6 +27,12 @@ static const char usage_text[] =
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
     "  --max-backlog BYTES      unsent bytes a stream may hold before it is ended\n"
     "                           as a slow consumer (default 1048576)\n"
+    "  --max-backlog-total BYTES  unsent bytes of all streams together; past it the\n"
+    "                           streams holding the most are ended (default 268435456)\n"
+    "  --header-timeout SECONDS a request must be complete this long after its first\n"
+    "                           byte, however slowly it trickles in (default 10)\n"
+    "  --keepalive SECONDS      TCP keepalive: a peer silent this long is probed and\n"
+    "                           dropped within about twice that (default 60; 0 off)\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
     "  --probe-latency          for benchmarks: GET /probe gives the age of messages\n"
@@ -38,7 +44,8 @@ static const char usage_text[] =
     "      --version            print the version\n";
 
 enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
-       OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_WRITERS, OPT_PROBE, OPT_VERSION };
+       OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
+       OPT_WRITERS, OPT_PROBE, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -50,6 +57,9 @@ static const struct option long_opts[] = {
     {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
     {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
     {"max-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
+    {"max-backlog-total", required_argument, NULL, OPT_MAX_BACKLOG_TOTAL},
+    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+    {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"verbose", no_argument, NULL, 'v'},
@@ -75,7 +85,7 @@ static int bad(const char *what, const char *value, const char *hint)
     return -1;
 }
 
-static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -83,6 +93,15 @@ static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
         return -1;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    uint64_t v;
+    if (parse_u64(s, lo, hi, &v))
         return -1;
     *out = (uint32_t)v;
     return 0;
@@ -133,6 +152,9 @@ static void set_defaults(struct options *o)
     o->max_message = 65536;
     o->max_conns_per_uid = 8;
     o->max_backlog = 1u << 20;
+    o->max_backlog_total = 256u << 20;
+    o->header_timeout = 10;
+    o->keepalive = 60;
     o->verbosity = 1;
     o->writers = usable_cpus();
     if (o->writers > 4)
@@ -186,6 +208,18 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_MAX_BACKLOG:
             if (parse_u32(optarg, 1024, 1u << 30, &o->max_backlog))
                 return bad("--max-backlog", optarg, "expected 1024 to 1073741824 bytes");
+            break;
+        case OPT_MAX_BACKLOG_TOTAL:
+            if (parse_u64(optarg, 1024, 1ull << 40, &o->max_backlog_total))
+                return bad("--max-backlog-total", optarg, "expected 1024 to 2^40 bytes");
+            break;
+        case OPT_HEADER_TIMEOUT:
+            if (parse_u32(optarg, 1, 3600, &o->header_timeout))
+                return bad("--header-timeout", optarg, "expected 1 to 3600 seconds");
+            break;
+        case OPT_KEEPALIVE:
+            if (parse_u32(optarg, 0, 32767, &o->keepalive))
+                return bad("--keepalive", optarg, "expected 0 (off) to 32767 seconds");
             break;
         case OPT_WRITERS:
             if (parse_u32(optarg, 1, 64, &o->writers))

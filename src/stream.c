@@ -14,22 +14,89 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Bytes a stream could not write yet, in order. */
+/* Bytes a stream could not write yet, in order. Backlogged streams are
+ * listed (through their outbuf, so an idle stream pays nothing) for
+ * --max-backlog-total to find the largest. */
 struct outbuf {
+    struct outbuf *prev, *next;   /* backlogged streams */
+    struct stream *owner;
     uint32_t off;      /* first unsent byte */
     uint32_t len;      /* end of unsent bytes */
     uint32_t cap;
     char data[];
 };
 
+/* Client bytes a stream tolerates after its request (a stray CRLF, a
+ * pipelined request it drops); more and the client is misbehaving. */
+#define STREAM_INPUT_ALLOWANCE 4096
+
 static const char terminator[] = "0\r\n\r\n";
 
 static struct stream_config config;
+static struct outbuf *backlogged;     /* list head */
+static struct event *trim_ev;         /* ends the largest backlogs, outside any batch */
 
 /* 152-byte records in blocks of 1024 (152 KB). */
 static struct pool streams = POOL_INIT(sizeof(struct stream), 1024);
 
-void stream_configure(const struct stream_config *cfg) { config = *cfg; }
+static int by_backlog_desc(const void *a, const void *b)
+{
+    const struct outbuf *x = *(struct outbuf *const *)a, *y = *(struct outbuf *const *)b;
+    uint32_t px = x->len - x->off, py = y->len - y->off;
+    return px < py ? 1 : px > py ? -1 : 0;
+}
+
+static void stream_close(struct stream *s);
+
+/* The sum of unsent bytes passed --max-backlog-total: end the streams
+ * holding the most until it is back under. Runs from the loop, never
+ * inside a write batch. */
+static void on_trim(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    size_t n = 0;
+    for (struct outbuf *o = backlogged; o; o = o->next)
+        n++;
+    struct outbuf **all = malloc(n * sizeof *all);
+    if (!all) {
+        log_msg(LOG_ERROR, "cannot sort %zu backlogged streams: out of memory", n);
+        return;
+    }
+    n = 0;
+    for (struct outbuf *o = backlogged; o; o = o->next)
+        all[n++] = o;
+    qsort(all, n, sizeof *all, by_backlog_desc);
+    size_t ended = 0;
+    for (size_t i = 0; i < n && loop_stats.backlog_bytes > config.max_backlog_total; i++) {
+        loop_stats.slow_closed++;
+        stream_close(all[i]->owner);
+        ended++;
+    }
+    free(all);
+    static struct log_ratelimit rl;
+    log_limited(&rl, LOG_INFO, "unsent bytes passed --max-backlog-total: ended the %zu "
+                "streams holding the most", ended);
+}
+
+int stream_configure(const struct stream_config *cfg)
+{
+    config = *cfg;
+    trim_ev = event_new(cfg->base, -1, 0, on_trim, NULL);
+    if (!trim_ev) {
+        log_msg(LOG_ERROR, "cannot create the backlog trim event: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void stream_unconfigure(void)
+{
+    if (trim_ev)
+        event_free(trim_ev);
+    trim_ev = NULL;
+}
 
 static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
 
@@ -48,10 +115,12 @@ struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, in
     return s;
 }
 
+static void outbuf_release(struct stream *s);
+
 static void stream_free(struct stream *s)
 {
     uidtable_remove(s);
-    free(s->out);
+    outbuf_release(s);
     pool_free(&streams, s);
     loop_stats.streams_open--;
 }
@@ -71,6 +140,37 @@ static void stream_close(struct stream *s)
     event_del(&s->u.ev);
     close(stream_fd(s));
     stream_free(s);
+}
+
+static void outbuf_link(struct outbuf *o)
+{
+    o->prev = NULL;
+    o->next = backlogged;
+    if (backlogged)
+        backlogged->prev = o;
+    backlogged = o;
+}
+
+static void outbuf_unlink(struct outbuf *o)
+{
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        backlogged = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+}
+
+/* Frees the backlog, unsent bytes and all. */
+static void outbuf_release(struct stream *s)
+{
+    struct outbuf *o = s->out;
+    if (!o)
+        return;
+    loop_stats.backlog_bytes -= o->len - o->off;
+    outbuf_unlink(o);
+    free(o);
+    s->out = NULL;
 }
 
 /* Appends n bytes to the backlog; -1 when it would pass --max-backlog. */
@@ -94,17 +194,28 @@ static int outbuf_append(struct stream *s, const char *p, size_t n)
                 want *= 2;
             if (want > config.max_backlog)
                 want = config.max_backlog;
+            if (o)
+                outbuf_unlink(o);
             struct outbuf *grown = realloc(o, sizeof *o + want);
-            if (!grown)
+            if (!grown) {
+                if (o)
+                    outbuf_link(o);
                 return -1;
-            if (!o)
+            }
+            if (!o) {
                 grown->off = grown->len = 0;
+                grown->owner = s;
+            }
             grown->cap = (uint32_t)want;
+            outbuf_link(grown);
             s->out = o = grown;
         }
     }
     memcpy(o->data + o->len, p, n);
     o->len += (uint32_t)n;
+    loop_stats.backlog_bytes += n;
+    if (loop_stats.backlog_bytes > config.max_backlog_total && trim_ev)
+        event_active(trim_ev, EV_TIMEOUT, 0);
     return 0;
 }
 
@@ -134,9 +245,9 @@ static int stream_flush(struct stream *s)
             return -1;
         }
         o->off += (uint32_t)n;
+        loop_stats.backlog_bytes -= (uint64_t)n;
     }
-    free(o);
-    s->out = NULL;
+    outbuf_release(s);
     return 1;
 }
 
@@ -146,7 +257,8 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
 
     if (what & EV_READ) {
         /* Clients do not talk after their GET: a read is EOF, an error, or
-         * pipelined bytes we drop. */
+         * a few stray bytes we drop. Past the allowance, reading them would
+         * only spend our CPU on a client that ignores the protocol. */
         char sink[512];
         ssize_t n = recv(fd, sink, sizeof sink, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -154,6 +266,13 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
             stream_close(s);
             return;
         }
+        if (n > 0 && s->input_bytes + (size_t)n > STREAM_INPUT_ALLOWANCE) {
+            loop_stats.input_closed++;
+            stream_close(s);
+            return;
+        }
+        if (n > 0)
+            s->input_bytes = (uint16_t)(s->input_bytes + n);
     }
     if ((what & EV_WRITE) && s->out) {
         int r = stream_flush(s);

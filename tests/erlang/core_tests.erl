@@ -57,7 +57,8 @@ cli_test_() ->
             "--cookie", "x"],
     Bad = [["--max-users", "abc"], ["--max-conns-per-uid", "x"], ["--max-message", "12k"],
            ["--listen", "127.0.0.1:notaport"], ["--writers", "0"], ["--writers", "65"],
-           ["--writers", "two"]],
+           ["--writers", "two"], ["--header-timeout", "0"], ["--keepalive", "-1"],
+           ["--keepalive", "40000"], ["--max-backlog-total", "100"]],
     [{"bad option " ++ lists:flatten(lists:join(" ", B)),
       {timeout, 15, fun() ->
                             {St, Out} = httpdcnode_test_lib:run_cli(Base ++ B, 5000),

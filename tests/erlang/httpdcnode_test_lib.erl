@@ -269,7 +269,8 @@ run_cli(Args, Timeout) ->
 %%% ================================================================
 
 %% Opts: master (atom, or a master map), max_users, max_message,
-%% max_conns_per_uid, max_backlog, presence, extra_args (list of strings),
+%% max_conns_per_uid, max_backlog, max_backlog_total, header_timeout,
+%% keepalive, presence, extra_args (list of strings),
 %% fd_limit (the server's open-files limit, soft and hard, set by prlimit).
 %% Without a master, one that never runs is named so the server does not
 %% go to the default name another run may use.
@@ -319,6 +320,9 @@ option_args(Opts) ->
                                                           {max_message, "--max-message"},
                                                           {max_conns_per_uid, "--max-conns-per-uid"},
                                                           {max_backlog, "--max-backlog"},
+                                                          {max_backlog_total, "--max-backlog-total"},
+                                                          {header_timeout, "--header-timeout"},
+                                                          {keepalive, "--keepalive"},
                                                           {presence, "--presence"}],
                                              maps:is_key(K, Opts)]).
 

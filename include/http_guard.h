@@ -1,0 +1,29 @@
+/* Bounds on a connection while evhttp still reads its requests: how much
+ * it may read ahead, and how long one request may take to arrive. */
+#ifndef HTTPDCNODE_HTTP_GUARD_H
+#define HTTPDCNODE_HTTP_GUARD_H
+
+#include <event2/event.h>
+
+struct evhttp;
+struct evhttp_request;
+
+/* Input evhttp may hold for one connection. A request (line and headers)
+ * is at most 8 KB; the rest is read-ahead that a client sending faster
+ * than we answer would otherwise grow without bound. */
+#define HTTP_READ_AHEAD_MAX (16u << 10)
+
+/* Makes evhttp create each connection's bufferevent through us, so that it
+ * has the read-ahead bound and a deadline for each request: header_timeout
+ * seconds from its first byte, however slowly the rest trickles in.
+ * max_fds: descriptors the process may hold (the deadline table's size). */
+int http_guard_init(struct evhttp *http, unsigned header_timeout, int idle_timeout,
+                    int max_fds);
+/* The request is complete (evhttp hands it to us): its deadline is over. */
+void http_guard_request_done(struct evhttp_request *req);
+/* The connection becomes a stream and reads no more requests: the stream
+ * bounds what comes next, and the close callback becomes welcome.c's. */
+void http_guard_release(struct evhttp_request *req);
+void http_guard_free(void);
+
+#endif
