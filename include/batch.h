@@ -4,8 +4,9 @@
  * the same uid wait in the ring, this turns many small TCP sends into one;
  * with no backlog a batch holds a message or two and adds nothing.
  *
- * Outside a drain the batch is empty: a stream is never freed with
- * deliveries pending (batch_flush first, as kick does). */
+ * A stream closed by a flush stays a valid record until the loop callback
+ * is over (stream.c's reaper), so holding stream pointers across a flush
+ * is safe; later deliveries to it are dropped. */
 #ifndef HTTPDCNODE_BATCH_H
 #define HTTPDCNODE_BATCH_H
 
@@ -13,11 +14,10 @@
 
 struct stream;
 
-/* Makes room for n more deliveries, flushing if needed. Call it before
- * taking stream pointers: a flush may end (and free) streams. */
+/* Makes room for n more deliveries, flushing if needed. */
 void batch_room(uint32_t n);
-/* Queues data (valid until batch_flush) for s; never flushes, so s and
- * its neighbours stay valid. Room must have been made with batch_room. */
+/* Queues data (valid until batch_flush) for s. Room must have been made
+ * with batch_room (asserted). */
 void batch_add(struct stream *s, const char *data, uint32_t len);
 /* Queues the reply {Ref, n} (reply: the encoded Pid and Ref, valid until
  * batch_flush), sent once the writes it counts are done. */

@@ -1,5 +1,19 @@
-/* A lean streaming connection: what is left of an HTTP request once its
- * headers and welcome chunk went out through evhttp. */
+/* A stream: one client's open response, to which every message for its
+ * uid is written. stream.c is the one place that creates, registers in
+ * the uid table, unregisters and frees a stream.
+ *
+ * Life of a stream:
+ *   stream_open      WELCOMING  in the uid table; evhttp still owns the
+ *                               socket and sends the head and welcome
+ *                               (welcome.c); messages are queued
+ *   stream_import    LIVE       the socket left evhttp (socket_export.c);
+ *                               we write to it and watch it for EOF
+ *   stream_end/close CLOSED     out of the uid table, socket closed; the
+ *                               record is freed later, by the reaper, so
+ *                               that no caller holding it (a write batch)
+ *                               ever sees it freed under its feet
+ * Ended while WELCOMING it becomes ENDING (terminator after the import);
+ * closed while evhttp holds it, ABANDONED until welcome.c releases it. */
 #ifndef HTTPDCNODE_STREAM_H
 #define HTTPDCNODE_STREAM_H
 
@@ -8,83 +22,89 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct evhttp_request;
-struct outbuf;
+struct backlog;
 
 enum stream_state {
-    STREAM_WELCOMING = 1,   /* evhttp still owns the socket and flushes the welcome */
-    STREAM_ENDING,          /* ended while welcoming: out of the uid table, it gets
-                             * its queued messages and terminating chunk once the
-                             * welcome is flushed */
-    STREAM_DETACHED,        /* we own the socket; ev watches it */
+    STREAM_WELCOMING = 1,
+    STREAM_ENDING,
+    STREAM_LIVE,
+    STREAM_ABANDONED,
+    STREAM_CLOSED,
 };
 
 /* Cost per stream: this struct, 152 bytes from a pool (no malloc header),
  * plus libevent's per-fd entry (a 32 B malloc chunk) and its fd-indexed
- * pointer (8 B), plus the uid table slot it shares with its uid. An
- * outbuf exists only while the kernel would not take a write. */
+ * pointer (8 B), plus the uid table slot it shares with its uid. A
+ * backlog exists only while the kernel would not take a write. */
 struct stream {
     union {
-        struct event ev;             /* 128: EV_READ for EOF, + EV_WRITE while backlogged */
-        struct {                     /* while STREAM_WELCOMING or _ENDING: */
+        struct event ev;             /* 128: LIVE: EV_READ, + EV_WRITE while backlogged */
+        struct {                     /* WELCOMING, ENDING, ABANDONED: */
             struct evhttp_request *req;
-            int fd;                  /* our own descriptor of the socket */
+            int fd;                  /* our own descriptor of the socket, -1 once closed */
         } w;
     } u;
-    struct stream *next;             /* 8: next older stream of the same uid */
-    struct outbuf *out;              /* 8: unsent bytes, NULL when idle */
+    struct stream *next;             /* 8: next older stream of the uid; CLOSED: reap list */
+    struct backlog *out;             /* 8: unsent bytes, NULL when idle */
     uint32_t uid;                    /* 4 */
     uint8_t state;                   /* 1: enum stream_state */
-    uint8_t chunked;                 /* 1: HTTP/1.1 chunked, else raw HTTP/1.0 */
+    uint8_t framing;                 /* 1: enum framing_kind */
     uint16_t input_bytes;            /* 2: client bytes read since the request */
 };
+
+_Static_assert(sizeof(struct stream) == sizeof(struct event) + 24,
+               "struct stream grew: update the cost above and BENCHMARKS.md");
 
 struct stream_config {
     struct event_base *base;
     uint32_t max_backlog;          /* unsent bytes per stream */
     uint64_t max_backlog_total;    /* unsent bytes of all streams together */
+    uint32_t max_conns_per_uid;    /* the oldest beyond it is ended */
 };
 
 int stream_configure(const struct stream_config *cfg);
+/* Frees what the reaper holds and the configuration's events. */
 void stream_unconfigure(void);
 
-/* A stream for uid whose welcome evhttp is still sending; fd is the
- * stream's own descriptor of the socket, kept for when evhttp lets go.
- * The caller sets chunked once the reply's headers are chosen. */
-struct stream *stream_new_welcoming(uint32_t uid, struct evhttp_request *req, int fd);
+/* A new stream for uid whose head evhttp is sending; fd is our own
+ * descriptor of the socket (socket_export_reserve). Registered in the uid
+ * table at once; the uid's oldest stream is ended if it now has too many.
+ * NULL when out of memory. */
+struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd);
 
-/* Takes over the socket once evhttp let go of it: watches it for EOF and
- * writes what was queued during the welcome. Returns -1 when the stream is
- * gone: that failed, or it had been ended (STREAM_ENDING) and now was. */
-int stream_attach(struct stream *s);
+/* The socket left evhttp: watch it and write what was queued. -1 when the
+ * stream is gone (that failed, or it was ENDING and now has ended). */
+int stream_import(struct stream *s);
 
-/* Writes whole framed messages (iov, total bytes); what the socket does
- * not take is kept, up to --max-backlog. Returns 0 when written or kept,
- * -1 when the stream was ended (error or slow consumer; it is freed). */
-struct iovec;
-int stream_write(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
+/* evhttp let go of a stream it held (the client left, the head could not
+ * be sent, or the stream was ABANDONED): it closes and is freed later. */
+void stream_release(struct stream *s, int client_left);
 
-/* For writes made by a writer thread (write_pool.c): the descriptor to
- * writev whole messages to, or -1 when they must go through stream_write
- * (a backlog is queued, or the welcome is still going out). */
+/* Ends a stream on purpose (kick, eviction, shutdown): its framing's
+ * terminator, then the close. The reason is counted by the caller. */
+void stream_end(struct stream *s);
+
+/* Writes whole framed messages (iov, total bytes), or queues them when the
+ * socket is not ours yet or has a backlog. What the socket does not take
+ * is kept up to --max-backlog, then the stream is closed (slow_closed).
+ * 0 when written or kept, -1 when the stream is closed (now or before). */
+int stream_send(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
+
+/* For writes made elsewhere (a write job, possibly on a writer thread):
+ * the descriptor to writev whole messages to, or -1 when they must go
+ * through stream_send. */
 int stream_direct_fd(const struct stream *s);
 
-/* What stream_write does after its writev returned n (errno err when
- * n < 0): keeps the unsent rest, or ends the stream. Same return. */
+/* Loop thread, after such a writev returned n (errno err when n < 0):
+ * keeps the unsent rest or closes the stream, as stream_send does. */
 int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, size_t total,
                       ssize_t n, int err);
 
-/* The chunk size line "%x\r\n" of n into buf[10]; returns its length. */
-size_t stream_chunk_header(char *buf, uint32_t n);
-
-/* Ends a stream on purpose: terminating chunk when chunked, then close and
- * free; a stream still in its welcome leaves the uid table now and ends
- * when the welcome is out. The reason is counted by the caller. */
-void stream_end(struct stream *s);
-
-/* Closes and frees a stream still in its welcome (evhttp's side is the
- * caller's business). */
-void stream_free_welcoming(struct stream *s);
+/* Frees every closed stream now (the reaper does it after each loop
+ * callback; shutdown calls it once the loop has stopped). */
+void stream_reap(void);
 
 #endif

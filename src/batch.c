@@ -1,26 +1,27 @@
 /* Batching of deliveries: entries in arrival order, grouped per stream
  * at flush time by a stable sort (a stream's messages keep their order). */
 #include "batch.h"
+#include "framing.h"
 #include "latency_probe.h"
 #include "outbound.h"
 #include "stream.h"
 #include "write_pool.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
 
 /* Deliveries held at once; a flush makes room. 64K * 32 B = 2 MB, twice. */
 #define BATCH_MAX 65536
-/* iovecs per writev: 3 per chunked message, within the kernel's IOV_MAX. */
+/* iovecs per writev, within the kernel's IOV_MAX. */
 #define IOV_PER_WRITE 1023
 
 struct entry {
     struct stream *s;
     const char *data;
     uint32_t len;
-    char hdr[10];          /* "%x\r\n" chunk size line: 8 hex digits at most */
-    uint8_t hdr_len;
+    struct framing_prefix prefix;
 };
 
 static struct entry entries[BATCH_MAX];
@@ -44,12 +45,12 @@ void batch_room(uint32_t n)
 
 void batch_add(struct stream *s, const char *data, uint32_t len)
 {
-    struct entry *e = &entries[count];
+    assert(count < BATCH_MAX);          /* batch_room came first */
+    struct entry *e = &entries[count++];
     e->s = s;
     e->data = data;
     e->len = len;
-    count++;
-    e->hdr_len = s->chunked ? (uint8_t)stream_chunk_header(e->hdr, len) : 0;
+    framing_prefix(s->framing, len, &e->prefix);
 }
 
 /* Stable bottom-up merge sort by stream, into a static buffer: the hot
@@ -86,8 +87,6 @@ static void probe_entries_written(uint32_t from, uint32_t to, uint64_t now_ns)
         probe_written(entries[from].data, entries[from].len, now_ns);
 }
 
-static const struct iovec crlf = {(void *)"\r\n", 2};
-
 /* Frames entries[from, to) into iov: as many whole messages as max iovecs
  * hold. Sets *n and *total; returns the first entry not taken. */
 static uint32_t frame(uint32_t from, uint32_t to, struct iovec *iov, int max, int *n,
@@ -95,22 +94,18 @@ static uint32_t frame(uint32_t from, uint32_t to, struct iovec *iov, int max, in
 {
     int k = 0;
     size_t bytes = 0;
-    for (; from < to && k + 3 <= max; from++) {
+    for (; from < to && k + FRAMING_IOV_MAX <= max; from++) {
         struct entry *e = &entries[from];
-        if (e->hdr_len)
-            iov[k++] = (struct iovec){e->hdr, e->hdr_len};
-        iov[k++] = (struct iovec){(void *)e->data, e->len};
-        if (e->hdr_len)
-            iov[k++] = crlf;
-        bytes += e->hdr_len + e->len + (e->hdr_len ? 2u : 0u);
+        k += framing_iov(e->s->framing, &e->prefix, e->data, e->len, iov + k, &bytes);
     }
     *n = k;
     *total = bytes;
     return from;
 }
 
-/* Writes entries[from, to), all for one stream, in as few writevs as the
- * iovec limit allows. Stops if the stream is ended on the way. */
+/* Writes entries[from, to), all for one stream, through stream_send (which
+ * queues them when the stream has a backlog or is still welcoming), in as
+ * few writevs as the iovec limit allows. Stops once the stream is closed. */
 static void write_run(uint32_t from, uint32_t to)
 {
     struct iovec iov[IOV_PER_WRITE];
@@ -120,41 +115,32 @@ static void write_run(uint32_t from, uint32_t to)
         struct stream *s = entries[from].s;
         uint32_t first = from;
         from = frame(from, to, iov, IOV_PER_WRITE, &n, &total);
-        int ended = stream_write(s, iov, n, total);
+        int closed = stream_send(s, iov, n, total);
         if (probe_enabled)
             probe_entries_written(first, from, probe_now_ns());
-        if (ended)
-            return;        /* ended (and freed): drop the rest of its run */
+        if (closed)
+            return;
     }
 }
 
-/* A batch writing to fewer streams is not worth building jobs for. */
-#define PARALLEL_MIN_STREAMS WRITE_POOL_MIN_JOBS
-
-/* The writer threads' share of a batch: one job per stream, its iovecs,
- * and which entries it carries. 48 + 16 * 3 + 16 bytes per stream at most,
- * touched only as far as the largest fan-out went. */
+/* One write job per stream that can take a plain writev, made here and run
+ * by write_pool_run: on this thread for a few, spread over the writer
+ * threads for many. 48 + 16 * 3 + 16 bytes per stream at most, touched
+ * only as far as the largest fan-out went. */
 struct job_owner {
     struct stream *s;
-    uint32_t from, to;           /* entries[from, to) */
+    uint32_t taken, to;          /* entries the job carries end at taken */
+    uint32_t from;
 };
 static struct write_job jobs[BATCH_MAX];
 static struct job_owner owners[BATCH_MAX];
-static struct iovec job_iov[BATCH_MAX * 3];
+static struct iovec job_iov[BATCH_MAX * FRAMING_IOV_MAX];
 
-static uint32_t count_streams(uint32_t n)
-{
-    uint32_t k = n > 0;
-    for (uint32_t i = 1; i < n; i++)
-        k += entries[i].s != entries[i - 1].s;
-    return k;
-}
-
-/* Streams that can take a plain writev become jobs for the writer threads;
- * the others (backlogged, still welcoming, or too many messages for one
- * writev) are written here first. Streams are only looked at again, and
- * ended if their write failed, after the join. */
-static void write_parallel(uint32_t n)
+/* Writes entries[0, n), sorted by stream. Streams with a backlog or still
+ * welcoming queue theirs at once; the others become jobs, and what a job
+ * could not carry (more messages than one writev takes) follows it. The
+ * results are handled here, on the loop thread, after every job ran. */
+static void write_all(uint32_t n)
 {
     uint32_t njobs = 0, niov = 0;
     for (uint32_t from = 0, i = 1; i <= n; i++) {
@@ -162,41 +148,27 @@ static void write_parallel(uint32_t n)
             continue;
         struct stream *s = entries[from].s;
         int fd = stream_direct_fd(s);
-        if (fd < 0 || 3 * (i - from) > IOV_PER_WRITE) {
+        if (fd < 0) {
             write_run(from, i);
         } else {
             struct write_job *j = &jobs[njobs];
             *j = (struct write_job){.iov = &job_iov[niov], .fd = fd};
-            frame(from, i, &job_iov[niov], IOV_PER_WRITE, &j->iovcnt, &j->total);
+            uint32_t taken = frame(from, i, &job_iov[niov], IOV_PER_WRITE, &j->iovcnt, &j->total);
             niov += (uint32_t)j->iovcnt;
-            owners[njobs++] = (struct job_owner){s, from, i};
+            owners[njobs++] = (struct job_owner){.s = s, .from = from, .taken = taken, .to = i};
         }
         from = i;
     }
     write_pool_run(jobs, njobs);
     for (uint32_t k = 0; k < njobs; k++) {
         struct write_job *j = &jobs[k];
+        struct job_owner *o = &owners[k];
         if (probe_enabled)
-            probe_entries_written(owners[k].from, owners[k].to, j->done_ns);
-        stream_write_done(owners[k].s, j->iov, j->iovcnt, j->total, j->result, j->error);
+            probe_entries_written(o->from, o->taken, j->done_ns);
+        if (stream_write_done(o->s, j->iov, j->iovcnt, j->total, j->result, j->error) == 0 &&
+            o->taken < o->to)
+            write_run(o->taken, o->to);
     }
-}
-
-static void write_all(void)
-{
-    if (count > 1)
-        sort_by_stream();
-    uint32_t n = count, from = 0;
-    count = 0;
-    if (write_pool_helpers() > 0 && count_streams(n) >= PARALLEL_MIN_STREAMS) {
-        write_parallel(n);
-        return;
-    }
-    for (uint32_t i = 1; i <= n; i++)
-        if (i == n || entries[i].s != entries[from].s) {
-            write_run(from, i);
-            from = i;
-        }
 }
 
 void batch_ack(const char *reply, uint16_t reply_len, uint32_t n)
@@ -208,8 +180,12 @@ void batch_ack(const char *reply, uint16_t reply_len, uint32_t n)
 
 void batch_flush(void)
 {
-    if (count)
-        write_all();
+    if (count > 1)
+        sort_by_stream();
+    uint32_t n = count;
+    count = 0;
+    if (n)
+        write_all(n);
     for (uint32_t i = 0; i < nacks; i++)
         outbound_ack(acks[i].reply, acks[i].reply_len, acks[i].n);
     nacks = 0;

@@ -21,7 +21,7 @@ static struct handoff *inbox;
 static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
 {
     uint32_t n = uidtable_count(uid);
-    batch_room(n);                 /* before holding any of the uid's streams */
+    batch_room(n);
     for (struct stream *s = uidtable_first(uid); s; s = s->next)
         batch_add(s, data, len);
     return n;

@@ -1,12 +1,11 @@
-/* Request routing and error replies. Streams leave evhttp in welcome.c. */
+/* Request routing and error replies. Streams start in welcome.c. */
 #include "http_front.h"
 #include "http_guard.h"
 #include "latency_probe.h"
 #include "log.h"
 #include "stats.h"
-#include "stream.h"
+#include "socket_export.h"
 #include "uid.h"
-#include "uidtable.h"
 #include "welcome.h"
 
 #include <errno.h>
@@ -90,16 +89,6 @@ static void refuse_no_fds(struct evhttp_request *req)
                "Server is at its connection limit, try again later");
 }
 
-/* A new stream made uid go over its limit: its oldest one ends. */
-static void evict_oldest_if_over(uint32_t uid)
-{
-    if (uidtable_count(uid) <= options->max_conns_per_uid)
-        return;
-    struct stream *oldest = uidtable_oldest(uid);
-    loop_stats.evicted++;
-    stream_end(oldest);
-}
-
 static void serve_stream(struct evhttp_request *req, const char *uid_text)
 {
     uint32_t uid;
@@ -131,8 +120,6 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
     http_guard_release(req);
     if (welcome_start(req, uid) != 0)
         refuse_no_fds(req);
-    else
-        evict_oldest_if_over(uid);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -272,7 +259,7 @@ static int listen_socket(const char *host, uint16_t port, unsigned keepalive)
 int http_front_start(struct event_base *base, const struct options *opts)
 {
     options = opts;
-    if (set_fd_ceiling() != 0 || welcome_init() != 0)
+    if (set_fd_ceiling() != 0 || socket_export_init() != 0)
         return -1;
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     http = evhttp_new(base);
@@ -312,5 +299,6 @@ void http_front_stop(void)
         evhttp_free(http);
         http = NULL;
         http_guard_free();
+        socket_export_free();
     }
 }

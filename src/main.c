@@ -81,7 +81,8 @@ int main(int argc, char **argv)
     }
     if (stream_configure(&(struct stream_config){.base = base,
                                                   .max_backlog = opts.max_backlog,
-                                                  .max_backlog_total = opts.max_backlog_total}) != 0)
+                                                  .max_backlog_total = opts.max_backlog_total,
+                                                  .max_conns_per_uid = opts.max_conns_per_uid}) != 0)
         return 1;
 
     struct handoff *inbox = handoff_new(HANDOFF_BYTES);
