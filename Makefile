@@ -1,6 +1,7 @@
 # httpdcnode: comet push server with an Erlang C-node bridge.
 # `make` builds the server, the load client and the Erlang modules.
 # `make test` installs missing Debian packages first, then builds and runs every test.
+# `make fuzz FUZZ_SECONDS=N` runs each libFuzzer harness of tests/fuzz for N seconds.
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -35,7 +36,7 @@ ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
 TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
 
-.PHONY: all deps test unit-test erl-test bench run install clean check-ei
+.PHONY: all deps test unit-test erl-test bench fuzz run install clean check-ei
 
 all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) writefloor wakefloor $(ERL_BEAM) $(ERL_APPF)
 
@@ -84,6 +85,29 @@ build/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | build
 # Client tests #include the client's sources: rebuild them when those change.
 $(filter build/tests/test_client_%,$(UNIT_BIN)): $(CLIENT_SRC) $(wildcard tools/httpclient/*.h)
 
+# libFuzzer harnesses (clang), each with the sources it exercises.
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+                -fno-sanitize-recover=all $(WARN) -Iinclude
+FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp
+
+build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/term.c include/term.h include/cmd.h | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(EI_DIR)/include -o $@ $< src/term.c -L$(EI_DIR)/lib -lei -lpthread
+
+build/fuzz/fuzz_uid: tests/fuzz/fuzz_uid.c src/uid.c include/uid.h | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< src/uid.c
+
+build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/uid.c include/uid.h | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(EV_CFLAGS) -o $@ $< src/uid.c $(EV_LIBS)
+
+build/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(wildcard tools/httpclient/resp_parser.*) | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $<
+
 deps:
 	scripts/install-deps.sh
 
@@ -92,6 +116,11 @@ test: deps
 	$(MAKE) all
 	$(MAKE) $(UNIT_BIN) $(TERL_BEAM)
 	scripts/run-tests.sh
+
+# Each harness for FUZZ_SECONDS; fails on any crash (inputs in build/fuzz/artifacts).
+fuzz: deps
+	$(MAKE) check-ei $(FUZZ_BIN)
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 bench: deps
 	$(MAKE) all

@@ -11,7 +11,8 @@
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
  * chunk would end a chunked stream). A term nested deeper than
- * TERM_MAX_DEPTH is refused as a bad shape. */
+ * TERM_MAX_DEPTH, or whose encoding runs past the message, is refused as a
+ * bad shape. */
 #ifndef HTTPDCNODE_TERM_H
 #define HTTPDCNODE_TERM_H
 
@@ -52,9 +53,10 @@ struct term_view {
     int reply_len;         /* bytes of Pid and Ref, encoded */
 };
 
-/* Checks the term at buf[index] (index just past the version byte) and
- * fills v. Everything is validated here, so the copies below cannot fail. */
-enum term_error term_parse(const char *buf, int index, const struct term_limits *lim,
+/* Checks the term at buf[index] (index just past the version byte), which
+ * must lie wholly before buf[end], and fills v. Everything is validated
+ * here, so the copies below cannot fail nor read past end. */
+enum term_error term_parse(const char *buf, int index, int end, const struct term_limits *lim,
                            struct term_view *v);
 
 /* Copies the uid list of a TERM_MULTICAST view into out[nuids]. */

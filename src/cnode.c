@@ -247,17 +247,18 @@ static void *reserve_record(size_t size)
     return rec;
 }
 
-static void handle_message(const char *buf)
+/* buf[0..len) is one message, as ei_xreceive_msg leaves it in xbuf. */
+static void handle_message(const char *buf, int len)
 {
     int index = 0, version;
     struct term_view v;
     enum term_error e;
 
     atomic_fetch_add(&cnode_stats.msgs_in, 1);
-    if (ei_decode_version(buf, &index, &version) != 0)
+    if (len < 1 || ei_decode_version(buf, &index, &version) != 0)
         e = TERM_BAD_SHAPE;
     else
-        e = term_parse(buf, index, &limits, &v);
+        e = term_parse(buf, index, len, &limits, &v);
     if (e != TERM_OK) {
         count_bad_term(e);
         return;
@@ -301,7 +302,7 @@ static void read_link(int i)
         }
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
                              msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
-            handle_message(xbuf.buff);
+            handle_message(xbuf.buff, xbuf.index);   /* index: the message length */
         if (!erl_socket_buffered(fd))
             return;             /* the next poll says when the socket has more */
     }

@@ -139,16 +139,121 @@ static enum term_error parse_reply_to(const char *buf, int *index, struct term_v
     return TERM_OK;
 }
 
-/* ei's decoders recurse once per level of nesting: a term nested deep
- * enough would overflow the C-node thread's stack. This walk, iterative,
- * refuses such terms (and funs, whose skipping recurses too) first. */
+/* ei's decoders trust the bytes they are given: a length field pointing
+ * past the message would make them read (and copy to clients) whatever
+ * lies after it. So every term is first walked here, within its bytes,
+ * before ei looks at it. */
+static uint32_t be16(const unsigned char *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Bytes of the atom at p, or 0 when it is not an atom or does not fit in avail. */
+static uint64_t atom_size(const unsigned char *p, uint64_t avail)
+{
+    uint64_t n;
+    if (avail < 2)
+        return 0;
+    if (p[0] == ERL_SMALL_ATOM_EXT || p[0] == ERL_SMALL_ATOM_UTF8_EXT)
+        n = 2 + (uint64_t)p[1];
+    else if ((p[0] == ERL_ATOM_EXT || p[0] == ERL_ATOM_UTF8_EXT) && avail >= 3)
+        n = 3 + (uint64_t)be16(p + 1);
+    else
+        return 0;
+    return n <= avail ? n : 0;
+}
+
+/* Pid, port or reference at p: tag, [id count,] node atom, fixed tail. */
+static uint64_t node_term_size(const unsigned char *p, uint64_t avail)
+{
+    uint64_t head = 1, tail, a;
+    switch (p[0]) {
+    case ERL_PID_EXT: tail = 9; break;
+    case ERL_NEW_PID_EXT: tail = 12; break;
+    case ERL_PORT_EXT: tail = 5; break;
+    case ERL_NEW_PORT_EXT: tail = 8; break;
+    case ERL_V4_PORT_EXT: tail = 12; break;
+    case ERL_REFERENCE_EXT: tail = 5; break;
+    default:                               /* ERL_NEW(ER)_REFERENCE_EXT */
+        if (avail < 3 || be16(p + 1) > 5)      /* erlang_ref holds 5 ids */
+            return 0;
+        head = 3;
+        tail = (p[0] == ERL_NEW_REFERENCE_EXT ? 1 : 4) + 4 * (uint64_t)be16(p + 1);
+    }
+    if (avail < head || (a = atom_size(p + head, avail - head)) == 0)
+        return 0;
+    return head + a + tail <= avail ? head + a + tail : 0;
+}
+
+/* Bytes of the term at p when it has no subterms; 0 when it does not fit
+ * in avail or is refused: funs (ei's skipping recurses), old-style floats
+ * (ei reads their text with sscanf, past its 31 bytes: Erlang sends
+ * NEW_FLOAT_EXT), compressed terms, unknown tags. */
+static uint64_t leaf_size(const unsigned char *p, uint64_t avail)
+{
+    uint64_t n;
+    switch (p[0]) {
+    case ERL_SMALL_INTEGER_EXT: n = 2; break;
+    case ERL_INTEGER_EXT: n = 5; break;
+    case NEW_FLOAT_EXT: n = 9; break;
+    case ERL_NIL_EXT: n = 1; break;
+    case ERL_ATOM_EXT: case ERL_SMALL_ATOM_EXT:
+    case ERL_ATOM_UTF8_EXT: case ERL_SMALL_ATOM_UTF8_EXT:
+        return atom_size(p, avail);
+    case ERL_STRING_EXT: n = avail < 3 ? 0 : 3 + (uint64_t)be16(p + 1); break;
+    case ERL_BINARY_EXT: n = avail < 5 ? 0 : 5 + (uint64_t)be32(p + 1); break;
+    case ERL_BIT_BINARY_EXT: n = avail < 6 ? 0 : 6 + (uint64_t)be32(p + 1); break;
+    case ERL_SMALL_BIG_EXT: n = avail < 2 ? 0 : 3 + (uint64_t)p[1]; break;
+    case ERL_LARGE_BIG_EXT: n = avail < 5 ? 0 : 6 + (uint64_t)be32(p + 1); break;
+    case ERL_PID_EXT: case ERL_NEW_PID_EXT: case ERL_PORT_EXT: case ERL_NEW_PORT_EXT:
+    case ERL_V4_PORT_EXT: case ERL_REFERENCE_EXT: case ERL_NEW_REFERENCE_EXT:
+    case ERL_NEWER_REFERENCE_EXT:
+        return node_term_size(p, avail);
+    default:
+        return 0;
+    }
+    return n <= avail ? n : 0;
+}
+
+/* Header bytes of a tuple, list or map at p and its subterm count (a
+ * list's tail included); 0 when p is no container or its header does not fit. */
+static uint64_t container_header(const unsigned char *p, uint64_t avail, uint64_t *count)
+{
+    switch (p[0]) {
+    case ERL_SMALL_TUPLE_EXT:
+        if (avail < 2)
+            return 0;
+        *count = p[1];
+        return 2;
+    case ERL_LARGE_TUPLE_EXT:
+    case ERL_LIST_EXT:
+    case ERL_MAP_EXT:
+        if (avail < 5)
+            return 0;
+        *count = be32(p + 1);
+        *count = p[0] == ERL_LIST_EXT ? *count + 1 : p[0] == ERL_MAP_EXT ? *count * 2 : *count;
+        return 5;
+    default:
+        return 0;
+    }
+}
+
+/* Also bounds the nesting: ei's decoders recurse once per level, and a
+ * term nested deep enough would overflow the C-node thread's stack. */
 static uint32_t outer_pending[TERM_MAX_DEPTH];
 
-static int nesting_ok(const char *buf, int index)
+/* The term at buf[index] lies within buf[..end), nests at most
+ * TERM_MAX_DEPTH deep and holds no fun. Iterative. */
+static int well_formed(const char *buf, int index, int end)
 {
-    uint32_t depth = 0, pending = 1;
-    int type, size, arity;
+    const unsigned char *p = (const unsigned char *)buf;
+    uint64_t at = (uint64_t)index, stop = (uint64_t)end, pending = 1, n, count;
+    uint32_t depth = 0;
 
+    if (index < 0 || end < index)
+        return 0;
     for (;;) {
         while (pending == 0) {
             if (depth == 0)
@@ -156,48 +261,29 @@ static int nesting_ok(const char *buf, int index)
             pending = outer_pending[--depth];
         }
         pending--;
-        if (ei_get_type(buf, &index, &type, &size) != 0)
+        if (at >= stop)
             return 0;
-        switch (type) {
-        case ERL_SMALL_TUPLE_EXT:
-        case ERL_LARGE_TUPLE_EXT:
-        case ERL_LIST_EXT:
-        case ERL_MAP_EXT:
-            if (type == ERL_LIST_EXT) {
-                if (ei_decode_list_header(buf, &index, &arity) != 0)
-                    return 0;
-                arity++;                          /* the tail */
-            } else if (type == ERL_MAP_EXT) {
-                if (ei_decode_map_header(buf, &index, &arity) != 0)
-                    return 0;
-                arity *= 2;
-            } else if (ei_decode_tuple_header(buf, &index, &arity) != 0) {
+        if ((n = container_header(p + at, stop - at, &count)) != 0) {
+            /* every subterm takes a byte at least: no count past the end */
+            if (count > stop - at - n || depth == TERM_MAX_DEPTH)
                 return 0;
-            }
-            if (depth == TERM_MAX_DEPTH)
-                return 0;
-            outer_pending[depth++] = pending;
-            pending = (uint32_t)arity;
-            break;
-        case ERL_NEW_FUN_EXT:
-        case ERL_FUN_EXT:
-        case ERL_EXPORT_EXT:
+            outer_pending[depth++] = (uint32_t)pending;
+            pending = count;
+        } else if ((n = leaf_size(p + at, stop - at)) == 0) {
             return 0;
-        default:
-            if (ei_skip_term(buf, &index) != 0)
-                return 0;
         }
+        at += n;
     }
 }
 
-enum term_error term_parse(const char *buf, int index, const struct term_limits *lim,
+enum term_error term_parse(const char *buf, int index, int end, const struct term_limits *lim,
                            struct term_view *v)
 {
     int arity;
     enum term_error e;
 
     memset(v, 0, sizeof *v);
-    if (!nesting_ok(buf, index))
+    if (!well_formed(buf, index, end))
         return TERM_BAD_SHAPE;
     if (ei_decode_tuple_header(buf, &index, &arity) != 0)
         return TERM_BAD_SHAPE;

@@ -29,7 +29,7 @@ static enum term_error parse_keep(struct term_view *v)
 {
     int index = 0, version;
     ei_decode_version(x.buff, &index, &version);
-    return term_parse(x.buff, index, &lim, v);
+    return term_parse(x.buff, index, x.index, &lim, v);
 }
 
 static enum term_error parse(struct term_view *v)
@@ -344,8 +344,8 @@ static void bad_shapes(void **state)
     ei_x_encode_atom(&x, "stats");
     assert_int_equal(parse(&v), TERM_BAD_SHAPE);
 
-    /* A binary whose length header claims 1 GB is refused on its size,
-     * before anything is copied. */
+    /* A binary whose length header claims 1 GB: its bytes are not in the
+     * message, refused before anything is copied. */
     begin();
     ei_x_encode_tuple_header(&x, 2);
     ei_x_encode_long(&x, 5);
@@ -355,7 +355,85 @@ static void bad_shapes(void **state)
     x.buff[x.index++] = 0;
     x.buff[x.index++] = 0;
     struct term_view w;
-    assert_int_equal(parse(&w), TERM_TOO_BIG);
+    assert_int_equal(parse(&w), TERM_BAD_SHAPE);
+}
+
+/* Parses the message msg[0..len) (version byte first); the bytes after it
+ * in msg are there to be read by mistake. */
+static enum term_error parse_message(const char *msg, int len)
+{
+    struct term_view v;
+    int index = 0, version;
+    assert_int_equal(ei_decode_version(msg, &index, &version), 0);
+    return term_parse(msg, index, len, &lim, &v);
+}
+
+/* Messages whose encoding runs past their end (found by tests/fuzz/fuzz_term):
+ * they were read, and copied to clients, from whatever followed them. */
+static void truncated_terms(void **state)
+{
+    (void)state;
+    /* {1, <<50 bytes>>} with 1 byte of them in an 11-byte message: was
+     * accepted, and 49 bytes after it went out as the payload. */
+    static const char binary[] = "\x83\x68\x02\x61\x01\x6d\x00\x00\x00\x32x"
+                                 "next message's bytes, not this one's .............";
+    assert_int_equal(parse_message(binary, 11), TERM_BAD_SHAPE);
+    assert_int_equal(parse_message(binary, 10 + 50), TERM_OK);
+
+    /* Only the version byte. */
+    assert_int_equal(parse_message("\x83\x68\x02", 1), TERM_BAD_SHAPE);
+
+    /* {[1, 2, 3], <<"x">>}, the uid string cut after its first uid. */
+    static const char string[] = "\x83\x68\x02\x6b\x00\x03\x01\x02\x03\x6d\x00\x00\x00\x01x";
+    assert_int_equal(parse_message(string, 7), TERM_BAD_SHAPE);
+    assert_int_equal(parse_message(string, (int)sizeof string - 1), TERM_OK);
+
+    /* {kick, 5} cut inside the atom, and a list header counting more
+     * elements than there are bytes. */
+    static const char kick[] = "\x83\x68\x02\x77\x04kick\x61\x05";
+    assert_int_equal(parse_message(kick, 6), TERM_BAD_SHAPE);
+    assert_int_equal(parse_message(kick, (int)sizeof kick - 1), TERM_OK);
+    static const char list[] = "\x83\x68\x02\x6c\x7f\xff\xff\xff\x61\x01\x6a\x6d\x00\x00\x00\x01x";
+    assert_int_equal(parse_message(list, (int)sizeof list - 1), TERM_BAD_SHAPE);
+
+    /* A binary length that would wrap the index round. */
+    static const char wrap[] = "\x83\x68\x02\x61\x01\x6d\xff\xff\xff\xf8x";
+    assert_int_equal(parse_message(wrap, (int)sizeof wrap - 1), TERM_BAD_SHAPE);
+}
+
+/* {[1.5], <<"x">>} with an old-style float (FLOAT_EXT, 31 characters, no
+ * NUL): ei skips it with sscanf, which reads on past the message. Refused
+ * before ei sees it (found by tests/fuzz/fuzz_term). */
+static void old_float_refused(void **state)
+{
+    (void)state;
+    char msg[64] = "\x83\x68\x02\x6c\x00\x00\x00\x01\x63";
+    int len = 9;
+    memset(msg + len, '1', 31);
+    len += 31;
+    memcpy(msg + len, "\x6a\x6d\x00\x00\x00\x01x", 7);
+    len += 7;
+    assert_int_equal(parse_message(msg, len), TERM_BAD_SHAPE);
+}
+
+/* A reference with more ids than erlang_ref holds would be decoded past it. */
+static void long_reference_refused(void **state)
+{
+    (void)state;
+    struct term_view v;
+    erlang_pid pid = {.node = "a@b", .num = 1, .serial = 0, .creation = 1};
+    erlang_ref ref = {.node = "a@b", .len = 3, .n = {1, 2, 3}, .creation = 1};
+
+    begin();                                   /* {Pid, Ref, stats} */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_pid(&x, &pid);
+    int ref_at = x.index;
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_atom(&x, "stats");
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(x.buff[ref_at], ERL_NEWER_REFERENCE_EXT);
+    x.buff[ref_at + 2] = 6;                    /* 6 ids claimed */
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
 }
 
 int main(void)
@@ -368,6 +446,9 @@ int main(void)
         cmocka_unit_test(bad_uids),
         cmocka_unit_test(bad_payloads),
         cmocka_unit_test(bad_shapes),
+        cmocka_unit_test(truncated_terms),
+        cmocka_unit_test(old_float_refused),
+        cmocka_unit_test(long_reference_refused),
     };
     return cmocka_run_group_tests_name("term", tests, setup, NULL);
 }

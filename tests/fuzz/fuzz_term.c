@@ -1,0 +1,86 @@
+/* libFuzzer target: the Erlang term decoder (src/term.c), driven as
+ * src/cnode.c's handle_message drives it: version byte, term_parse, then
+ * the copies into a record of exactly cmd_size() bytes. Each input is tried
+ * under the server's default limits and under small ones, so that the
+ * too-big paths are reachable with small inputs. */
+#include <ei.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "guarded.h"
+#include "term.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const struct term_limits limit_sets[] = {
+    /* --max-users and --max-message defaults; max_uids as cnode_start
+     * computes it for the 32 MiB hand-off (16 MiB records). */
+    {.max_users = 1114112, .max_message = 65536,
+     .max_uids = (uint32_t)(((16u << 20) - 8 - sizeof(struct cmd) - 65536 - 1024) / 4)},
+    {.max_users = 1000, .max_message = 64, .max_uids = 5},
+};
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    ei_init();
+    return 0;
+}
+
+/* What an accepted view promises the loop thread. */
+static void check_view(const struct term_view *v, const struct term_limits *lim)
+{
+    if (v->kind < TERM_UNICAST || v->kind > TERM_SNAPSHOT)
+        abort();
+    if (v->payload_len > lim->max_message || v->nuids > lim->max_uids)
+        abort();
+    if ((v->kind == TERM_UNICAST || v->kind == TERM_KICK) &&
+        (v->uid < 1 || v->uid > lim->max_users))
+        abort();
+    if (v->has_reply && (v->reply_len <= 0 || v->reply_len > UINT16_MAX))
+        abort();
+}
+
+/* The record handle_message fills, on the heap so ASan bounds it exactly. */
+static void copy_like_handle_message(const char *buf, const struct term_view *v,
+                                     const struct term_limits *lim)
+{
+    uint32_t reply_len = v->has_reply ? (uint32_t)v->reply_len : 0;
+    struct cmd *c = malloc(cmd_size(v->nuids, v->payload_len, reply_len));
+    if (!c)
+        abort();
+    c->reply_len = (uint16_t)reply_len;
+    c->nuids = v->nuids;
+    c->payload_len = v->payload_len;
+    if (v->nuids) {
+        term_copy_uids(buf, v, cmd_uids(c));
+        for (uint32_t i = 0; i < v->nuids; i++)
+            if (cmd_uids(c)[i] < 1 || cmd_uids(c)[i] > lim->max_users)
+                abort();
+    }
+    if (v->payload_len)
+        term_copy_payload(buf, v, cmd_payload(c));
+    if (reply_len)
+        memcpy(cmd_reply(c), buf + v->reply_index, reply_len);
+    free(c);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *buf = guarded_copy(data, size);
+    for (size_t i = 0; i < sizeof limit_sets / sizeof limit_sets[0]; i++) {
+        int index = 0, version;
+        struct term_view v;
+        if (size < 1 || ei_decode_version(buf, &index, &version) != 0)
+            return 0;
+        if (term_parse(buf, index, (int)size, &limit_sets[i], &v) != TERM_OK)
+            continue;
+        check_view(&v, &limit_sets[i]);
+        copy_like_handle_message(buf, &v, &limit_sets[i]);
+    }
+    return 0;
+}
