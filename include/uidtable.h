@@ -21,6 +21,5 @@ struct stream *uidtable_oldest(uint32_t uid);
 /* The first uid above `after` with a stream, 0 when none: for walks over
  * every online uid (broadcast, snapshot, shutdown) that cost what is online. */
 uint32_t uidtable_next_online(uint32_t after);
-uint32_t uidtable_max_users(void);
 
 #endif

@@ -8,6 +8,7 @@
  * timeout to what is left of it. When it passes, evhttp closes the
  * connection as on any timeout, and its close callback counts it. */
 #include "http_guard.h"
+#include "clock.h"
 #include "log.h"
 #include "stats.h"
 
@@ -16,7 +17,6 @@
 #include <event2/http.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 /* fd -> deadline of the request being read on it, in ms of a 32-bit
  * monotonic clock (compared by difference, so wrapping is harmless);
@@ -26,12 +26,7 @@ static int table_size;
 static uint32_t header_ms;
 static struct timeval idle_tv;
 
-static uint32_t now_ms32(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
-}
+static uint32_t now_ms32(void) { return (uint32_t)clock_now_ms(); }
 
 static uint32_t *deadline_slot(struct bufferevent *bev)
 {

@@ -97,4 +97,3 @@ uint32_t uidtable_next_online(uint32_t after)
     return (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
 }
 
-uint32_t uidtable_max_users(void) { return max_uid; }

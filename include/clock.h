@@ -1,0 +1,30 @@
+/* Time for timeouts and deadlines, in one place. */
+#ifndef HTTPDCNODE_CLOCK_H
+#define HTTPDCNODE_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Milliseconds of CLOCK_MONOTONIC: for intervals and deadlines. */
+static inline int64_t clock_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The CLOCK_REALTIME instant ms from now, as pthread's timed waits take it. */
+static inline struct timespec clock_realtime_in_ms(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+#endif
