@@ -340,8 +340,8 @@ int cnode_stop(void)
     atomic_store(&stopping, 1);
     handoff_close(to_loop_q);
     (void)!write(stop_fd, &one, sizeof one);
-    /* The thread notices within a poll; a blocking ei call (a handshake
-     * with a dying peer) may hold it longer, and exit closes its sockets. */
+    /* The thread notices within a poll; a read of a connected node that
+     * stalls mid-message may hold it longer, and exit closes its sockets. */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_nsec += 700 * 1000000L;
