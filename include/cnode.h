@@ -1,17 +1,22 @@
-/* The Erlang C-node thread: connects out to the master (and keeps doing
- * so), publishes itself to epmd, accepts other nodes, decodes their
- * messages and hands them to the event loop. It is the only user of the
- * Erlang sockets. */
+/* The Erlang C-node thread: takes the connections erl_setup.c makes (to
+ * the master, from other nodes), decodes their messages and hands them to
+ * the event loop. Once a connection is established, it is its only user. */
 #ifndef HTTPDCNODE_CNODE_H
 #define HTTPDCNODE_CNODE_H
 
 #include "handoff.h"
 #include "options.h"
 
+#include <ei.h>
+
 int cnode_start(const struct options *opts, struct handoff *to_loop,
                 struct handoff *from_loop);
 /* Closes the Erlang connections and joins the thread; -1 when the thread
  * did not end in time (then nothing it uses may be freed). */
 int cnode_stop(void);
+
+/* Gives back x's memory when a message made it large (ei grows it to the
+ * largest message received and never shrinks it). Exposed for tests. */
+void cnode_trim_xbuf(ei_x_buff *x);
 
 #endif

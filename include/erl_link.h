@@ -6,8 +6,11 @@
 
 #define ERL_LINK_MAX 64
 
+struct erl_socket;
+
 struct erl_link {
     int fd;
+    const struct erl_socket *sock;   /* its buffered socket (erl_socket.h) */
     int is_master;
     int broken;          /* a send failed or timed out: drop it, send no more */
     char node[MAXNODELEN + 1];
@@ -20,8 +23,13 @@ void erl_link_remove(int i);
 int erl_link_count(void);
 struct erl_link *erl_link_at(int i);
 struct erl_link *erl_link_find(const char *node);
-/* Sends a distribution tick on every link (used while we cannot read). */
+/* Sends a distribution tick on every link (used while we cannot read). A
+ * tick the socket takes only in part is completed within
+ * ERL_LINK_TICK_REST_MS, or the link is shut down and marked broken: a
+ * partial packet followed by anything else would corrupt the stream. */
 void erl_link_tick_all(void);
+
+#define ERL_LINK_TICK_REST_MS 1000
 void erl_link_close_all(void);
 
 #endif

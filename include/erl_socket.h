@@ -19,7 +19,16 @@
 
 extern ei_socket_callbacks erl_socket_callbacks;
 
-/* 1 when bytes already read from fd's socket wait in its buffer. */
-int erl_socket_buffered(int fd);
+struct erl_socket;
+
+/* The socket of an established connection's fd (NULL if not one of ours). */
+const struct erl_socket *erl_socket_find(int fd);
+/* 1 when bytes already read from s wait in its buffer (0 for NULL). Only
+ * the thread that owns the connection may ask. */
+int erl_socket_buffered(const struct erl_socket *s);
+/* The next ei_accept_tmo on this thread takes fd, a connection accepted
+ * already (non-blocking), instead of accepting one itself. It owns fd
+ * from then on, failed or not. */
+void erl_socket_hand_accepted(int fd);
 
 #endif

@@ -37,6 +37,7 @@
     X(empty)            /* dropped: empty payload */                          \
     X(erl_connects)     /* Erlang connections made or accepted */             \
     X(erl_nodes)        /* Erlang connections up now */                       \
+    X(erl_refused)      /* connections closed: every handshake thread busy */ \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {

@@ -17,6 +17,7 @@
 #define HTTPDCNODE_TERM_H
 
 #include <ei.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum term_kind {
@@ -27,7 +28,8 @@ enum term_error {
     TERM_OK = 0,
     TERM_BAD_SHAPE,   /* not one of the shapes above */
     TERM_BAD_UID,     /* uid not an integer in 1..max_users */
-    TERM_TOO_BIG,     /* payload over max_message, or uid list too long */
+    TERM_TOO_BIG,     /* payload over max_message, uid list too long, or the whole
+                         record (cmd_size) over max_record */
     TERM_EMPTY,       /* empty payload */
 };
 
@@ -35,11 +37,26 @@ enum term_error {
  * the C-node thread's stack is sized for ei's recursion to this depth. */
 #define TERM_MAX_DEPTH 100000
 
+/* The largest encoded {Pid, Ref} pair ei decodes: a NEW_PID_EXT and a
+ * NEWER_REFERENCE_EXT of 5 words, each naming its node with an atom of
+ * 255 characters of 4 UTF-8 bytes (3 + 1020 bytes). Any node can make
+ * such a pid (binary_to_term of hand-made bytes). */
+#define TERM_MAX_PID_LEN (1 + 3 + 1020 + 4 + 4 + 4)
+#define TERM_MAX_REF_LEN (1 + 2 + 3 + 1020 + 4 + 5 * 4)
+#define TERM_MAX_REPLY_LEN (TERM_MAX_PID_LEN + TERM_MAX_REF_LEN)
+
 struct term_limits {
     uint32_t max_users;
     uint32_t max_message;
     uint32_t max_uids;     /* longest accepted uid list */
+    size_t max_record;     /* largest cmd_size() of an accepted message */
 };
+
+/* Limits for records of at most max_record bytes: max_uids is what is left
+ * once the largest payload and the largest {Pid, Ref} are in, so that every
+ * accepted message fits (term_parse checks the sum too). */
+void term_limits_init(struct term_limits *lim, uint32_t max_users, uint32_t max_message,
+                      size_t max_record);
 
 struct term_view {
     enum term_kind kind;

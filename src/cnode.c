@@ -1,9 +1,12 @@
-/* The C-node thread. One poll loop over: a stop eventfd, the listen
- * socket, the epmd registration socket and every Erlang connection. */
+/* The C-node thread. One poll loop over: a stop eventfd, the queue of new
+ * connections (erl_setup.c makes them on other threads), the replies from
+ * the loop and every Erlang connection. Nothing here waits on a peer that
+ * is not connected yet. */
 #include "cnode.h"
 #include "cmd.h"
 #include "erl_link.h"
 #include "erl_send.h"
+#include "erl_setup.h"
 #include "erl_socket.h"
 #include "latency_probe.h"
 #include "log.h"
@@ -23,13 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RECONNECT_MIN_MS 100
-#define RECONNECT_MAX_MS 3000
-#define ACCEPT_TMO_MS 2000
 #define RECEIVE_TMO_MS 2000
 #define BATCH_PER_LINK 256     /* messages read from one link before polling the others */
 #define RESERVE_TMO_MS 1000    /* while the loop is behind, tick the links this often */
 #define CNODE_STACK_BYTES (256u << 20)
+/* After a message larger than this, the receive buffer is given back: it
+ * grows to the largest message ever received (ei reallocs it). */
+#define XBUF_KEEP_BYTES (1u << 20)
 
 static const struct options *options;
 static struct handoff *to_loop_q;     /* messages for the event loop */
@@ -40,27 +43,10 @@ static atomic_int stopping;
 
 static ei_cnode ec;
 static int listen_fd = -1, listen_port;
-static int publish_fd = -1;
 static struct term_limits limits;
 static ei_x_buff xbuf;
 
-/* Reconnection state of the master link, for logging once per change. */
-enum master_state { MASTER_UNKNOWN, MASTER_UP, MASTER_DOWN };
-static enum master_state master_state = MASTER_UNKNOWN;
-static int64_t next_connect_ms, connect_backoff_ms = RECONNECT_MIN_MS;
-static int64_t next_publish_ms;
-static int publish_failed_logged;
-
 static struct log_ratelimit bad_term_rl;
-static struct log_ratelimit accept_rl;
-static int64_t listen_paused_until_ms;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int init_cnode(void)
 {
@@ -103,44 +89,11 @@ static int start_listening(void)
     return 0;
 }
 
-/* Registers our name and port with epmd; retried while epmd is not up. */
-static void try_publish(void)
-{
-    publish_fd = ei_publish(&ec, listen_port);
-    if (publish_fd >= 0) {
-        log_msg(LOG_INFO, "published %s to epmd (port %d)", options->name, listen_port);
-        publish_failed_logged = 0;
-        return;
-    }
-    if (!publish_failed_logged)
-        log_msg(LOG_ERROR, "cannot register %s with epmd (%s): is epmd running "
-                           "(epmd -daemon), or does another node use this name? retrying",
-                options->name, strerror(erl_errno));
-    publish_failed_logged = 1;
-    next_publish_ms = now_ms() + 1000;
-}
-
-/* The epmd socket is readable: EOF means epmd went away and forgot us;
- * bytes (epmd's reply tail) are read and ignored. */
-static void check_registration(void)
-{
-    char buf[64];
-    ssize_t n = recv(publish_fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
-        return;
-    log_msg(LOG_INFO, "epmd registration lost; registering again");
-    close(publish_fd);
-    publish_fd = -1;
-    next_publish_ms = now_ms();
-}
-
 static void *reserve_record(size_t size);
 
 /* The master is (again) connected: ask the loop for a presence snapshot. */
 static void master_came_up(void)
 {
-    master_state = MASTER_UP;
-    connect_backoff_ms = RECONNECT_MIN_MS;
     if (!options->presence[0])
         return;
     struct cmd *c = reserve_record(cmd_size(0, 0, 0));
@@ -150,55 +103,30 @@ static void master_came_up(void)
     handoff_commit(to_loop_q);
 }
 
-static void try_connect_master(void)
+/* A connection the setup threads established becomes a link. */
+static void take_new_link(const struct erl_new_link *n)
 {
-    /* No _tmo: a timeout would make ei wait on epmd's socket with select().
-     * epmd is local; the node connection itself is bounded by erl_socket. */
-    int fd = ei_connect(&ec, (char *)options->master);
-    if (fd >= 0) {
-        if (erl_link_add(fd, options->master, 1) < 0) {
-            ei_close_connection(fd);
-            return;
-        }
-        log_msg(LOG_INFO, "connected to master %s", options->master);
-        master_came_up();
+    if (n->is_master && erl_link_find(n->node)) {
+        log_msg(LOG_INFO, "master %s connected twice; keeping the first connection", n->node);
+        ei_close_connection(n->fd);
         return;
     }
-    if (master_state != MASTER_DOWN)
-        log_msg(LOG_INFO, "master %s not reachable; retrying every %d s at most "
-                          "(HTTP clients are served meanwhile)",
-                options->master, RECONNECT_MAX_MS / 1000);
-    master_state = MASTER_DOWN;
-    next_connect_ms = now_ms() + connect_backoff_ms;
-    connect_backoff_ms *= 2;
-    if (connect_backoff_ms > RECONNECT_MAX_MS)
-        connect_backoff_ms = RECONNECT_MAX_MS;
+    if (erl_link_add(n->fd, n->node, n->is_master) < 0) {
+        ei_close_connection(n->fd);
+        if (n->is_master)
+            erl_setup_master_gone();
+        return;
+    }
+    log_msg(LOG_INFO, n->is_master ? "connected to master %s" : "node %s connected", n->node);
+    if (n->is_master)
+        master_came_up();
 }
 
-static void accept_link(void)
+static void take_new_links(void)
 {
-    ErlConnect conn;
-    int fd = ei_accept_tmo(&ec, listen_fd, &conn, ACCEPT_TMO_MS);
-    if (fd < 0) {
-        if (erl_errno == EMFILE || erl_errno == ENFILE) {
-            /* The connection stays queued; listening again at once would spin. */
-            listen_paused_until_ms = now_ms() + 1000;
-            log_limited(&accept_rl, LOG_ERROR, "cannot accept an Erlang node: out of file "
-                        "descriptors (raise ulimit -n, or hold fewer streams)");
-        } else {
-            log_limited(&accept_rl, LOG_DEBUG, "Erlang connection attempt failed (%s): "
-                        "wrong cookie?", strerror(erl_errno));
-        }
-        return;
-    }
-    int is_master = options->master[0] && strcmp(conn.nodename, options->master) == 0;
-    if (erl_link_add(fd, conn.nodename, is_master) < 0) {
-        ei_close_connection(fd);
-        return;
-    }
-    log_msg(LOG_INFO, "node %s connected", conn.nodename);
-    if (is_master)
-        master_came_up();
+    struct erl_new_link n;
+    while (erl_setup_take(&n))
+        take_new_link(&n);
 }
 
 static void drop_link(int i, const char *why)
@@ -206,9 +134,7 @@ static void drop_link(int i, const char *why)
     struct erl_link *l = erl_link_at(i);
     if (l->is_master) {
         log_msg(LOG_INFO, "lost master %s (%s); reconnecting", l->node, why);
-        master_state = MASTER_DOWN;
-        next_connect_ms = now_ms() + RECONNECT_MIN_MS;
-        connect_backoff_ms = RECONNECT_MIN_MS;
+        erl_setup_master_gone();
     } else {
         log_msg(LOG_INFO, "node %s disconnected (%s)", l->node, why);
     }
@@ -234,10 +160,19 @@ static void count_bad_term(enum term_error e)
 }
 
 /* Room in the hand-off; while the loop is behind, keep the links ticking
- * so that no peer drops us for silence. NULL when stopping. */
+ * so that no peer drops us for silence. NULL when stopping, or (a bug:
+ * term_parse bounds every record) when size can never fit, which must not
+ * be waited for: the ring would refuse it for ever. */
 static void *reserve_record(size_t size)
 {
     void *rec;
+    if (size > handoff_max_record(to_loop_q)) {
+        atomic_fetch_add(&cnode_stats.too_big, 1);
+        log_limited(&bad_term_rl, LOG_ERROR, "dropped a message: its record (%zu bytes) "
+                    "exceeds the hand-off's largest (%zu)", size,
+                    handoff_max_record(to_loop_q));
+        return NULL;
+    }
     while (!(rec = handoff_reserve(to_loop_q, size, RESERVE_TMO_MS))) {
         if (atomic_load(&stopping))
             return NULL;
@@ -288,10 +223,19 @@ static void handle_message(const char *buf, int len)
 }
 
 
+void cnode_trim_xbuf(ei_x_buff *x)
+{
+    if ((size_t)x->buffsz <= XBUF_KEEP_BYTES)
+        return;
+    ei_x_free(x);
+    ei_x_new(x);
+}
+
 /* Reads messages from link i while it has some, up to a batch. */
 static void read_link(int i)
 {
     int fd = erl_link_at(i)->fd;
+    const struct erl_socket *sock = erl_link_at(i)->sock;
     erlang_msg msg;
 
     for (int n = 0; n < BATCH_PER_LINK; n++) {
@@ -303,84 +247,53 @@ static void read_link(int i)
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
                              msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
             handle_message(xbuf.buff, xbuf.index);   /* index: the message length */
-        if (!erl_socket_buffered(fd))
+        cnode_trim_xbuf(&xbuf);
+        if (!erl_socket_buffered(sock))
             return;             /* the next poll says when the socket has more */
     }
 }
 
-static int64_t next_timeout_ms(void)
-{
-    int64_t now = now_ms(), t = 1000;
-    if (listen_paused_until_ms > now && listen_paused_until_ms - now < t)
-        t = listen_paused_until_ms - now;
-    if (options->master[0] && master_state != MASTER_UP && next_connect_ms - now < t)
-        t = next_connect_ms - now;
-    if (publish_fd < 0 && next_publish_ms - now < t)
-        t = next_publish_ms - now;
-    return t < 0 ? 0 : t;
-}
-
-static void run_timers(void)
-{
-    int64_t now = now_ms();
-    if (options->master[0] && !erl_link_find(options->master) && now >= next_connect_ms)
-        try_connect_master();
-    if (publish_fd < 0 && now >= next_publish_ms)
-        try_publish();
-}
-
 static void poll_once(void)
 {
-    struct pollfd fds[4 + ERL_LINK_MAX];
+    struct pollfd fds[3 + ERL_LINK_MAX];
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
-    int listening = now_ms() >= listen_paused_until_ms;
-    fds[nfds++] = (struct pollfd){.fd = listening ? listen_fd : -1, .events = POLLIN};
-    fds[nfds++] = (struct pollfd){.fd = publish_fd, .events = POLLIN};  /* -1 is ignored */
+    fds[nfds++] = (struct pollfd){.fd = erl_setup_ready_fd(), .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(from_loop_q), .events = POLLIN};
     int first_link = nfds, nlinks = erl_link_count();
     /* A link whose bytes already sit in its read buffer is ready now,
      * whatever its socket says: do not sleep on it. */
     int buffered = 0;
     for (int i = 0; i < nlinks; i++) {
-        int fd = erl_link_at(i)->fd;
-        fds[nfds++] = (struct pollfd){.fd = fd, .events = POLLIN};
-        buffered |= erl_socket_buffered(fd);
+        fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN};
+        buffered |= erl_socket_buffered(erl_link_at(i)->sock);
     }
 
-    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : (int)next_timeout_ms());
+    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : 1000);
     if (ready < 0 || (ready == 0 && !buffered))
         return;
     if (fds[0].revents)
         return;
-    if (fds[2].revents)
-        check_registration();
 
     /* Links from the highest index down: drop_link moves the last link into
      * the freed slot, which has already been served then. */
     for (int i = nlinks - 1; i >= 0; i--)
-        if (fds[first_link + i].revents || erl_socket_buffered(fds[first_link + i].fd))
+        if (fds[first_link + i].revents || erl_socket_buffered(erl_link_at(i)->sock))
             read_link(i);
-    if (fds[1].revents & POLLIN)
-        accept_link();
-    /* Last: dropping links reorders them, so nothing above may follow. */
-    if (fds[3].revents) {
+    if (fds[1].revents)
+        take_new_links();
+    if (fds[2].revents)
         erl_send_drain();
-        drop_broken_links();
-    }
+    /* Last: dropping links reorders them, so nothing above may follow. */
+    drop_broken_links();
 }
 
 static void *cnode_main(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&stopping)) {
-        run_timers();
+    while (!atomic_load(&stopping))
         poll_once();
-    }
     erl_link_close_all();
-    if (publish_fd >= 0)
-        close(publish_fd);        /* unregisters from epmd */
-    ei_close_connection(listen_fd);
     ei_x_free(&xbuf);
     erl_send_free();
     return NULL;
@@ -391,12 +304,7 @@ int cnode_start(const struct options *opts, struct handoff *to_loop, struct hand
     options = opts;
     to_loop_q = to_loop;
     from_loop_q = from_loop;
-    limits.max_users = opts->max_users;
-    limits.max_message = opts->max_message;
-    /* Room left in the largest record once the payload is in it; options
-     * keep --max-message well below the record size. */
-    limits.max_uids = (uint32_t)((handoff_max_record(to_loop) - sizeof(struct cmd) -
-                                  opts->max_message - 1024) / 4);
+    term_limits_init(&limits, opts->max_users, opts->max_message, handoff_max_record(to_loop));
 
     if (ei_init() != 0) {
         log_msg(LOG_ERROR, "ei_init failed");
@@ -411,6 +319,8 @@ int cnode_start(const struct options *opts, struct handoff *to_loop, struct hand
         log_msg(LOG_ERROR, "eventfd: %m");
         return -1;
     }
+    if (erl_setup_start(&ec, listen_fd, listen_port, opts->master) != 0)
+        return -1;
     /* ei decodes nested terms recursively: room for TERM_MAX_DEPTH levels
      * (only the pages a deep term touches are ever used). */
     pthread_attr_t attr;
@@ -431,8 +341,8 @@ int cnode_stop(void)
     atomic_store(&stopping, 1);
     handoff_close(to_loop_q);
     (void)!write(stop_fd, &one, sizeof one);
-    /* The thread notices within a poll; a blocking ei call (a handshake
-     * with a dying peer) may hold it longer, and exit closes its sockets. */
+    /* The thread notices within a poll; a read of a connected node that
+     * stalls mid-message may hold it longer, and exit closes its sockets. */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_nsec += 700 * 1000000L;
@@ -445,5 +355,11 @@ int cnode_stop(void)
         return -1;
     }
     close(stop_fd);
+    /* After the C-node thread: it tells the setup threads when the master goes. */
+    if (erl_setup_stop(&deadline) != 0) {
+        log_msg(LOG_INFO, "an Erlang handshake is still in progress; exiting without it");
+        return -1;
+    }
+    ei_close_connection(listen_fd);
     return 0;
 }

@@ -1,8 +1,11 @@
 /* A small table of Erlang connections: a handful of nodes at most. */
 #include "erl_link.h"
+#include "erl_socket.h"
 #include "log.h"
 #include "stats.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,6 +23,7 @@ int erl_link_add(int fd, const char *node, int is_master)
     }
     struct erl_link *l = &links[nlinks];
     l->fd = fd;
+    l->sock = erl_socket_find(fd);
     l->is_master = is_master;
     l->broken = 0;
     strncpy(l->node, node, sizeof l->node - 1);
@@ -48,12 +52,47 @@ struct erl_link *erl_link_find(const char *node)
     return NULL;
 }
 
-void erl_link_tick_all(void)
+/* Sends the rest of a tick, waiting for room at most ERL_LINK_TICK_REST_MS
+ * in all; 0 when sent. */
+static int send_rest(int fd, const char *p, size_t left)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    while (left > 0) {
+        int r = poll(&pfd, 1, ERL_LINK_TICK_REST_MS);
+        if (r == 0 || (r < 0 && errno != EINTR))
+            return -1;
+        ssize_t n = send(fd, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return -1;
+        if (n > 0) {
+            p += n;
+            left -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
+static void tick(struct erl_link *l)
 {
     /* A distribution tick is a zero-length packet. */
-    static const char tick[4] = {0, 0, 0, 0};
+    static const char zero[4] = {0, 0, 0, 0};
+    ssize_t n = send(l->fd, zero, sizeof zero, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)sizeof zero || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+        return;                /* sent, or not at all: the peer hears from us later */
+    if (n > 0 && send_rest(l->fd, zero + n, sizeof zero - (size_t)n) == 0)
+        return;
+    /* Half a packet is out, or the socket failed: nothing more may follow
+     * on this stream. The reader sees the shutdown and drops the link. */
+    log_msg(LOG_INFO, "tick to %s failed: dropping the connection", l->node);
+    shutdown(l->fd, SHUT_RDWR);
+    l->broken = 1;
+}
+
+void erl_link_tick_all(void)
+{
     for (int i = 0; i < nlinks; i++)
-        (void)!send(links[i].fd, tick, sizeof tick, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (!links[i].broken)
+            tick(&links[i]);
 }
 
 void erl_link_close_all(void)

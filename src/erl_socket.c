@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -23,33 +24,52 @@ struct erl_socket {
     char rbuf[READ_BUF];
 };
 
-/* fd -> socket, for erl_socket_buffered. Only the C-node thread uses it. */
+/* fd -> socket, for erl_socket_find. Sockets are made by the handshake
+ * threads and closed by the C-node thread: the table is under a lock (it
+ * changes once per connection; the C-node thread keeps the pointer). */
 static struct erl_socket *by_fd[MAX_SOCKETS];
+static pthread_mutex_t by_fd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The descriptor the calling thread accepted, for cb_accept. */
+static _Thread_local int handed_fd = -1;
 
 static int remember(struct erl_socket *s)
 {
+    int r = -1;     /* cannot happen with ERL_LINK_MAX links; refuse rather than lose track */
+    pthread_mutex_lock(&by_fd_lock);
     for (int i = 0; i < MAX_SOCKETS; i++)
         if (!by_fd[i]) {
             by_fd[i] = s;
-            return 0;
+            r = 0;
+            break;
         }
-    return -1;     /* cannot happen with ERL_LINK_MAX links; refuse rather than lose track */
+    pthread_mutex_unlock(&by_fd_lock);
+    return r;
 }
 
 static void forget(struct erl_socket *s)
 {
+    pthread_mutex_lock(&by_fd_lock);
     for (int i = 0; i < MAX_SOCKETS; i++)
         if (by_fd[i] == s)
             by_fd[i] = NULL;
+    pthread_mutex_unlock(&by_fd_lock);
 }
 
-int erl_socket_buffered(int fd)
+const struct erl_socket *erl_socket_find(int fd)
 {
-    for (int i = 0; i < MAX_SOCKETS; i++)
+    const struct erl_socket *s = NULL;
+    pthread_mutex_lock(&by_fd_lock);
+    for (int i = 0; i < MAX_SOCKETS && !s; i++)
         if (by_fd[i] && by_fd[i]->fd == fd)
-            return by_fd[i]->rpos < by_fd[i]->rlen;
-    return 0;
+            s = by_fd[i];
+    pthread_mutex_unlock(&by_fd_lock);
+    return s;
 }
+
+int erl_socket_buffered(const struct erl_socket *s) { return s && s->rpos < s->rlen; }
+
+void erl_socket_hand_accepted(int fd) { handed_fd = fd; }
 
 static struct erl_socket *wrap(int fd)
 {
@@ -144,17 +164,20 @@ static int cb_listen(void *ctx, void *addr, int *len, int backlog)
     return 0;
 }
 
+/* The connection was accepted already (by the setup thread, which decides
+ * whether a handshake may start): take the descriptor handed over. */
 static int cb_accept(void **ctx, void *addr, int *len, unsigned tmo)
 {
-    struct erl_socket *l = *ctx;
+    (void)tmo;
     socklen_t slen = (socklen_t)*len;
-    int fd;
-    while ((fd = accept4(l->fd, addr, &slen, SOCK_NONBLOCK | SOCK_CLOEXEC)) < 0) {
-        if (errno != EAGAIN && errno != EINTR)
-            return errno;
-        int err = wait_for(l, POLLIN, tmo);
-        if (err)
-            return err;
+    int fd = handed_fd;
+    handed_fd = -1;
+    if (fd < 0)
+        return EBADF;
+    if (getpeername(fd, addr, &slen) != 0) {
+        int err = errno;
+        close(fd);
+        return err;
     }
     struct erl_socket *s = wrap(fd);
     if (!s) {

@@ -1,5 +1,6 @@
 /* Validation and extraction of the message terms listed in term.h. */
 #include "term.h"
+#include "cmd.h"
 
 #include <string.h>
 
@@ -135,6 +136,8 @@ static enum term_error parse_reply_to(const char *buf, int *index, struct term_v
     if (ei_decode_pid(buf, index, &pid) != 0 || ei_decode_ref(buf, index, &ref) != 0)
         return TERM_BAD_SHAPE;
     v->reply_len = *index - v->reply_index;
+    if (v->reply_len > TERM_MAX_REPLY_LEN)
+        return TERM_BAD_SHAPE;         /* cannot be: the bound is ei's */
     v->has_reply = 1;
     return TERM_OK;
 }
@@ -276,15 +279,32 @@ static int well_formed(const char *buf, int index, int end)
     }
 }
 
-enum term_error term_parse(const char *buf, int index, int end, const struct term_limits *lim,
-                           struct term_view *v)
+void term_limits_init(struct term_limits *lim, uint32_t max_users, uint32_t max_message,
+                      size_t max_record)
+{
+    size_t fixed = cmd_size(0, max_message, TERM_MAX_REPLY_LEN);
+    size_t uids = max_record > fixed ? (max_record - fixed) / 4 : 0;
+    lim->max_users = max_users;
+    lim->max_message = max_message;
+    lim->max_uids = uids > UINT32_MAX ? UINT32_MAX : (uint32_t)uids;
+    lim->max_record = max_record;
+}
+
+/* The decoded message must fit one hand-off record: a record that can never
+ * fit would be refused by the ring for ever. */
+static enum term_error check_record_size(const struct term_limits *lim,
+                                         const struct term_view *v)
+{
+    size_t size = cmd_size(v->nuids, v->payload_len, v->has_reply ? (uint32_t)v->reply_len : 0);
+    return size > lim->max_record ? TERM_TOO_BIG : TERM_OK;
+}
+
+static enum term_error parse_tuple(const char *buf, int index, const struct term_limits *lim,
+                                   struct term_view *v)
 {
     int arity;
     enum term_error e;
 
-    memset(v, 0, sizeof *v);
-    if (!well_formed(buf, index, end))
-        return TERM_BAD_SHAPE;
     if (ei_decode_tuple_header(buf, &index, &arity) != 0)
         return TERM_BAD_SHAPE;
     switch (arity) {
@@ -307,6 +327,16 @@ enum term_error term_parse(const char *buf, int index, int end, const struct ter
     default:
         return TERM_BAD_SHAPE;
     }
+}
+
+enum term_error term_parse(const char *buf, int index, int end, const struct term_limits *lim,
+                           struct term_view *v)
+{
+    memset(v, 0, sizeof *v);
+    if (!well_formed(buf, index, end))
+        return TERM_BAD_SHAPE;
+    enum term_error e = parse_tuple(buf, index, lim, v);
+    return e != TERM_OK ? e : check_record_size(lim, v);
 }
 
 void term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out)
@@ -342,7 +372,8 @@ const char *term_error_str(enum term_error e)
         return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
                "{Pid, Ref, Uid, Data}, {Pid, Ref, stats} or {Pid, Ref, snapshot}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
-    case TERM_TOO_BIG: return "payload over --max-message, or uid list too long";
+    case TERM_TOO_BIG:
+        return "payload over --max-message, or uid list too long for one hand-off record";
     case TERM_EMPTY: return "empty payload (it would end the chunked stream)";
     }
     return "?";

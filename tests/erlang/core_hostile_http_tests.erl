@@ -91,8 +91,10 @@ trickle(Sock, Ms, Max, N) ->
         {ok, _Reply} -> N         % a 408/400 before the close is fine
     end.
 
-%% 180 tricklers on a 200-descriptor server: at most a header timeout later
-%% they are gone and a real user gets a stream.
+%% 180 tricklers on a 200-descriptor server (those it cannot accept wait in
+%% its listen queue): they are cut as their header timeout passes, and a real
+%% user gets a stream while the rest still trickle, long before they would
+%% have given up by themselves (30 s).
 slowloris_crowd(S) ->
     Self = self(),
     Port = port_of(S),
@@ -100,7 +102,7 @@ slowloris_crowd(S) ->
     Connected = length([ok || _ <- Pids, receive {crowd, ok} -> true after ?T -> false end]),
     io:format(user, "~n~b tricklers connected~n", [Connected]),
     ?assert(Connected >= 150),
-    wait_stat(S, http_header_timeout, fun(V) -> V >= Connected end, 20000),
+    wait_stat(S, http_header_timeout, fun(V) -> V >= 100 end, 20000),
     C = wait_until(fun() ->
                            try {true, open_stream(S, 3)}
                            catch error:E -> {false, E}
@@ -117,7 +119,7 @@ crowd_member(Parent, Port) ->
         {ok, Sock} ->
             Parent ! {crowd, ok},
             _ = gen_tcp:send(Sock, <<"GET /test/4 HTTP/1.1\r\n">>),
-            trickle(Sock, 300, 60),
+            trickle(Sock, 300, 100),
             gen_tcp:close(Sock);
         {error, _} ->
             Parent ! {crowd, failed}

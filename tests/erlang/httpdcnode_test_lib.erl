@@ -31,6 +31,8 @@
          welcome/1, header/2]).
 %% misc
 -export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1]).
+%% for tests that start the server their own way
+-export([server_exe/0, log_path/1, spawn_os/4]).
 
 -define(LOCAL, {127, 0, 0, 1}).
 -define(POLL_MS, 25).

@@ -8,9 +8,11 @@
 
 #include <string.h>
 
+#include "cmd.h"
 #include "term.h"
 
-static const struct term_limits lim = {.max_users = 1000, .max_message = 64, .max_uids = 5};
+static const struct term_limits lim = {
+    .max_users = 1000, .max_message = 64, .max_uids = 5, .max_record = 1 << 20};
 
 static ei_x_buff x;
 
@@ -436,6 +438,81 @@ static void long_reference_refused(void **state)
     assert_int_equal(parse(&v), TERM_BAD_SHAPE);
 }
 
+/* A pid and a ref as large as ei decodes: a node name of 255 characters
+ * of 4 UTF-8 bytes each, and a ref of 5 words. */
+static void largest_pid_and_ref(erlang_pid *pid, erlang_ref *ref)
+{
+    memset(pid, 0, sizeof *pid);
+    memset(ref, 0, sizeof *ref);
+    for (int i = 0; i < 255; i++)
+        memcpy(pid->node + 4 * i, "\xF0\x9F\x98\x80", 4);       /* U+1F600 */
+    pid->node[4 * 255] = '\0';
+    pid->num = 1;
+    pid->creation = 7;
+    memcpy(ref->node, pid->node, sizeof ref->node);
+    ref->len = 5;
+    ref->creation = 7;
+}
+
+/* {Pid, Ref, [Uid x nuids], Data} with the largest pid and ref. */
+static void encode_largest_reply(uint32_t nuids, uint32_t payload_len)
+{
+    erlang_pid pid;
+    erlang_ref ref;
+    static char data[1 << 16];
+    largest_pid_and_ref(&pid, &ref);
+    memset(data, 'd', sizeof data);
+    begin();
+    ei_x_encode_tuple_header(&x, 4);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_list_header(&x, nuids);
+    for (uint32_t i = 0; i < nuids; i++)
+        ei_x_encode_long(&x, 300);                   /* not the string form */
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_binary(&x, data, (long)payload_len);
+}
+
+static enum term_error parse_with(const struct term_limits *l, struct term_view *v)
+{
+    int index = 0, version;
+    ei_decode_version(x.buff, &index, &version);
+    enum term_error e = term_parse(x.buff, index, x.index, l, v);
+    ei_x_free(&x);
+    return e;
+}
+
+/* Every message term_parse accepts fits one hand-off record: a record that
+ * did not would be refused by the ring for ever, and the C-node thread
+ * would wait on it for ever. */
+static void accepted_messages_fit_a_record(void **state)
+{
+    (void)state;
+    struct term_limits l;
+    struct term_view v;
+    const size_t max_record = 8192;
+    term_limits_init(&l, 1000, 1024, max_record);
+
+    /* The longest accepted uid list, the largest payload and {Pid, Ref}. */
+    encode_largest_reply(l.max_uids, l.max_message);
+    assert_int_equal(parse_with(&l, &v), TERM_OK);
+    assert_int_equal(v.reply_len, TERM_MAX_REPLY_LEN);    /* the bound is ei's */
+    assert_true(cmd_size(v.nuids, v.payload_len, (uint32_t)v.reply_len) <= max_record);
+
+    /* One uid more is refused. */
+    encode_largest_reply(l.max_uids + 1, l.max_message);
+    assert_int_equal(parse_with(&l, &v), TERM_TOO_BIG);
+
+    /* Whatever max_uids says, a message whose record would not fit is
+     * refused by its size. */
+    struct term_limits loose = l;
+    loose.max_uids = l.max_uids + 100;
+    encode_largest_reply(l.max_uids + 1, l.max_message);
+    assert_int_equal(parse_with(&loose, &v), TERM_TOO_BIG);
+    encode_largest_reply(l.max_uids + 1, l.max_message - 4);
+    assert_int_equal(parse_with(&loose, &v), TERM_OK);      /* the same uids fit without */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -449,6 +526,7 @@ int main(void)
         cmocka_unit_test(truncated_terms),
         cmocka_unit_test(old_float_refused),
         cmocka_unit_test(long_reference_refused),
+        cmocka_unit_test(accepted_messages_fit_a_record),
     };
     return cmocka_run_group_tests_name("term", tests, setup, NULL);
 }
