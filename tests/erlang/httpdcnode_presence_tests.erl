@@ -24,6 +24,8 @@ presence_test_() ->
       fun nodedown_cleans_node/1,
       fun configured_node_stays_known/1,
       fun hello_announces/1,
+      fun first_report_up_asks_snapshot/1,
+      fun first_report_snapshot_asks_nothing/1,
       fun junk_is_ignored/1,
       fun api_reads_presence/1]}.
 
@@ -113,6 +115,37 @@ hello_announces(_) ->
     ok = ?P:add_node(?A),
     [?_assertEqual([?A, ?B, ?C], ?P:nodes()),
      ?_assertEqual(0, ?P:count())].
+
+%% This node stands for a C-node: what the server sends to {any, node()}
+%% comes here.
+snapshot_requests_after(Reports) ->
+    register(any, self()),
+    try
+        [report(R) || R <- Reports],
+        snapshot_requests([])
+    after
+        unregister(any)
+    end.
+
+%% The server sent its requests before it answered sync/0: they are here.
+snapshot_requests(Acc) ->
+    receive {From, Ref, snapshot} when is_reference(Ref) -> snapshot_requests([From | Acc])
+    after 0 -> Acc
+    end.
+
+%% A first report that is not a snapshot: the node's snapshot went out
+%% before the server ran, so it is asked for one, once.
+first_report_up_asks_snapshot(Pid) ->
+    Asked = snapshot_requests_after([{httpdcnode, node(), up, 5},
+                                     {httpdcnode, node(), up, 6}]),
+    [?_assertEqual([Pid], Asked),
+     ?_assertEqual([5, 6], ?P:online_uids(node()))].
+
+first_report_snapshot_asks_nothing(_) ->
+    Asked = snapshot_requests_after([{httpdcnode, node(), snapshot, [5]},
+                                     {httpdcnode, node(), up, 6}]),
+    [?_assertEqual([], Asked),
+     ?_assertEqual([5, 6], ?P:online_uids(node()))].
 
 junk_is_ignored(Pid) ->
     report({httpdcnode, ?A, up, -5}),

@@ -8,11 +8,23 @@
 %%   {httpdcnode, Node, hello}               Node announces itself (no uids implied)
 %% A C-node that disconnects (nodedown) loses all its uids.
 %%
-%% On start (first start, restart after a crash, or the master node coming
-%% back while C-nodes were already connected to it) the server asks every
-%% connected hidden node for a snapshot with {Pid, Ref, snapshot}: C-nodes
-%% answer with a fresh snapshot, plain Erlang nodes drop the message (no
-%% process is registered as `any' there).
+%% A C-node sends a snapshot whenever it (re)connects to the master; one
+%% that connected while this server was not running sent it to a name
+%% nobody held. So on start (first start, restart after a crash, or the
+%% master node coming back) and on resync/0 the server asks C-nodes for a
+%% snapshot with {Pid, Ref, snapshot}. Never every hidden node: erl_call and
+%% other programs that only connect out take the first message they get
+%% for the answer they wait for. Asked are:
+%%   - the known C-nodes: configured (application env `cnodes'), or learned
+%%     (they reported) and still connected; the learned ones are kept in a
+%%     table the supervisor owns, so they outlive a crash of this server;
+%%   - the other connected hidden nodes that are published in epmd: a C-node
+%%     always publishes its name, a client like erl_call never does, and a
+%%     published Erlang or Java node drops a message to the unregistered
+%%     name `any'. This finds C-nodes that connected before the application
+%%     started;
+%%   - a node not known yet whose first report is not a snapshot (its
+%%     snapshot was lost).
 %%
 %% The tables are public-read (protected, named) so callers of online/1 and
 %% friends read them directly, without a round trip through this process.
@@ -31,6 +43,11 @@
 -define(BY_NODE, httpdcnode_presence_by_node).
 %% node -> configured (true) or learned (false).
 -define(NODES, httpdcnode_presence_nodes).
+%% {node}: learned C-nodes, in a table of httpdcnode_sup (absent when this
+%% server runs without it).
+-define(LEARNED, httpdcnode_presence_learned).
+%% ms for epmd to say whether a hidden node is published.
+-define(EPMD_TIMEOUT, 5000).
 
 -record(state, {configured = [] :: [node()]}).
 
@@ -73,7 +90,8 @@ count() ->
 add_node(Node) when is_atom(Node) ->
     gen_server:call(?SERVER, {add_node, Node}).
 
-%% Asks every known C-node and every connected hidden node for a snapshot.
+%% Asks the known C-nodes, and the connected hidden nodes published in
+%% epmd, for a snapshot.
 resync() ->
     gen_server:call(?SERVER, resync).
 
@@ -93,14 +111,15 @@ init(Configured) ->
          %% Async connect: a C-node that is up reports a snapshot on reconnect.
          spawn(fun() -> net_kernel:connect_node(N) end)
      end || N <- Configured],
-    request_snapshots(erlang:nodes(hidden)),
+    [ets:insert(?NODES, {N, false}) || N <- recall_learned(), not lists:member(N, Configured)],
+    request_snapshots(),
     {ok, #state{configured = Configured}}.
 
 handle_call({add_node, Node}, _From, State) ->
-    ets:insert(?NODES, {Node, is_configured(Node, State)}),
+    learn(Node, State),
     {reply, ok, State};
 handle_call(resync, _From, State) ->
-    request_snapshots(lists:usort(nodes() ++ erlang:nodes(hidden))),
+    request_snapshots(),
     {reply, ok, State};
 handle_call(sync, _From, State) ->
     {reply, ok, State};
@@ -111,11 +130,11 @@ handle_cast(_Msg, State) ->
     {noreply, State}.
 
 handle_info({httpdcnode, Node, Event, Arg}, State) when is_atom(Node) ->
-    known(Node, State),
+    known(Node, Event, State),
     presence(Node, Event, Arg),
     {noreply, State};
 handle_info({httpdcnode, Node, hello}, State) when is_atom(Node) ->
-    known(Node, State),
+    known(Node, hello, State),
     {noreply, State};
 handle_info({nodeup, Node, _Info}, State) ->
     %% Configured C-nodes are known as soon as they connect; others once
@@ -129,7 +148,7 @@ handle_info({nodedown, Node, _Info}, State) ->
     drop_node_uids(Node),
     case is_configured(Node, State) of
         true -> ok;
-        false -> ets:delete(?NODES, Node)
+        false -> forget(Node)
     end,
     {noreply, State};
 handle_info(_Other, State) ->
@@ -140,20 +159,68 @@ terminate(_Reason, _State) ->
 
 %%% Internal
 
-%% The replies ({Ref, N}) land in handle_info's catch-all; the snapshots
-%% themselves arrive as presence messages.
-request_snapshots(Nodes) ->
-    [erlang:send({any, N}, {self(), make_ref(), snapshot}, [noconnect]) || N <- Nodes],
+%% Asks the known C-nodes, and the other connected hidden nodes if they
+%% are published (see the top of this module).
+request_snapshots() ->
+    Known = nodes(),
+    [ask_snapshot(self(), N) || N <- Known],
+    Self = self(),
+    %% One process per node: epmd on another host may be slow to answer.
+    [spawn(fun() -> published(N) andalso ask_snapshot(Self, N) end)
+     || N <- erlang:nodes(hidden) -- Known],
     ok.
+
+%% The reply ({Ref, N}) lands in handle_info's catch-all; the snapshot
+%% itself arrives as presence messages.
+ask_snapshot(Server, Node) ->
+    erlang:send({any, Node}, {Server, make_ref(), snapshot}, [noconnect]).
+
+%% Whether Node's name is registered in epmd on its host.
+published(Node) ->
+    [Name, Host] = string:split(atom_to_list(Node), "@"),
+    Epmd = net_kernel:epmd_module(),
+    case Epmd:port_please(Name, Host, ?EPMD_TIMEOUT) of
+        {port, _, _} -> true;
+        _ -> false
+    end.
 
 is_configured(Node, #state{configured = C}) ->
     lists:member(Node, C).
 
-known(Node, State) ->
+known(Node, Event, State) ->
     case ets:member(?NODES, Node) of
         true -> ok;
-        false -> ets:insert(?NODES, {Node, is_configured(Node, State)})
+        false ->
+            learn(Node, State),
+            Event =:= snapshot orelse ask_snapshot(self(), Node),
+            ok
     end.
+
+learn(Node, State) ->
+    Configured = is_configured(Node, State),
+    ets:insert(?NODES, {Node, Configured}),
+    Configured orelse learned_table() =:= undefined orelse ets:insert(?LEARNED, {Node}),
+    ok.
+
+forget(Node) ->
+    ets:delete(?NODES, Node),
+    learned_table() =:= undefined orelse ets:delete(?LEARNED, Node),
+    ok.
+
+%% Learned C-nodes that are still connected; the others went while this
+%% server was not running and are dropped.
+recall_learned() ->
+    case learned_table() of
+        undefined -> [];
+        _ ->
+            Connected = erlang:nodes(hidden),
+            [ets:delete(?LEARNED, N) || {N} <- ets:tab2list(?LEARNED),
+                                        not lists:member(N, Connected)],
+            [N || {N} <- ets:tab2list(?LEARNED)]
+    end.
+
+learned_table() ->
+    ets:whereis(?LEARNED).
 
 presence(Node, up, Uids) when is_list(Uids) ->
     [add(Node, U) || U <- Uids, is_uid(U)], ok;

@@ -1,5 +1,6 @@
 %% Top supervisor: the presence server is the only long-lived process;
-%% the API and pubsub modules run in their callers.
+%% the API and pubsub modules run in their callers. The supervisor owns the
+%% table of learned C-nodes (see httpdcnode_presence).
 -module(httpdcnode_sup).
 -behaviour(supervisor).
 
@@ -9,6 +10,9 @@ start_link() ->
     supervisor:start_link({local, ?MODULE}, ?MODULE, []).
 
 init([]) ->
+    %% C-nodes the presence server learned, kept here so that they outlive
+    %% a crash of that server: its successor asks them for snapshots.
+    ets:new(httpdcnode_presence_learned, [set, public, named_table]),
     Presence = #{id => httpdcnode_presence,
                  start => {httpdcnode_presence, start_link, []},
                  restart => permanent,
