@@ -9,8 +9,7 @@
 
 #include <ei.h>
 
-int cnode_start(const struct options *opts, struct handoff *to_loop,
-                struct handoff *from_loop);
+int cnode_start(const struct options *opts, struct handoff *inbox, struct handoff *outbox);
 /* Closes the Erlang connections and joins the thread; -1 when the thread
  * did not end in time (then nothing it uses may be freed). */
 int cnode_stop(void);

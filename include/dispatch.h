@@ -6,7 +6,7 @@
 
 #include "handoff.h"
 
-int dispatch_start(struct event_base *base, struct handoff *in);
+int dispatch_start(struct event_base *base, struct handoff *inbox);
 void dispatch_stop(void);
 
 /* Ends every stream with the terminating chunk (shutdown). */

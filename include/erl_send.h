@@ -1,4 +1,4 @@
-/* C-node side of the loop -> Erlang queue: encodes and sends replies and
+/* C-node side of the outbox: encodes and sends to Erlang the replies and
  * presence messages. C-node thread only. */
 #ifndef HTTPDCNODE_ERL_SEND_H
 #define HTTPDCNODE_ERL_SEND_H
@@ -8,7 +8,7 @@
 #include "handoff.h"
 
 /* presence_name: registered name on the master, "" for none. */
-void erl_send_init(ei_cnode *ec, struct handoff *from_loop, const char *master,
+void erl_send_init(ei_cnode *ec, struct handoff *outbox, const char *master,
                    const char *presence_name);
 /* Sends everything queued. */
 void erl_send_drain(void);

@@ -39,5 +39,7 @@ size_t handoff_drain(struct handoff *h, size_t max,
 
 /* Wakes a producer blocked in handoff_reserve; later reserves return NULL. */
 void handoff_close(struct handoff *h);
+/* Whether handoff_close was called (a NULL reserve then means: stop). */
+int handoff_is_closed(struct handoff *h);
 
 #endif

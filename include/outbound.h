@@ -1,6 +1,6 @@
 /* What the event loop asks the C-node thread to send to Erlang: replies
- * ({Ref, N}, {Ref, Stats}) and presence. A second hand-off ring, the other
- * way; the loop never waits on it: when full, the record is dropped and
+ * ({Ref, N}, {Ref, Stats}) and presence, through the outbox ring (the
+ * inbox is inbound.h's, the other way); the loop never waits on it: when full, the record is dropped and
  * counted (replies_dropped). */
 #ifndef HTTPDCNODE_OUTBOUND_H
 #define HTTPDCNODE_OUTBOUND_H
@@ -25,7 +25,7 @@ struct out_rec {
      * OUT_PRESENCE: uint32_t uids[count] */
 };
 
-void outbound_init(struct handoff *to_cnode);
+void outbound_init(struct handoff *outbox);
 
 void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n);
 void outbound_stats(const char *reply, uint16_t reply_len);

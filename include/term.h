@@ -20,9 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum term_kind {
-    TERM_UNICAST = 1, TERM_MULTICAST, TERM_BROADCAST, TERM_KICK, TERM_STATS, TERM_SNAPSHOT
-};
+#include "cmd.h"
 
 enum term_error {
     TERM_OK = 0,
@@ -59,9 +57,9 @@ void term_limits_init(struct term_limits *lim, uint32_t max_users, uint32_t max_
                       size_t max_record);
 
 struct term_view {
-    enum term_kind kind;
-    uint32_t uid;          /* TERM_UNICAST, TERM_KICK */
-    uint32_t nuids;        /* TERM_MULTICAST */
+    enum cmd_kind kind;    /* the command the term asks for */
+    uint32_t uid;          /* CMD_UNICAST, CMD_KICK */
+    uint32_t nuids;        /* CMD_MULTICAST */
     int uids_index;        /* where the uid list starts in buf */
     int payload_index;     /* where Data starts in buf */
     uint32_t payload_len;
@@ -76,7 +74,7 @@ struct term_view {
 enum term_error term_parse(const char *buf, int index, int end, const struct term_limits *lim,
                            struct term_view *v);
 
-/* Copies the uid list of a TERM_MULTICAST view into out[nuids]. */
+/* Copies the uid list of a CMD_MULTICAST view into out[nuids]. */
 void term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out);
 
 /* Copies the payload (flattening an iolist) into out[payload_len]. */

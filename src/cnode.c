@@ -3,15 +3,14 @@
  * the loop and every Erlang connection. Nothing here waits on a peer that
  * is not connected yet. */
 #include "cnode.h"
-#include "cmd.h"
+#include "clock.h"
 #include "erl_link.h"
 #include "erl_send.h"
 #include "erl_setup.h"
 #include "erl_socket.h"
-#include "latency_probe.h"
+#include "inbound.h"
 #include "log.h"
 #include "stats.h"
-#include "term.h"
 
 #include <arpa/inet.h>
 #include <ei.h>
@@ -28,25 +27,22 @@
 
 #define RECEIVE_TMO_MS 2000
 #define BATCH_PER_LINK 256     /* messages read from one link before polling the others */
-#define RESERVE_TMO_MS 1000    /* while the loop is behind, tick the links this often */
 #define CNODE_STACK_BYTES (256u << 20)
 /* After a message larger than this, the receive buffer is given back: it
  * grows to the largest message ever received (ei reallocs it). */
 #define XBUF_KEEP_BYTES (1u << 20)
 
 static const struct options *options;
-static struct handoff *to_loop_q;     /* messages for the event loop */
-static struct handoff *from_loop_q;   /* replies and presence for Erlang */
+static struct handoff *inbox;      /* Erlang's messages, for the event loop */
+static struct handoff *outbox;     /* replies and presence, for Erlang */
 static pthread_t thread;
 static int stop_fd = -1;
 static atomic_int stopping;
 
 static ei_cnode ec;
 static int listen_fd = -1, listen_port;
-static struct term_limits limits;
 static ei_x_buff xbuf;
 
-static struct log_ratelimit bad_term_rl;
 
 static int init_cnode(void)
 {
@@ -89,18 +85,11 @@ static int start_listening(void)
     return 0;
 }
 
-static void *reserve_record(size_t size);
-
 /* The master is (again) connected: ask the loop for a presence snapshot. */
 static void master_came_up(void)
 {
-    if (!options->presence[0])
-        return;
-    struct cmd *c = reserve_record(cmd_size(0, 0, 0));
-    if (!c)
-        return;
-    *c = (struct cmd){.kind = CMD_SNAPSHOT};
-    handoff_commit(to_loop_q);
+    if (options->presence[0])
+        inbound_snapshot();
 }
 
 /* A connection the setup threads established becomes a link. */
@@ -148,81 +137,6 @@ static void drop_broken_links(void)
             drop_link(i, "a send failed");
 }
 
-static void count_bad_term(enum term_error e)
-{
-    switch (e) {
-    case TERM_BAD_UID: atomic_fetch_add(&cnode_stats.bad_uid, 1); break;
-    case TERM_TOO_BIG: atomic_fetch_add(&cnode_stats.too_big, 1); break;
-    case TERM_EMPTY: atomic_fetch_add(&cnode_stats.empty, 1); break;
-    default: atomic_fetch_add(&cnode_stats.bad_terms, 1); break;
-    }
-    log_limited(&bad_term_rl, LOG_INFO, "dropped a message: %s", term_error_str(e));
-}
-
-/* Room in the hand-off; while the loop is behind, keep the links ticking
- * so that no peer drops us for silence. NULL when stopping, or (a bug:
- * term_parse bounds every record) when size can never fit, which must not
- * be waited for: the ring would refuse it for ever. */
-static void *reserve_record(size_t size)
-{
-    void *rec;
-    if (size > handoff_max_record(to_loop_q)) {
-        atomic_fetch_add(&cnode_stats.too_big, 1);
-        log_limited(&bad_term_rl, LOG_ERROR, "dropped a message: its record (%zu bytes) "
-                    "exceeds the hand-off's largest (%zu)", size,
-                    handoff_max_record(to_loop_q));
-        return NULL;
-    }
-    while (!(rec = handoff_reserve(to_loop_q, size, RESERVE_TMO_MS))) {
-        if (atomic_load(&stopping))
-            return NULL;
-        atomic_fetch_add(&cnode_stats.backpressure, 1);
-        erl_link_tick_all();
-    }
-    return rec;
-}
-
-/* buf[0..len) is one message, as ei_xreceive_msg leaves it in xbuf. */
-static void handle_message(const char *buf, int len)
-{
-    int index = 0, version;
-    struct term_view v;
-    enum term_error e;
-
-    atomic_fetch_add(&cnode_stats.msgs_in, 1);
-    if (len < 1 || ei_decode_version(buf, &index, &version) != 0)
-        e = TERM_BAD_SHAPE;
-    else
-        e = term_parse(buf, index, len, &limits, &v);
-    if (e != TERM_OK) {
-        count_bad_term(e);
-        return;
-    }
-    uint32_t reply_len = v.has_reply ? (uint32_t)v.reply_len : 0;
-    struct cmd *c = reserve_record(cmd_size(v.nuids, v.payload_len, reply_len));
-    if (!c)
-        return;
-    static const uint8_t kinds[] = {
-        [TERM_UNICAST] = CMD_UNICAST, [TERM_MULTICAST] = CMD_MULTICAST,
-        [TERM_BROADCAST] = CMD_BROADCAST, [TERM_KICK] = CMD_KICK, [TERM_STATS] = CMD_STATS,
-        [TERM_SNAPSHOT] = CMD_SNAPSHOT,
-    };
-    c->kind = kinds[v.kind];
-    c->reply_len = (uint16_t)reply_len;
-    c->uid = v.uid;
-    c->nuids = v.nuids;
-    c->payload_len = v.payload_len;
-    c->received_ns = probe_enabled ? probe_now_ns() : 0;
-    if (v.nuids)
-        term_copy_uids(buf, &v, cmd_uids(c));
-    if (v.payload_len)
-        term_copy_payload(buf, &v, cmd_payload(c));
-    if (reply_len)
-        memcpy(cmd_reply(c), buf + v.reply_index, reply_len);
-    handoff_commit(to_loop_q);
-}
-
-
 void cnode_trim_xbuf(ei_x_buff *x)
 {
     if ((size_t)x->buffsz <= XBUF_KEEP_BYTES)
@@ -246,7 +160,7 @@ static void read_link(int i)
         }
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
                              msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
-            handle_message(xbuf.buff, xbuf.index);   /* index: the message length */
+            inbound_message(xbuf.buff, xbuf.index);   /* index: the message length */
         cnode_trim_xbuf(&xbuf);
         if (!erl_socket_buffered(sock))
             return;             /* the next poll says when the socket has more */
@@ -259,7 +173,7 @@ static void poll_once(void)
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = erl_setup_ready_fd(), .events = POLLIN};
-    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(from_loop_q), .events = POLLIN};
+    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox), .events = POLLIN};
     int first_link = nfds, nlinks = erl_link_count();
     /* A link whose bytes already sit in its read buffer is ready now,
      * whatever its socket says: do not sleep on it. */
@@ -299,12 +213,12 @@ static void *cnode_main(void *arg)
     return NULL;
 }
 
-int cnode_start(const struct options *opts, struct handoff *to_loop, struct handoff *from_loop)
+int cnode_start(const struct options *opts, struct handoff *in, struct handoff *out)
 {
     options = opts;
-    to_loop_q = to_loop;
-    from_loop_q = from_loop;
-    term_limits_init(&limits, opts->max_users, opts->max_message, handoff_max_record(to_loop));
+    inbox = in;
+    outbox = out;
+    inbound_init(inbox, opts->max_users, opts->max_message);
 
     if (ei_init() != 0) {
         log_msg(LOG_ERROR, "ei_init failed");
@@ -313,7 +227,7 @@ int cnode_start(const struct options *opts, struct handoff *to_loop, struct hand
     if (init_cnode() != 0 || start_listening() != 0)
         return -1;
     ei_x_new(&xbuf);
-    erl_send_init(&ec, from_loop, opts->master, opts->presence);
+    erl_send_init(&ec, outbox, opts->master, opts->presence);
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd < 0) {
         log_msg(LOG_ERROR, "eventfd: %m");
@@ -339,17 +253,11 @@ int cnode_stop(void)
 {
     uint64_t one = 1;
     atomic_store(&stopping, 1);
-    handoff_close(to_loop_q);
+    handoff_close(inbox);
     (void)!write(stop_fd, &one, sizeof one);
     /* The thread notices within a poll; a read of a connected node that
      * stalls mid-message may hold it longer, and exit closes its sockets. */
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += 700 * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = clock_realtime_in_ms(700);
     if (pthread_timedjoin_np(thread, NULL, &deadline) != 0) {
         log_msg(LOG_INFO, "C-node thread busy in an Erlang call; exiting without it");
         return -1;

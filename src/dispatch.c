@@ -114,10 +114,10 @@ static void on_wakeup(evutil_socket_t fd, short what, void *arg)
         event_active(wakeup_ev, EV_READ, 0);   /* more is waiting: after the sockets */
 }
 
-int dispatch_start(struct event_base *base, struct handoff *in)
+int dispatch_start(struct event_base *base, struct handoff *ring)
 {
-    inbox = in;
-    wakeup_ev = event_new(base, handoff_wakeup_fd(in), EV_READ | EV_PERSIST, on_wakeup, NULL);
+    inbox = ring;
+    wakeup_ev = event_new(base, handoff_wakeup_fd(inbox), EV_READ | EV_PERSIST, on_wakeup, NULL);
     if (!wakeup_ev || event_add(wakeup_ev, NULL) != 0) {
         log_msg(LOG_ERROR, "cannot watch the hand-off eventfd");
         return -1;

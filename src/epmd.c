@@ -2,6 +2,7 @@
  * (OTP's "Distribution Protocol", EPMD section). Each request is a 2-byte
  * big-endian length and the body; the answers are not length-prefixed. */
 #include "epmd.h"
+#include "clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,13 +24,6 @@
 #define DIST_LOW 5
 #define MAX_ALIVE 255
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static uint16_t epmd_port(void)
 {
     const char *s = getenv("ERL_EPMD_PORT");
@@ -43,7 +37,7 @@ static int wait_ready(int fd, short events, int64_t deadline, int cancel_fd)
 {
     struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = cancel_fd, .events = POLLIN}};
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - clock_now_ms();
         if (left <= 0)
             return ETIMEDOUT;
         int r = poll(p, 2, (int)left);
@@ -148,7 +142,7 @@ int epmd_register(const char *alive, int port, int timeout_ms, int cancel_fd)
     memcpy(p, alive, nlen);
     p = put16(p + nlen, 0);        /* no extra */
 
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = clock_now_ms() + timeout_ms;
     struct in_addr lo = {.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = connect_epmd(lo, deadline, cancel_fd);
     if (fd < 0)
@@ -181,7 +175,7 @@ int epmd_port_please(struct in_addr addr, const char *alive, int timeout_ms, int
     req[2] = PORT_PLEASE2_REQ;
     memcpy(req + 3, alive, nlen);
 
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = clock_now_ms() + timeout_ms;
     int fd = connect_epmd(addr, deadline, cancel_fd);
     if (fd < 0)
         return -1;

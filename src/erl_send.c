@@ -8,17 +8,17 @@
 #include <string.h>
 
 static ei_cnode *cnode;
-static struct handoff *queue;
+static struct handoff *outbox;
 static const char *master_node;
 static const char *presence_to;
 static ei_x_buff x;
 static struct log_ratelimit send_rl;
 
-void erl_send_init(ei_cnode *ec, struct handoff *from_loop, const char *master,
+void erl_send_init(ei_cnode *ec, struct handoff *out, const char *master,
                    const char *presence_name)
 {
     cnode = ec;
-    queue = from_loop;
+    outbox = out;
     master_node = master;
     presence_to = presence_name;
     ei_x_new(&x);
@@ -131,7 +131,7 @@ static void send_one(void *body, size_t size, void *ctx)
 
 void erl_send_drain(void)
 {
-    handoff_clear_wakeup(queue);
-    while (handoff_drain(queue, 1024, send_one, NULL, NULL) > 0)
+    handoff_clear_wakeup(outbox);
+    while (handoff_drain(outbox, 1024, send_one, NULL, NULL) > 0)
         ;
 }

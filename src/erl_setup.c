@@ -3,6 +3,7 @@
  * waits on a peer. Handshakes and master connects run on the worker
  * threads; what they establish goes to the C-node thread's queue. */
 #include "erl_setup.h"
+#include "clock.h"
 #include "epmd.h"
 #include "erl_socket.h"
 #include "log.h"
@@ -62,13 +63,6 @@ static int publish_failed_logged;
 static struct log_ratelimit refused_rl, accept_rl;
 static struct log_ratelimit worker_rl[ERL_SETUP_WORKERS];
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void poke(int efd)
 {
     uint64_t one = 1;
@@ -120,7 +114,7 @@ void erl_setup_master_gone(void)
 {
     pthread_mutex_lock(&lock);
     master_linked = 0;
-    next_connect_ms = now_ms() + ERL_SETUP_RECONNECT_MIN_MS;
+    next_connect_ms = clock_now_ms() + ERL_SETUP_RECONNECT_MIN_MS;
     connect_backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
     pthread_mutex_unlock(&lock);
     poke(wake_fd);
@@ -170,7 +164,7 @@ static void master_connect_done(int ok, const char *why)
                               "(HTTP clients are served meanwhile)",
                     master, why, ERL_SETUP_RECONNECT_MAX_MS / 1000);
         master_down_logged = 1;
-        next_connect_ms = now_ms() + connect_backoff_ms;
+        next_connect_ms = clock_now_ms() + connect_backoff_ms;
         connect_backoff_ms *= 2;
         if (connect_backoff_ms > ERL_SETUP_RECONNECT_MAX_MS)
             connect_backoff_ms = ERL_SETUP_RECONNECT_MAX_MS;
@@ -255,7 +249,7 @@ static void try_publish(void)
                 setup_ec.thisnodename,
                 errno == EADDRINUSE ? "name in use" : strerror(errno));
     publish_failed_logged = 1;
-    next_publish_ms = now_ms() + PUBLISH_RETRY_MS;
+    next_publish_ms = clock_now_ms() + PUBLISH_RETRY_MS;
 }
 
 /* The epmd socket is readable: EOF means epmd went away and forgot us;
@@ -269,7 +263,7 @@ static void check_registration(void)
     log_msg(LOG_INFO, "epmd registration lost; registering again");
     close(publish_fd);
     publish_fd = -1;
-    next_publish_ms = now_ms();
+    next_publish_ms = clock_now_ms();
 }
 
 static void maybe_connect_master(int64_t now)
@@ -298,7 +292,7 @@ static void accept_some(void)
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
-                listen_paused_until_ms = now_ms() + ACCEPT_PAUSE_MS;
+                listen_paused_until_ms = clock_now_ms() + ACCEPT_PAUSE_MS;
                 log_limited(&accept_rl, LOG_ERROR, "cannot accept an Erlang node: out of "
                             "file descriptors (raise ulimit -n, or hold fewer streams)");
             }
@@ -330,12 +324,12 @@ static void *setup_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        int64_t now = now_ms();
+        int64_t now = clock_now_ms();
         if (publish_fd < 0 && now >= next_publish_ms)
             try_publish();
-        maybe_connect_master(now_ms());
+        maybe_connect_master(clock_now_ms());
 
-        now = now_ms();
+        now = clock_now_ms();
         struct pollfd fds[4] = {
             {.fd = stop_fd, .events = POLLIN},
             {.fd = now >= listen_paused_until_ms ? listen_fd : -1, .events = POLLIN},

@@ -2,6 +2,7 @@
  * non-blocking, with a read buffer (a few Erlang connections at most, so
  * 64 KB each is cheap). */
 #include "erl_socket.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,13 +87,6 @@ static struct erl_socket *wrap(int fd)
     return s;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* How long one wait may last: what ei asks, capped, and within the
  * handshake's deadline, so that a peer dribbling bytes cannot hold the
  * C-node thread past it. */
@@ -100,7 +94,7 @@ static int wait_ms(const struct erl_socket *s, unsigned tmo)
 {
     int64_t ms = tmo > ERL_SOCKET_MAX_WAIT_MS ? ERL_SOCKET_MAX_WAIT_MS : (int64_t)tmo;
     if (s->deadline_ms) {
-        int64_t left = s->deadline_ms - now_ms();
+        int64_t left = s->deadline_ms - clock_now_ms();
         if (left < ms)
             ms = left < 0 ? 0 : left;
     }
@@ -109,7 +103,7 @@ static int wait_ms(const struct erl_socket *s, unsigned tmo)
 
 static void start_handshake(struct erl_socket *s)
 {
-    s->deadline_ms = now_ms() + ERL_SOCKET_HANDSHAKE_MS;
+    s->deadline_ms = clock_now_ms() + ERL_SOCKET_HANDSHAKE_MS;
 }
 
 /* Waits for events on s: 0, ETIMEDOUT or an errno. */

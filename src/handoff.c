@@ -7,6 +7,7 @@
  * `used` counts bytes in flight including the wasted tail of a wrap, so
  * head == tail is unambiguous. */
 #include "handoff.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -101,13 +102,7 @@ void *handoff_reserve(struct handoff *h, size_t size, int timeout_ms)
 
     if (size > handoff_max_record(h))
         return NULL;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    deadline = clock_realtime_in_ms(timeout_ms);
     pthread_mutex_lock(&h->lock);
     while (!h->closed && (at = find_room(h, n)) < 0) {
         h->producer_waiting = 1;
@@ -208,4 +203,12 @@ void handoff_close(struct handoff *h)
     h->closed = 1;
     pthread_cond_broadcast(&h->room);
     pthread_mutex_unlock(&h->lock);
+}
+
+int handoff_is_closed(struct handoff *h)
+{
+    pthread_mutex_lock(&h->lock);
+    int closed = h->closed;
+    pthread_mutex_unlock(&h->lock);
+    return closed;
 }

@@ -1,16 +1,16 @@
-/* Loop side of the loop -> C-node queue. */
+/* Loop side of the outbox: replies and presence for Erlang. */
 #include "outbound.h"
 
 #include <string.h>
 
-static struct handoff *queue;
+static struct handoff *outbox;
 
-void outbound_init(struct handoff *to_cnode) { queue = to_cnode; }
+void outbound_init(struct handoff *ring) { outbox = ring; }
 
 /* Room for a record, or NULL (counted) when the C-node thread is behind. */
 static struct out_rec *reserve(size_t body)
 {
-    struct out_rec *r = handoff_reserve(queue, sizeof *r + body, 0);
+    struct out_rec *r = handoff_reserve(outbox, sizeof *r + body, 0);
     if (!r)
         loop_stats.replies_dropped++;
     return r;
@@ -23,7 +23,7 @@ void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n)
         return;
     *r = (struct out_rec){.kind = OUT_ACK, .reply_len = reply_len, .count = n};
     memcpy(r + 1, reply, reply_len);
-    handoff_commit(queue);
+    handoff_commit(outbox);
 }
 
 void outbound_stats(const char *reply, uint16_t reply_len)
@@ -36,7 +36,7 @@ void outbound_stats(const char *reply, uint16_t reply_len)
     *r = (struct out_rec){.kind = OUT_STATS, .reply_len = reply_len, .count = (uint32_t)n};
     memcpy(r + 1, pairs, n * sizeof pairs[0]);
     memcpy((char *)(r + 1) + n * sizeof pairs[0], reply, reply_len);
-    handoff_commit(queue);
+    handoff_commit(outbox);
 }
 
 int outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n)
@@ -46,6 +46,6 @@ int outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n)
         return -1;
     *r = (struct out_rec){.kind = OUT_PRESENCE, .op = (uint8_t)op, .count = n};
     memcpy(r + 1, uids, (size_t)n * sizeof *uids);
-    handoff_commit(queue);
+    handoff_commit(outbox);
     return 0;
 }

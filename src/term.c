@@ -95,10 +95,10 @@ static enum term_error decode_target_and_payload(const char *buf, int *index,
     if (ei_get_type(buf, index, &type, &size) != 0)
         return TERM_BAD_SHAPE;
     if (type == ERL_LIST_EXT || type == ERL_STRING_EXT || type == ERL_NIL_EXT) {
-        v->kind = TERM_MULTICAST;
+        v->kind = CMD_MULTICAST;
         e = decode_uid_list(buf, index, lim, v);
     } else {
-        v->kind = TERM_UNICAST;
+        v->kind = CMD_UNICAST;
         e = decode_uid(buf, index, lim->max_users, &v->uid);
     }
     if (e != TERM_OK)
@@ -111,12 +111,12 @@ static enum term_error parse_pair(const char *buf, int index, const struct term_
 {
     if (atom_is(buf, index, "broadcast")) {
         ei_skip_term(buf, &index);
-        v->kind = TERM_BROADCAST;
+        v->kind = CMD_BROADCAST;
         return decode_payload(buf, &index, lim, v);
     }
     if (atom_is(buf, index, "kick")) {
         ei_skip_term(buf, &index);
-        v->kind = TERM_KICK;
+        v->kind = CMD_KICK;
         return decode_uid(buf, &index, lim->max_users, &v->uid);
     }
     int type, size;
@@ -314,9 +314,9 @@ static enum term_error parse_tuple(const char *buf, int index, const struct term
         if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
             return e;
         if (atom_is(buf, index, "stats"))
-            v->kind = TERM_STATS;
+            v->kind = CMD_STATS;
         else if (atom_is(buf, index, "snapshot"))
-            v->kind = TERM_SNAPSHOT;
+            v->kind = CMD_SNAPSHOT;
         else
             return TERM_BAD_SHAPE;
         return TERM_OK;

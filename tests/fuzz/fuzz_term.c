@@ -34,11 +34,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* What an accepted view promises the loop thread. */
 static void check_view(const struct term_view *v, const struct term_limits *lim)
 {
-    if (v->kind < TERM_UNICAST || v->kind > TERM_SNAPSHOT)
+    if (v->kind < CMD_UNICAST || v->kind > CMD_SNAPSHOT)
         abort();
     if (v->payload_len > lim->max_message || v->nuids > lim->max_uids)
         abort();
-    if ((v->kind == TERM_UNICAST || v->kind == TERM_KICK) &&
+    if ((v->kind == CMD_UNICAST || v->kind == CMD_KICK) &&
         (v->uid < 1 || v->uid > lim->max_users))
         abort();
     if (v->has_reply && (v->reply_len <= 0 || v->reply_len > UINT16_MAX))

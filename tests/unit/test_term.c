@@ -62,7 +62,7 @@ static void parse_uids(uint32_t n, uint32_t *uids)
 {
     struct term_view v;
     assert_int_equal(parse_keep(&v), TERM_OK);
-    assert_int_equal(v.kind, TERM_MULTICAST);
+    assert_int_equal(v.kind, CMD_MULTICAST);
     assert_int_equal(v.nuids, n);
     term_copy_uids(x.buff, &v, uids);
     ei_x_free(&x);
@@ -86,7 +86,7 @@ static void unicast_binary(void **state)
     ei_x_encode_long(&x, 123);
     ei_x_encode_binary(&x, "Hello", 5);
     struct term_view v = parse_payload("Hello");
-    assert_int_equal(v.kind, TERM_UNICAST);
+    assert_int_equal(v.kind, CMD_UNICAST);
     assert_int_equal(v.uid, 123);
     assert_false(v.has_reply);
 }
@@ -162,7 +162,7 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_encode_atom(&x, "broadcast");
     ei_x_encode_binary(&x, "all", 3);
     assert_int_equal(parse(&v), TERM_OK);
-    assert_int_equal(v.kind, TERM_BROADCAST);
+    assert_int_equal(v.kind, CMD_BROADCAST);
     assert_int_equal(v.payload_len, 3);
 
     begin();
@@ -170,7 +170,7 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_encode_atom(&x, "kick");
     ei_x_encode_long(&x, 42);
     assert_int_equal(parse(&v), TERM_OK);
-    assert_int_equal(v.kind, TERM_KICK);
+    assert_int_equal(v.kind, CMD_KICK);
     assert_int_equal(v.uid, 42);
 
     assert_true(ei_connect_init(&ec, "unit", "cookie", 1) >= 0);
@@ -183,7 +183,7 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_encode_ref(&x, &ref);
     ei_x_encode_atom(&x, "stats");
     assert_int_equal(parse(&v), TERM_OK);
-    assert_int_equal(v.kind, TERM_STATS);
+    assert_int_equal(v.kind, CMD_STATS);
     assert_true(v.has_reply);
 
     begin();
@@ -193,7 +193,7 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_encode_long(&x, 9);
     ei_x_encode_binary(&x, "ack", 3);
     assert_int_equal(parse_keep(&v), TERM_OK);
-    assert_int_equal(v.kind, TERM_UNICAST);
+    assert_int_equal(v.kind, CMD_UNICAST);
     assert_int_equal(v.uid, 9);
     assert_true(v.has_reply);
     /* The recorded bytes decode back to the same pid and ref. */

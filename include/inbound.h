@@ -1,0 +1,21 @@
+/* What the C-node thread hands the event loop: each Erlang message, decoded
+ * (term.c) into a command record (cmd.h) in the inbox ring. The mirror of
+ * outbound.h. When the inbox is full, the C-node thread waits here (that
+ * is the backpressure towards Erlang), keeping its links ticking. */
+#ifndef HTTPDCNODE_INBOUND_H
+#define HTTPDCNODE_INBOUND_H
+
+#include <stdint.h>
+
+#include "handoff.h"
+
+void inbound_init(struct handoff *inbox, uint32_t max_users, uint32_t max_message);
+
+/* buf[0..len) is one Erlang message (version byte first): a command for
+ * the loop, or dropped and counted when it is not one. */
+void inbound_message(const char *buf, int len);
+
+/* The master (re)connected: the loop sends it a presence snapshot. */
+void inbound_snapshot(void);
+
+#endif
