@@ -63,6 +63,7 @@ source scripts/bench/lib.sh
 log() { printf '%s soak: %s\n' "$(date +%T)" "$*" >&2; }
 
 START=$(date +%s)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 DEADLINE=$((START + SECONDS_RUN + 360))
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -324,7 +325,8 @@ write_soak_report() {
   {
     echo "# Soak test, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
-    echo "commit $(git rev-parse --short HEAD 2>/dev/null), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null), $(nproc) cores; load average" \
+         "$LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
     echo
     echo "$STREAMS streams: $STABLE stable, $CHURN_CONNS churning ($CHURN disconnects/s, half resets," \
          "in $CHURN_PROCS client processes), 1 non-reader. $RATE msg/s to random uids 1..$((STREAMS - 1))," \
@@ -372,6 +374,7 @@ write_soak_report
 
 echo "soak: samples (s rss_kB fds cpu%): $(tr '\n' ';' <"$WORK/samples")"
 echo "soak: server counters: $STATS_END"
+echo "soak: load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo "soak: report in $WORK/report.md, took $(($(date +%s) - START)) s"
 p=$(grep -c '^PASS' "$CHECKS")
 f=$(grep -c '^FAIL' "$CHECKS")

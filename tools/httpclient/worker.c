@@ -99,7 +99,8 @@ static void open_more(struct worker *w)
 }
 
 /* --churn: the disconnects due since the churn began, each connection in
- * turn; the reset share spread evenly (every other one at 50%). */
+ * turn; the reset share spread evenly (every other one at 50%). Connections
+ * that are closed when their turn comes are opened again. */
 static void churn_due(struct worker *w)
 {
     if (!w->churn_start_ns || w->stopping)
@@ -110,6 +111,13 @@ static void churn_due(struct worker *w)
     size_t misses = 0;
     while (w->churned < due && misses < w->cs.n) {
         size_t i = w->churn_next++ % w->cs.n;
+        /* A reconnection that failed (or a stream the server ended) is tried
+         * again in its turn, as a browser would, so the count holds steady. */
+        if (w->cs.conns[i].phase == CP_CLOSED && w->cs.pending < w->max_pending) {
+            conn_open(&w->cs, i);
+            misses++;
+            continue;
+        }
         int reset = w->churned * pct / 100 != (w->churned + 1) * pct / 100;
         if (conn_churn(&w->cs, i, reset) == 0) {
             w->churned++;
