@@ -37,7 +37,7 @@ cd "$ROOT" || exit 1
 
 case "${1:-}" in
   "") ;;
-  -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "soak: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
