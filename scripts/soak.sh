@@ -319,7 +319,7 @@ ok=0
 pl=0
 for n in 1 2 3; do pl=$((pl + $(presence_lines "$n"))); done
 [[ $pl == 3 && -e $WORK/fault-2.back_ms ]] && ok=1
-check "master restarts" $ok "2 kills; presence complete after start 1, 2, 3: $pl of 3 ($(for n in 1 2; do printf 'restart %s: link loss noticed in %s ms, all stable uids online %s ms later; ' "$n" "$(cat "$WORK/fault-$n.noticed_ms" 2>/dev/null)" "$(cat "$WORK/fault-$n.back_ms" 2>/dev/null)"; done)erl_connects $(st erl_connects))"
+check "master restarts" $ok "2 kills; presence complete after start 1, 2, 3: $pl of 3 ($(for n in 1 2; do printf 'restart %s: master gone from /stats after %s ms, all stable uids online %s ms after that; ' "$n" "$(cat "$WORK/fault-$n.noticed_ms" 2>/dev/null)" "$(cat "$WORK/fault-$n.back_ms" 2>/dev/null)"; done)erl_connects $(st erl_connects))"
 
 write_soak_report() {
   local f="$WORK/report.md"
