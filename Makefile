@@ -36,7 +36,7 @@ ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
 TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
 
-.PHONY: all deps test unit-test erl-test bench fuzz run install clean check-ei
+.PHONY: all deps test unit-test erl-test bench fuzz soak run install clean check-ei
 
 all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) writefloor wakefloor $(ERL_BEAM) $(ERL_APPF)
 
@@ -131,6 +131,11 @@ fuzz: deps
 bench: deps
 	$(MAKE) all
 	scripts/bench.sh
+
+# A bounded soak test with faults (SOAK_SECONDS, default 600): scripts/soak.sh --help.
+soak: deps
+	$(MAKE) all
+	scripts/soak.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
 run: deps

@@ -2,7 +2,7 @@
 # Runs every test, once everything is built (`make test` calls it from the
 # repository root): each cmocka binary build/tests/test_*, then every EUnit
 # module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
-# `make bench` (scripts/bench.sh --smoke).
+# `make bench` (scripts/bench.sh --smoke) and a 60-s `make soak`.
 # Ends with one line "tests: N passed, M failed"; exits non-zero when a test
 # failed or a runner crashed or ran out of time.
 #   UNIT_TIMEOUT  seconds for one cmocka binary (default 120)
@@ -101,6 +101,24 @@ if [[ -z $line ]]; then
   failed=$((failed + 1))
 else
   read -r _ _ p _ f _ <<<"$line"
+  passed=$((passed + p))
+  failed=$((failed + f))
+fi
+
+# --- soak, 60 s at a smaller scale (make soak runs the full one) -----------------
+# 3,000 streams (500 stable), 100 disconnects/s (half resets), 5,000 msg/s to
+# random uids + a broadcast a second, the master killed and restarted twice,
+# one client that never reads. Report in build/soak/test/report.md.
+echo "== soak (60 s)"
+SOAK_SECONDS=60 SOAK_STREAMS=3000 SOAK_STABLE=500 SOAK_CHURN=100 SOAK_RATE=5000 \
+  SOAK_DIR="$PWD/build/soak/test" timeout --kill-after=10 300 scripts/soak.sh </dev/null 2>&1 |
+  tee "$work/soak.out"
+line=$(grep -E '^soak: [0-9]+ passed, [0-9]+ failed$' "$work/soak.out" | tail -n1)
+if [[ -z $line ]]; then
+  echo "run-tests: soak ended without a result"
+  failed=$((failed + 1))
+else
+  read -r _ p _ f _ <<<"$line"
   passed=$((passed + p))
   failed=$((failed + f))
 fi

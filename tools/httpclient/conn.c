@@ -93,7 +93,9 @@ static void on_chunk(void *ctx, int has_ts, uint64_t ts)
         st->welcomed++;
         g_set->pending--;
         event_del(&c->ev);
-        event_add(&c->ev, NULL);
+        /* --no-read: the socket stays open, unread, until the end. */
+        if (!g_set->o->no_read)
+            event_add(&c->ev, NULL);
         return;
     }
     uint64_t now = mono_ns();
@@ -144,6 +146,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
                 finish(c, &st->fail_closed, &st->stream_errors);
                 break;
             }
+            if (c->phase == CP_STREAMING && g_set->o->no_read)
+                break;
             if ((size_t)n < sizeof g_rbuf)
                 break;
             continue;
@@ -250,6 +254,27 @@ fail_fd:
     close(fd);
 fail:
     finish(c, &st->fail_connect, NULL);
+}
+
+int conn_churn(struct conn_set *cs, size_t i, int reset)
+{
+    struct conn *c = &cs->conns[i];
+    if (c->phase != CP_STREAMING)
+        return -1;
+    int fd = event_get_fd(&c->ev);
+    event_del(&c->ev);
+    if (reset) {
+        /* Linger on, timeout 0: close() sends RST instead of FIN. */
+        struct linger lg = {1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        cs->st->churn_reset++;
+    }
+    close(fd);
+    cs->st->churn_closed++;
+    cs->st->open--;
+    c->phase = CP_CLOSED;
+    conn_open(cs, i);
+    return 0;
 }
 
 void conn_close_all(struct conn_set *cs)

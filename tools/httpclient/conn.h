@@ -48,6 +48,9 @@ int conn_set_init(struct conn_set *cs, struct event_base *base, const struct cli
                   struct worker_stats *st, size_t n, unsigned worker, unsigned procs);
 /* Starts connecting conns[i]. */
 void conn_open(struct conn_set *cs, size_t i);
+/* Ends streaming conns[i] (a reset if reset is set, else a clean close) and
+ * opens it again at once for the same uid. Returns -1 if it was not streaming. */
+int conn_churn(struct conn_set *cs, size_t i, int reset);
 /* Closes every open connection. */
 void conn_close_all(struct conn_set *cs);
 

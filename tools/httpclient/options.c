@@ -40,6 +40,14 @@ void opts_usage(FILE *out)
 "      --until-msgs K   stop once K messages arrived in total\n"
 "      --max-time S     hard bound on the whole run (default 60 + hold + conns/rate)\n"
 "  -H, --header 'K: V'  extra request header (repeatable)\n"
+"      --churn R        once a worker's connections are up: R disconnects per\n"
+"                       second, all processes together, each connection in turn,\n"
+"                       each reconnected at once with its uid; one that failed\n"
+"                       or was closed is opened again in its turn (default 0)\n"
+"      --churn-reset P  P%% of those disconnects are resets (SO_LINGER 0: RST),\n"
+"                       the others clean closes (default 50)\n"
+"      --no-read        stop reading each stream after its welcome: a client\n"
+"                       that never reads, for the server's --max-backlog\n"
 "      --json           print the summary as one JSON line on stdout\n"
 "  -q, --quiet          no progress lines on stderr\n"
 "  -h, --help           this help\n"
@@ -49,7 +57,9 @@ void opts_usage(FILE *out)
 "chunks, bytes. Every chunk after the first is a message; a message starting\n"
 "with \"t=<ns since the epoch>;\" gives a latency sample (now - t, us, log-linear\n"
 "histogram, ~1.6%% precision, 1 us..10 s). msgs/s is counted from the first to\n"
-"the last message.\n"
+"the last message. With --churn, connected and welcomed include the\n"
+"reconnections; churn_closed counts the disconnects, churn_reset those that\n"
+"were resets.\n"
 "\n"
 "Cost: one connection takes %s\n"
 "(a 128-byte libevent event, a 24-byte response parser and libevent's per-fd\n"
@@ -222,7 +232,7 @@ static int finish_request(struct client_opts *o, char **headers, size_t nheaders
 
 enum {
     O_HOST = 256, O_PATH, O_UID_BASE, O_UIDS, O_SRC, O_PENDING, O_TIMEOUT, O_HOLD,
-    O_UNTIL, O_MAX_TIME, O_JSON
+    O_UNTIL, O_MAX_TIME, O_JSON, O_CHURN, O_CHURN_RESET, O_NO_READ
 };
 
 int opts_parse(struct client_opts *o, int argc, char **argv)
@@ -244,6 +254,9 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         {"max-time", required_argument, NULL, O_MAX_TIME},
         {"header", required_argument, NULL, 'H'},
         {"json", no_argument, NULL, O_JSON},
+        {"churn", required_argument, NULL, O_CHURN},
+        {"churn-reset", required_argument, NULL, O_CHURN_RESET},
+        {"no-read", no_argument, NULL, O_NO_READ},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -261,6 +274,7 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
     o->uid_base = 1;
     o->pending = 100;
     o->timeout = 10;
+    o->churn_reset_pct = 50;
 
     opterr = 0;
     int c;
@@ -337,6 +351,18 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
             break;
         case O_JSON:
             o->json = 1;
+            break;
+        case O_CHURN:
+            if (parse_seconds(optarg, &o->churn))
+                return bad("--churn", optarg, "want a non-negative number");
+            break;
+        case O_CHURN_RESET:
+            if (parse_ulong(optarg, 0, 100, &v))
+                return bad("--churn-reset", optarg, "want a percentage 0..100");
+            o->churn_reset_pct = (unsigned)v;
+            break;
+        case O_NO_READ:
+            o->no_read = 1;
             break;
         case 'q':
             o->quiet = 1;

@@ -36,6 +36,10 @@ struct client_opts {
     int json;
     int quiet;
 
+    double churn;                       /* disconnects (each then reconnected) per second */
+    unsigned churn_reset_pct;           /* share of them that reset instead of closing */
+    int no_read;                        /* stop reading after the welcome */
+
     /* The request is req_pre + uid + req_post, built from the path template. */
     char req_pre[OPT_MAX_REQUEST];
     char req_post[OPT_MAX_REQUEST];

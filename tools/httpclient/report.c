@@ -33,6 +33,8 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
         out->fail_closed += w->fail_closed;
         out->closed_by_server += w->closed_by_server;
         out->stream_errors += w->stream_errors;
+        out->churn_closed += w->churn_closed;
+        out->churn_reset += w->churn_reset;
         out->open += w->open;
         out->chunks += w->chunks;
         out->msgs += w->msgs;
@@ -92,7 +94,8 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 "\"bytes\":%llu,\"elapsed_s\":%.3f,\"msgs_per_s\":%.1f,\"lat_samples\":%llu,"
                 "\"lat_p50_us\":%llu,\"lat_p90_us\":%llu,\"lat_p99_us\":%llu,\"lat_max_us\":%llu,"
                 "\"connect_rate\":%.1f,\"procs\":%u,\"client_rss_bytes\":%llu,"
-                "\"cpu_us\":%llu,\"msgs_cpu_us\":%llu,\"stopped_by\":\"%s\"}\n",
+                "\"cpu_us\":%llu,\"msgs_cpu_us\":%llu,\"churn_closed\":%llu,\"churn_reset\":%llu,"
+                "\"stopped_by\":\"%s\"}\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
                 (unsigned long long)s->failed, (unsigned long long)s->fail_connect,
                 (unsigned long long)s->fail_status, (unsigned long long)s->fail_timeout,
@@ -101,7 +104,8 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 (unsigned long long)s->msgs, (unsigned long long)s->bytes, ri->elapsed_s, msg_rate,
                 (unsigned long long)s->lat.total, p50, p90, p99, pmax, conn_rate, ri->procs,
                 (unsigned long long)s->rss_bytes, (unsigned long long)s->cpu_us,
-                (unsigned long long)s->msgs_cpu_us, ri->stopped_by);
+                (unsigned long long)s->msgs_cpu_us, (unsigned long long)s->churn_closed,
+                (unsigned long long)s->churn_reset, ri->stopped_by);
     } else {
         fprintf(out, "connections: %lu requested, %llu connected, %llu welcomed, %llu failed\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
@@ -112,6 +116,9 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
         fprintf(out, "  after the welcome: %llu closed by server, %llu malformed streams\n",
                 (unsigned long long)s->closed_by_server, (unsigned long long)s->stream_errors);
         fprintf(out, "  connect rate: %.0f conn/s\n", conn_rate);
+        if (s->churn_closed)
+            fprintf(out, "  churn: %llu disconnects (%llu resets), each reconnected\n",
+                    (unsigned long long)s->churn_closed, (unsigned long long)s->churn_reset);
         fprintf(out, "messages: %llu (%llu chunks, %llu bytes), %.0f msg/s\n",
                 (unsigned long long)s->msgs, (unsigned long long)s->chunks,
                 (unsigned long long)s->bytes, msg_rate);

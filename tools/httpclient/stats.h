@@ -26,6 +26,8 @@ struct worker_stats {
     uint64_t fail_closed;       /* closed, reset or garbled before the welcome */
     uint64_t closed_by_server;  /* after the welcome: EOF, reset or last chunk */
     uint64_t stream_errors;     /* after the welcome: malformed, closed by us */
+    uint64_t churn_closed;      /* --churn disconnects (each reconnected) */
+    uint64_t churn_reset;       /* of those, resets (SO_LINGER 0) */
     uint64_t open;              /* sockets open now */
     uint64_t chunks;            /* all chunks, the welcome included */
     uint64_t msgs;              /* chunks after the welcome */

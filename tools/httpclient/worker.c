@@ -28,6 +28,10 @@ struct worker {
     size_t max_pending;
     double rate;                /* this worker's connections per second, 0: no limit */
     uint64_t start_ns;
+    double churn_rate;          /* this worker's --churn share, 0: none */
+    uint64_t churn_start_ns;    /* 0 until every connection of the worker is resolved */
+    uint64_t churned;           /* disconnects done (or skipped) */
+    size_t churn_next;          /* connection to end next, in turn */
     struct event *pace_ev, *report_ev, *stop_ev, *sigint_ev, *sigterm_ev, *bound_ev;
     int stopping;
     int told_up;                /* the report with every connection resolved went */
@@ -86,11 +90,45 @@ static void open_more(struct worker *w)
     }
     while (w->next < due && w->cs.pending < w->max_pending)
         conn_open(&w->cs, w->next++);
-    if (w->next == w->cs.n && w->pace_ev)
+    /* The tick also paces --churn. */
+    if (w->next == w->cs.n && w->pace_ev && w->churn_rate <= 0)
         event_del(w->pace_ev);
     /* Every connection opened and ended: nothing left to wait for. */
     if (w->next == w->cs.n && w->st.open == 0)
         stop(w);
+}
+
+/* --churn: the disconnects due since the churn began, each connection in
+ * turn; the reset share spread evenly (every other one at 50%). Connections
+ * that are closed when their turn comes are opened again. */
+static void churn_due(struct worker *w)
+{
+    if (!w->churn_start_ns || w->stopping)
+        return;
+    double t = (double)(mono_ns() - w->churn_start_ns) / 1e9;
+    uint64_t due = (uint64_t)(w->churn_rate * t);
+    uint64_t pct = w->cs.o->churn_reset_pct;
+    size_t misses = 0;
+    while (w->churned < due && misses < w->cs.n) {
+        size_t i = w->churn_next++ % w->cs.n;
+        /* A reconnection that failed (or a stream the server ended) is tried
+         * again in its turn, as a browser would, so the count holds steady. */
+        if (w->cs.conns[i].phase == CP_CLOSED && w->cs.pending < w->max_pending) {
+            conn_open(&w->cs, i);
+            misses++;
+            continue;
+        }
+        int reset = w->churned * pct / 100 != (w->churned + 1) * pct / 100;
+        if (conn_churn(&w->cs, i, reset) == 0) {
+            w->churned++;
+            misses = 0;
+        } else {
+            misses++;
+        }
+    }
+    /* Nothing streaming to end: skip those rather than catch up in a burst. */
+    if (w->churned < due)
+        w->churned = due;
 }
 
 static void on_change(void *arg)
@@ -100,6 +138,8 @@ static void on_change(void *arg)
     /* Tell the parent at once when all are up: --hold counts from then. */
     if (!w->told_up && !w->stopping && w->st.welcomed + w->st.failed == w->st.planned) {
         w->told_up = 1;
+        if (w->churn_rate > 0 && w->cs.n)
+            w->churn_start_ns = mono_ns();
         send_report(w, 0);
     }
 }
@@ -109,6 +149,7 @@ static void on_pace(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     open_more(arg);
+    churn_due(arg);
 }
 
 static void on_report(evutil_socket_t fd, short what, void *arg)
@@ -153,6 +194,7 @@ int worker_run(const struct client_opts *o, unsigned id, unsigned procs, int soc
     w.st.magic = STATS_MAGIC;
     w.st.worker = id;
     w.rate = o->rate / procs;
+    w.churn_rate = o->churn / procs;
     w.max_pending = o->pending / procs ? o->pending / procs : 1;
     signal(SIGPIPE, SIG_IGN);
 
