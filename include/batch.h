@@ -19,6 +19,9 @@ void batch_room(uint32_t n);
 /* Queues data (valid until batch_flush) for s. Room must have been made
  * with batch_room (asserted). */
 void batch_add(struct stream *s, const char *data, uint32_t len);
+/* The n deliveries just queued were of one message received at
+ * received_ns (clock_now_ns): its age is observed when they are written. */
+void batch_delivered(uint64_t received_ns, uint32_t n);
 /* Queues the reply {Ref, n} (reply: the encoded Pid and Ref, valid until
  * batch_flush), sent once the writes it counts are done. */
 void batch_ack(const char *reply, uint16_t reply_len, uint32_t n);

@@ -23,7 +23,7 @@ struct cmd {
     uint32_t uid;          /* CMD_UNICAST, CMD_KICK */
     uint32_t nuids;        /* CMD_MULTICAST */
     uint32_t payload_len;
-    uint64_t received_ns;  /* when the C-node decoded it; --probe-latency only */
+    uint64_t received_ns;  /* when the C-node decoded it: clock_now_ns() (monotonic) */
 };
 
 static inline size_t cmd_size(uint32_t nuids, uint32_t payload_len, uint32_t reply_len)

@@ -1,5 +1,5 @@
-/* The HTTP front door: evhttp accepts and parses requests, answers errors
- * and /stats, and starts streams for GET /test/N. */
+/* The HTTP front door: evhttp accepts and parses requests, answers errors,
+ * and starts streams for GET /test/N (/stats and the like are admin.c's). */
 #ifndef HTTPDCNODE_HTTP_FRONT_H
 #define HTTPDCNODE_HTTP_FRONT_H
 

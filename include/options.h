@@ -13,6 +13,9 @@
 struct options {
     char listen_host[64];      /* --listen ADDR:PORT */
     uint16_t listen_port;
+    char admin_host[64];       /* --admin-listen ADDR:PORT: /stats, /metrics, /probe */
+    uint16_t admin_port;       /* 0: no admin listener (--admin-listen "") */
+    int admin_explicit;        /* given on the command line (else the default) */
     char name[256];            /* --name alive@host, this C-node */
     char master[256];          /* --master node to connect out to; "" for none */
     char cookie[256];          /* --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */

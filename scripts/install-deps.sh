@@ -11,6 +11,7 @@ packages=(
   iproute2 procps                           # ss (CLOSE-WAIT checks), ps/pgrep in scripts
   iptables                                  # a test drops a client's packets (vanished peer)
   gnuplot-nox                               # plots in `make bench`
+  prometheus                                # a real Prometheus scrapes /metrics in a test
   clang libclang-rt-14-dev                  # libFuzzer harnesses (`make fuzz`)
 )
 

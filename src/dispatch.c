@@ -90,6 +90,8 @@ static void apply(void *body, size_t size, void *ctx)
     }
     loop_stats.deliveries += n;
     loop_stats.bytes_out += (uint64_t)n * c->payload_len;
+    if (n)
+        batch_delivered(c->received_ns, n);
     if (c->reply_len)
         batch_ack(cmd_reply(c), c->reply_len, n);
 }

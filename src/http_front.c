@@ -1,7 +1,7 @@
 /* Request routing and error replies. Streams start in welcome.c. */
 #include "http_front.h"
+#include "admin.h"
 #include "http_guard.h"
-#include "latency_probe.h"
 #include "log.h"
 #include "stats.h"
 #include "socket_export.h"
@@ -42,37 +42,6 @@ static void reply_text(struct evhttp_request *req, int code, const char *reason,
                       "text/plain; charset=utf-8");
     evhttp_send_reply(req, code, reason, buf);
     evbuffer_free(buf);
-}
-
-static void reply_json(struct evhttp_request *req, const char *json, size_t n)
-{
-    struct evbuffer *buf = evbuffer_new();
-    evbuffer_add(buf, json, n);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "application/json");
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_send_reply(req, HTTP_OK, "OK", buf);
-    evbuffer_free(buf);
-}
-
-static void reply_stats(struct evhttp_request *req)
-{
-    char json[2048];
-    reply_json(req, json, stats_format_json(json, sizeof json));
-}
-
-static void reply_probe(struct evhttp_request *req)
-{
-    if (!probe_enabled) {
-        loop_stats.http_not_found++;
-        reply_text(req, HTTP_NOTFOUND, "Not Found",
-                   "The latency probe is off: start the server with --probe-latency");
-        return;
-    }
-    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    char json[1024];
-    size_t n = probe_format_json(json, sizeof json, query && strcmp(query, "reset=1") == 0);
-    reply_json(req, json, n);
 }
 
 static int request_fd(struct evhttp_request *req)
@@ -136,10 +105,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path && strncmp(path, "/test/", 6) == 0) {
         serve_stream(req, path + 6);
-    } else if (path && strcmp(path, "/stats") == 0) {
-        reply_stats(req);
-    } else if (path && strcmp(path, "/probe") == 0) {
-        reply_probe(req);
+    } else if (path && admin_on_public() && admin_route(req, path)) {
+        return;              /* --admin-listen is --listen: /stats, /metrics, /probe here */
     } else {
         loop_stats.http_not_found++;
         reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");

@@ -1,8 +1,8 @@
 /* C-node side of the inbox: Erlang messages become command records. */
 #include "inbound.h"
+#include "clock.h"
 #include "cmd.h"
 #include "erl_link.h"
-#include "latency_probe.h"
 #include "log.h"
 #include "stats.h"
 #include "term.h"
@@ -82,7 +82,7 @@ void inbound_message(const char *buf, int len)
         .uid = v.uid,
         .nuids = v.nuids,
         .payload_len = v.payload_len,
-        .received_ns = probe_enabled ? probe_now_ns() : 0,
+        .received_ns = clock_now_ns(),     /* for httpdcnode_delivery_seconds */
     };
     if (v.nuids)
         term_copy_uids(buf, &v, cmd_uids(c));

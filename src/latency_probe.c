@@ -2,6 +2,7 @@
  * histograms belong to the loop thread; the C-node thread only stamps the
  * receive time into the hand-off record. */
 #include "latency_probe.h"
+#include "clock.h"
 #include "cmd.h"
 #include "histogram.h"
 
@@ -58,8 +59,11 @@ void probe_applied(struct cmd *c)
     uint64_t sent = probe_sent_ns(cmd_payload(c), c->payload_len);
     if (!sent)
         return;
-    record(HOP_RECEIVED, sent, c->received_ns);
-    record(HOP_APPLIED, sent, probe_now_ns());
+    /* received_ns is monotonic; the publisher's stamp is the epoch's. */
+    uint64_t now = probe_now_ns(), mono = clock_now_ns();
+    uint64_t age = mono > c->received_ns ? mono - c->received_ns : 0;
+    record(HOP_RECEIVED, sent, now > age ? now - age : 0);
+    record(HOP_APPLIED, sent, now);
 }
 
 void probe_written(const char *payload, uint32_t len, uint64_t now_ns)

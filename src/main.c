@@ -1,4 +1,5 @@
 /* httpdcnode: start-up, signals and shutdown. */
+#include "admin.h"
 #include "cnode.h"
 #include "dispatch.h"
 #include "handoff.h"
@@ -35,6 +36,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     shutting_down = 1;
     log_msg(LOG_INFO, "signal %d: ending every stream and exiting", (int)sig);
     http_front_stop();
+    admin_stop();
     dispatch_end_all_streams();
     cnode_joined = cnode_stop() == 0;
     event_base_loopbreak(base);
@@ -92,6 +94,9 @@ int main(int argc, char **argv)
         return 1;
     }
     outbound_init(outbox);
+    r = admin_start(base, &opts);       /* first: an unusable --admin-listen is its one line */
+    if (r != 0)
+        return r;
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;

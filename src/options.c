@@ -16,6 +16,8 @@ static const char usage_text[] =
     "writes to them what Erlang nodes send to its C-node.\n"
     "\n"
     "  --listen ADDR:PORT       HTTP address (default 0.0.0.0:8000)\n"
+    "  --admin-listen ADDR:PORT private address for GET /stats, /metrics (Prometheus)\n"
+    "                           and /probe (default 127.0.0.1:8001; \"\" for none)\n"
     "  --name ALIVE@HOST        this C-node's name (default c1@localhost)\n"
     "  --master NODE@HOST       Erlang node to connect to and keep connected to\n"
     "                           (default httpdmaster@localhost; \"\" for none)\n"
@@ -35,20 +37,21 @@ static const char usage_text[] =
     "                           dropped within about twice that (default 60; 0 off)\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
-    "  --probe-latency          for benchmarks: GET /probe gives the age of messages\n"
-    "                           whose payload starts with t=<ns since the epoch>;\n"
-    "                           at each hop inside the server\n"
+    "  --probe-latency          for benchmarks: GET /probe on the admin address gives\n"
+    "                           the age of messages whose payload starts with\n"
+    "                           t=<ns since the epoch>; at each hop inside the server\n"
     "  -v, --verbose            log connections and Erlang traffic too\n"
     "  -q, --quiet              log errors only\n"
     "  -h, --help               this text\n"
     "      --version            print the version\n";
 
-enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
+enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
        OPT_WRITERS, OPT_PROBE, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
+    {"admin-listen", required_argument, NULL, OPT_ADMIN_LISTEN},
     {"name", required_argument, NULL, OPT_NAME},
     {"master", required_argument, NULL, OPT_MASTER},
     {"cookie", required_argument, NULL, OPT_COOKIE},
@@ -116,21 +119,21 @@ static int copy_str(char *dst, size_t size, const char *src)
     return 0;
 }
 
-static int parse_listen(struct options *o, const char *s)
+/* IPV4-ADDR:PORT ("localhost" is 127.0.0.1) into host[64] and *port. */
+static int parse_addr(const char *s, char host[64], uint16_t *port)
 {
     const char *colon = strrchr(s, ':');
-    uint32_t port;
-    if (!colon || colon == s || (size_t)(colon - s) >= sizeof o->listen_host ||
-        parse_u32(colon + 1, 1, 65535, &port))
+    uint32_t p;
+    if (!colon || colon == s || (size_t)(colon - s) >= 64 || parse_u32(colon + 1, 1, 65535, &p))
         return -1;
-    memcpy(o->listen_host, s, (size_t)(colon - s));
-    o->listen_host[colon - s] = '\0';
-    if (strcmp(o->listen_host, "localhost") == 0)
-        strcpy(o->listen_host, "127.0.0.1");
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    if (strcmp(host, "localhost") == 0)
+        strcpy(host, "127.0.0.1");
     struct in_addr addr;
-    if (inet_pton(AF_INET, o->listen_host, &addr) != 1)
+    if (inet_pton(AF_INET, host, &addr) != 1)
         return -1;
-    o->listen_port = (uint16_t)port;
+    *port = (uint16_t)p;
     return 0;
 }
 
@@ -146,6 +149,8 @@ static void set_defaults(struct options *o)
     memset(o, 0, sizeof *o);
     strcpy(o->listen_host, "0.0.0.0");
     o->listen_port = 8000;
+    strcpy(o->admin_host, "127.0.0.1");
+    o->admin_port = 8001;
     strcpy(o->name, "c1@localhost");
     strcpy(o->master, "httpdmaster@localhost");
     o->max_users = DEFAULT_MAX_USERS;
@@ -172,8 +177,15 @@ int options_parse(struct options *o, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "vqh", long_opts, NULL)) != -1) {
         switch (c) {
         case OPT_LISTEN:
-            if (parse_listen(o, optarg))
+            if (parse_addr(optarg, o->listen_host, &o->listen_port))
                 return bad("--listen", optarg, "expected IPV4-ADDR:PORT, e.g. 0.0.0.0:8000");
+            break;
+        case OPT_ADMIN_LISTEN:
+            o->admin_explicit = 1;
+            o->admin_port = 0;
+            if (*optarg && parse_addr(optarg, o->admin_host, &o->admin_port))
+                return bad("--admin-listen", optarg,
+                           "expected IPV4-ADDR:PORT, e.g. 127.0.0.1:8001, or \"\" for none");
             break;
         case OPT_NAME:
             if (!valid_node_name(optarg) || copy_str(o->name, sizeof o->name, optarg))

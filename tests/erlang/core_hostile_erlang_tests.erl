@@ -183,14 +183,17 @@ stop_fake(#{pid := Pid}) -> Pid ! stop.
 start_with_epmd(EpmdPort) ->
     Name = httpdcnode_test_lib:unique("c1"),
     HttpPort = httpdcnode_test_lib:free_port(),
+    AdminPort = httpdcnode_test_lib:free_port(),
     Args = ["ERL_EPMD_PORT=" ++ integer_to_list(EpmdPort),
             httpdcnode_test_lib:server_exe(),
             "--listen", "127.0.0.1:" ++ integer_to_list(HttpPort),
+            "--admin-listen", "127.0.0.1:" ++ integer_to_list(AdminPort),
             "--name", Name ++ "@localhost", "--master", atom_to_list(node()),
             "--cookie", httpdcnode_test_lib:cookie()],
     Log = httpdcnode_test_lib:log_path(Name),
     P = httpdcnode_test_lib:spawn_os("/usr/bin/env", Args, Log, Name),
-    S = #{node => list_to_atom(Name ++ "@localhost"), port => HttpPort, proc => P, log => Log},
+    S = #{node => list_to_atom(Name ++ "@localhost"), port => HttpPort, admin_port => AdminPort,
+          proc => P, log => Log},
     wait_until(fun() -> is_map(catch stats(S)) end, 10000, http_up),
     {S, Name}.
 

@@ -51,14 +51,16 @@ core_test_() ->
 %% Bad command lines: exit status 2 and one line on stderr; --help, --version: 0.
 cli_test_() ->
     Port = integer_to_list(httpdcnode_test_lib:free_port()),
-    Base = ["--listen", "127.0.0.1:" ++ Port,
+    Base = ["--listen", "127.0.0.1:" ++ Port, "--admin-listen", "",
             "--name", httpdcnode_test_lib:unique("c1cli") ++ "@localhost",
             "--master", httpdcnode_test_lib:unique("httpdmaster_absent") ++ "@localhost",
             "--cookie", "x"],
     Bad = [["--max-users", "abc"], ["--max-conns-per-uid", "x"], ["--max-message", "12k"],
            ["--listen", "127.0.0.1:notaport"], ["--writers", "0"], ["--writers", "65"],
            ["--writers", "two"], ["--header-timeout", "0"], ["--keepalive", "-1"],
-           ["--keepalive", "40000"], ["--max-backlog-total", "100"]],
+           ["--keepalive", "40000"], ["--max-backlog-total", "100"],
+           ["--admin-listen", "127.0.0.1"], ["--admin-listen", "nohost:8001"],
+           ["--admin-listen", "127.0.0.1:0"]],
     [{"bad option " ++ lists:flatten(lists:join(" ", B)),
       {timeout, 15, fun() ->
                             {St, Out} = httpdcnode_test_lib:run_cli(Base ++ B, 5000),
@@ -250,8 +252,7 @@ to_bin(B) when is_binary(B) -> B;
 to_bin(L) when is_list(L) -> list_to_binary(L).
 
 stats_keys(S, _M) ->
-    R = httpdcnode_test_lib:http_request(port_of(S),
-                                         "GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    R = httpdcnode_test_lib:admin_get(S, "/stats"),
     ?assertMatch(#{status := 200}, R),
     Map = httpdcnode_test_lib:json_decode(maps:get(body, R)),
     ?assert(is_map(Map)),
@@ -304,15 +305,13 @@ probe(S, _M) ->
 
 probe_off(S, _M) ->
     N0 = maps:get(http_not_found, stats(S)),
-    R = httpdcnode_test_lib:http_request(
-          port_of(S), "GET /probe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    R = httpdcnode_test_lib:admin_get(S, "/probe"),
     ?assertMatch(#{status := 404}, R),
     ?assertNotEqual(nomatch, binary:match(maps:get(body, R), <<"--probe-latency">>)),
     ?assertEqual(N0 + 1, maps:get(http_not_found, stats(S))).
 
 probe_get(S, Path) ->
-    R = httpdcnode_test_lib:http_request(
-          port_of(S), "GET " ++ Path ++ " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    R = httpdcnode_test_lib:admin_get(S, Path),
     ?assertMatch(#{status := 200}, R),
     httpdcnode_test_lib:json_decode(maps:get(body, R)).
 

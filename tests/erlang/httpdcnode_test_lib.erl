@@ -8,7 +8,7 @@
 %%   response incrementally and hands over one event at a time
 %%   ({hc, Conn, Event}): the head, each chunk, the terminating chunk,
 %%   plain bytes, the close.
-%% - /stats as a map, and waits that poll a condition up to a deadline.
+%% - /stats (on the server's admin port) as a map, and waits that poll a condition up to a deadline.
 -module(httpdcnode_test_lib).
 
 %% names, ports, paths
@@ -16,7 +16,8 @@
 %% server
 -export([start_server/1, stop_server/1, server_test/4, server_test/5,
          master_server_test/4, logged/2,
-         node_of/1, port_of/1, os_pid/1, send/2, stats/1, wait_stat/4,
+         node_of/1, port_of/1, admin_port_of/1, os_pid/1, send/2, stats/1, metrics/1,
+         admin_get/2, wait_stat/4,
          signal/2, wait_exit/2, proc_status/1, run_cli/2]).
 %% master
 -export([start_master/0, start_master/1, start_master/2, new_master_name/0,
@@ -32,7 +33,7 @@
 %% misc
 -export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1]).
 %% for tests that start the server their own way
--export([server_exe/0, log_path/1, spawn_os/4]).
+-export([server_exe/0, log_path/1, spawn_os/4, stop_proc/1]).
 
 -define(LOCAL, {127, 0, 0, 1}).
 -define(POLL_MS, 25).
@@ -273,15 +274,26 @@ run_cli(Args, Timeout) ->
 %% Opts: master (atom, or a master map), max_users, max_message,
 %% max_conns_per_uid, max_backlog, max_backlog_total, header_timeout,
 %% keepalive, presence, extra_args (list of strings),
-%% fd_limit (the server's open-files limit, soft and hard, set by prlimit).
+%% fd_limit (the server's open-files limit, soft and hard, set by prlimit),
+%% admin: port (default: --admin-listen on a free port of its own), same
+%% (--admin-listen is --listen), none (--admin-listen "": no /stats) or
+%% default (no --admin-listen: only for a test that holds 127.0.0.1:8001).
 %% Without a master, one that never runs is named so the server does not
-%% go to the default name another run may use.
+%% go to the default name another run may use. The map returned has port
+%% (public) and admin_port (none without an admin listener).
 start_server(Opts) -> start_server(Opts, 3).
 
 start_server(Opts, Attempts) ->
     Name = unique("c1"),
     Node = list_to_atom(Name ++ "@localhost"),
     Port = free_port(),
+    {AdminPort, AdminArgs} =
+        case maps:get(admin, Opts, port) of
+            port -> P = free_port(), {P, ["--admin-listen", admin_address(P)]};
+            same -> {Port, ["--admin-listen", admin_address(Port)]};
+            none -> {none, ["--admin-listen", ""]};
+            default -> {none, []}     % 127.0.0.1:8001, which the test must hold itself
+        end,
     Master = case maps:get(master, Opts, none) of
                  none -> list_to_atom(unique("httpdmaster_absent") ++ "@localhost");
                  #{node := MN} -> MN;
@@ -291,7 +303,7 @@ start_server(Opts, Attempts) ->
             "--name", atom_to_list(Node),
             "--master", atom_to_list(Master),
             "--cookie", cookie()]
-        ++ option_args(Opts) ++ maps:get(extra_args, Opts, []),
+        ++ AdminArgs ++ option_args(Opts) ++ maps:get(extra_args, Opts, []),
     Log = log_path(Name),
     ok = file:write_file(Log, ["# ", lists:join(" ", [server_exe() | Args]), "\n"]),
     Proc = case maps:get(fd_limit, Opts, none) of
@@ -300,21 +312,35 @@ start_server(Opts, Attempts) ->
                              ["--nofile=" ++ integer_to_list(N) ++ ":" ++ integer_to_list(N),
                               "--", server_exe() | Args], Log, Name)
            end,
-    S = #{node => Node, port => Port, proc => Proc, log => Log, master => Master,
-          max_users => maps:get(max_users, Opts, 1114112), opts => Opts},
+    S = #{node => Node, port => Port, admin_port => AdminPort, proc => Proc, log => Log,
+          master => Master, max_users => maps:get(max_users, Opts, 1114112), opts => Opts},
     case wait_ready(S, now_ms() + 15000) of
         ok -> S;
-        {exited, St} when Attempts > 1, St =/= 2 ->   % 2: a bad option, no retry
-            %% most likely the port was taken between free_port and bind
-            io:format(user, "~nserver ~s exited (~p) while starting, retrying:~n~s~n",
-                      [Name, St, log_tail(Log, 5)]),
-            stop_proc(Proc),
-            start_server(Opts, Attempts - 1);
+        {exited, St} when Attempts > 1 ->
+            %% most likely a port was taken between free_port and bind (the
+            %% public one: 1; the admin one: 2, as is a bad option)
+            case St =/= 2 orelse port_taken(Log) of
+                true ->
+                    io:format(user, "~nserver ~s exited (~p) while starting, retrying:~n~s~n",
+                              [Name, St, log_tail(Log, 5)]),
+                    stop_proc(Proc),
+                    start_server(Opts, Attempts - 1);
+                false ->
+                    stop_proc(Proc),
+                    erlang:error({server_not_ready, {exited, St}, log_tail(Log)})
+            end;
         Err ->
             Tail = log_tail(Log),
             stop_proc(Proc),
             erlang:error({server_not_ready, Err, Tail})
     end.
+
+port_taken(Log) ->
+    {ok, B} = file:read_file(Log),
+    binary:match(B, <<"for --admin-listen: Address already in use">>) =/= nomatch.
+
+admin_address(none) -> "";
+admin_address(P) -> "127.0.0.1:" ++ integer_to_list(P).
 
 option_args(Opts) ->
     lists:append(
@@ -332,14 +358,15 @@ to_list(I) when is_integer(I) -> integer_to_list(I);
 to_list(A) when is_atom(A) -> atom_to_list(A);
 to_list(L) when is_list(L) -> L.
 
-%% Ready: GET /stats answers 200 and the C-node takes a connection from
-%% this node.
+%% Ready: GET /stats answers 200 (without an admin listener: HEAD /test/1
+%% does) and the C-node takes a connection from this node.
 wait_ready(S = #{node := Node, proc := Proc}, Deadline) ->
     case proc_status(Proc) of
         {exited, St} -> {exited, St};
         running ->
-            Ok = try stats(S) of
-                     M when is_map(M) -> net_kernel:connect_node(Node) =:= true
+            Ok = try http_up(S) of
+                     true -> net_kernel:connect_node(Node) =:= true;
+                     false -> false
                  catch _:_ -> false
                  end,
             case Ok of
@@ -352,6 +379,11 @@ wait_ready(S = #{node := Node, proc := Proc}, Deadline) ->
             end
     end.
 
+http_up(S = #{admin_port := none}) ->
+    R = http_request(port_of(S), "HEAD /test/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    maps:get(status, R) =:= 200;
+http_up(S) -> is_map(stats(S)).
+
 stop_server(S = #{proc := P, node := Node}) ->
     stop_proc(P),
     erlang:disconnect_node(Node),
@@ -359,19 +391,44 @@ stop_server(S = #{proc := P, node := Node}) ->
 
 node_of(#{node := N}) -> N.
 port_of(#{port := P}) -> P.
+%% The admin listener's port (/stats, /metrics, /probe); none without one.
+admin_port_of(#{admin_port := P}) -> P;
+admin_port_of(#{port := P}) -> P.      % a map made by hand: --admin-listen is --listen
 
 %% Sends Msg from this node to the C-node (any registered name will do).
 send(#{node := Node}, Msg) ->
     {any, Node} ! Msg,
     ok.
 
+%% GET Path on the admin port: the response map (status, headers, body).
+admin_get(S, Path) ->
+    case admin_port_of(S) of
+        none -> erlang:error({no_admin_listener, Path});
+        P -> http_request(P, "GET " ++ Path ++ " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    end.
+
 %% GET /stats as a map with atom keys.
 stats(S) ->
-    R = http_request(port_of(S), "GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
-    case R of
+    case admin_get(S, "/stats") of
         #{status := 200, body := Body} -> atomize(json_decode(Body));
-        _ -> erlang:error({stats_failed, summarize(R)})
+        R -> erlang:error({stats_failed, summarize(R)})
     end.
+
+%% GET /metrics: the Prometheus text as #{Sample => Value}, a sample named
+%% with its labels as written ("httpdcnode_x{reason=\"y\"}").
+metrics(S) ->
+    case admin_get(S, "/metrics") of
+        #{status := 200, body := Body} ->
+            maps:from_list([begin
+                                [K, V] = string:split(L, " ", trailing),
+                                {K, binary_to_number(V)}
+                            end || L <- binary:split(Body, <<"\n">>, [global, trim]),
+                                   L =/= <<>>, binary:first(L) =/= $#]);
+        R -> erlang:error({metrics_failed, summarize(R)})
+    end.
+
+binary_to_number(B) ->
+    try binary_to_integer(B) catch error:badarg -> binary_to_float(with_fraction(B)) end.
 
 atomize(M) when is_map(M) ->
     maps:from_list([{binary_to_atom(K, utf8), atomize(V)} || {K, V} <- maps:to_list(M)]);

@@ -1,0 +1,27 @@
+/* The private admin listener (--admin-listen, default 127.0.0.1:8001):
+ * GET /stats (JSON counters), /metrics (Prometheus) and /probe (the latency
+ * probe). The public listener answers these only when --admin-listen is the
+ * same address as --listen. */
+#ifndef HTTPDCNODE_ADMIN_H
+#define HTTPDCNODE_ADMIN_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "options.h"
+
+/* Binds and serves the admin address. The default address being in use
+ * (several servers on one host) is logged and the server runs without one.
+ * Returns 0, or the exit status to end with: 2 when an address given with
+ * --admin-listen cannot be bound. */
+int admin_start(struct event_base *base, const struct options *opts);
+/* Stops accepting and frees the admin listener's evhttp. */
+void admin_stop(void);
+
+/* Whether --admin-listen is --listen: the public listener then routes
+ * through admin_route too. */
+int admin_on_public(void);
+/* Answers GET /stats, /metrics or /probe and returns 1; 0 for another path. */
+int admin_route(struct evhttp_request *req, const char *path);
+
+#endif
