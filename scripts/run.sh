@@ -2,12 +2,14 @@
 # `make run`: epmd, the server in the background, and an Erlang master node
 # httpdmaster@localhost in the foreground with a shell. Quitting the shell
 # (q(). or Ctrl-C twice) stops the server.
-# Settings: COOKIE (default secretcookie), PORT (8000), NAME (c1@localhost).
+# Settings: COOKIE (default secretcookie), PORT (8000), NAME (c1@localhost),
+# ADMIN_PORT (8001: /stats, /metrics and /probe on 127.0.0.1 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 COOKIE=${COOKIE:-secretcookie}
 PORT=${PORT:-8000}
+ADMIN_PORT=${ADMIN_PORT:-8001}
 NAME=${NAME:-c1@localhost}
 MASTER=httpdmaster@localhost
 LOG=build/run/httpdcnode.log
@@ -20,8 +22,8 @@ if erl_call -sname "$MASTER" -c "$COOKIE" -a 'erlang node []' >/dev/null 2>&1; t
   exit 1
 fi
 
-./httpdcnode --listen "0.0.0.0:$PORT" --name "$NAME" --master "$MASTER" --cookie "$COOKIE" \
-  --presence httpdcnode_presence 2>"$LOG" &
+./httpdcnode --listen "0.0.0.0:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" --name "$NAME" \
+  --master "$MASTER" --cookie "$COOKIE" --presence httpdcnode_presence 2>"$LOG" &
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 
@@ -39,6 +41,7 @@ done
 cat <<MSG
 httpdcnode is running (pid $server, log $LOG).
   Open   http://localhost:$PORT/test/123   in a browser (or: curl -N localhost:$PORT/test/123)
+  Counters: curl 127.0.0.1:$ADMIN_PORT/stats   Prometheus: curl 127.0.0.1:$ADMIN_PORT/metrics
   Then type in the Erlang shell below:
      {any, '$NAME'} ! {123, <<"Hello Libevent World">>}.
   or, with the bundled application:

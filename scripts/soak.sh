@@ -209,7 +209,7 @@ log "$STREAMS streams ($STABLE stable, $CHURN_CONNS churning at $CHURN/s, 1 non-
     "$RATE msg/s + 1 broadcast/s for $SECONDS_RUN s, master killed twice; in $WORK"
 start_server soak --master "$MASTER" --presence httpdcnode_presence \
   --max-backlog "$MAX_BACKLOG" || { log "the server did not start"; exit 1; }
-log "server pid $SRV_PID, node $SRV_NODE, port $SRV_PORT"
+log "server pid $SRV_PID, node $SRV_NODE, port $SRV_PORT, admin port $SRV_ADMIN_PORT"
 start_master 1 180000
 wait_for 60 "the server to connect to the master" nodes_are 1 || exit 1
 # The server with its master and no clients: the count to come back to.

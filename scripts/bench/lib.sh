@@ -78,9 +78,10 @@ end_all() {
 
 # --- the server ---------------------------------------------------------------
 
-# start_server TAG [OPTION...]: starts ./httpdcnode on a free port with no
-# master (and the options given) and waits (bounded) until it answers /stats
-# and its C-node name is in epmd. Sets SRV_PID SRV_PORT SRV_NODE SRV_LOG.
+# start_server TAG [OPTION...]: starts ./httpdcnode on a free port, its admin
+# listener on another, with no master (and the options given) and waits
+# (bounded) until it answers /stats and its C-node name is in epmd.
+# Sets SRV_PID SRV_PORT SRV_ADMIN_PORT SRV_NODE SRV_LOG.
 start_server() {
   local tag=$1 try
   shift
@@ -88,7 +89,9 @@ start_server() {
   SRV_LOG="$WORK/server-$tag.log"
   for try in 1 2 3; do
     SRV_PORT=$(free_port) || return 1
-    (exec "$ROOT/httpdcnode" --listen "127.0.0.1:$SRV_PORT" --name "$SRV_NODE@localhost" \
+    SRV_ADMIN_PORT=$(free_port) || return 1
+    (exec "$ROOT/httpdcnode" --listen "127.0.0.1:$SRV_PORT" \
+       --admin-listen "127.0.0.1:$SRV_ADMIN_PORT" --name "$SRV_NODE@localhost" \
        --master "" --cookie "$COOKIE" -q "$@") 2>>"$SRV_LOG" &
     SRV_PID=$!
     BENCH_PIDS+=("$SRV_PID")
@@ -107,12 +110,12 @@ start_server() {
   return 1
 }
 
-stats() { curl -s --max-time 3 "http://127.0.0.1:$SRV_PORT/stats"; }
+stats() { curl -s --max-time 3 "http://127.0.0.1:$SRV_ADMIN_PORT/stats"; }
 stat_of() { stats | jget "$1"; }
 
 # GET /probe?reset=1 (server started with --probe-latency): the message ages
 # at each hop since the last call, and a fresh start for the next.
-probe_take() { curl -s --max-time 3 "http://127.0.0.1:$SRV_PORT/probe?reset=1"; }
+probe_take() { curl -s --max-time 3 "http://127.0.0.1:$SRV_ADMIN_PORT/probe?reset=1"; }
 
 # The object of one hop in probe_take's JSON: probe_hop HOP <<<"$json".
 probe_hop() { sed -n "s/.*\"$1\":{\([^}]*\)}.*/\1/p"; }
