@@ -13,8 +13,14 @@
 /* Records applied per wakeup before the loop serves sockets again. Large,
  * so that under backlog a stream's many messages leave in one writev. */
 #define DRAIN_BUDGET 16384
+/* Deliveries per wakeup, likewise: a record is one delivery or a fan-out to
+ * thousands of streams, and a loop turn must stay short either way. */
+#define DELIVERY_BUDGET 65536
+
+static uint64_t drain_deliveries;   /* this wakeup's so far */
 
 static struct event *wakeup_ev;
+static struct event *more_ev;     /* drains again once the sockets were polled */
 static struct handoff *inbox;
 
 /* Queues data for every stream of uid; returns how many. */
@@ -46,7 +52,7 @@ static void kick(uint32_t uid)
     }
 }
 
-static void apply(void *body, size_t size, void *ctx)
+static int apply(void *body, size_t size, void *ctx)
 {
     (void)size;
     (void)ctx;
@@ -79,12 +85,12 @@ static void apply(void *body, size_t size, void *ctx)
     case CMD_STATS:
         batch_flush();            /* the counters include what came before */
         outbound_stats(cmd_reply(c), c->reply_len);
-        return;
+        return 0;
     case CMD_SNAPSHOT:
         n = presence_snapshot();
         if (c->reply_len)
             batch_ack(cmd_reply(c), c->reply_len, n);   /* after earlier acks */
-        return;
+        return 0;
     default:
         break;
     }
@@ -92,6 +98,8 @@ static void apply(void *body, size_t size, void *ctx)
     loop_stats.bytes_out += (uint64_t)n * c->payload_len;
     if (c->reply_len)
         batch_ack(cmd_reply(c), c->reply_len, n);
+    drain_deliveries += n;
+    return drain_deliveries >= DELIVERY_BUDGET;
 }
 
 static void flush(void *ctx)
@@ -100,25 +108,46 @@ static void flush(void *ctx)
     batch_flush();
 }
 
+static void drain(void)
+{
+    size_t budget = DRAIN_BUDGET, n;
+    drain_deliveries = 0;
+    while (budget > 0 && drain_deliveries < DELIVERY_BUDGET &&
+           (n = handoff_drain(inbox, budget, apply, flush, NULL)) > 0)
+        budget -= n;
+    /* More is waiting, and no wakeup will come for it. Not event_active:
+     * an event activated from its own callback runs again before libevent
+     * polls the sockets, so a busy inbox would starve every client (no
+     * accept, no EOF, no /stats) for as long as it stays busy. A timer that
+     * is due at once runs after the next poll. */
+    static const struct timeval now = {0, 0};
+    if (budget == 0 || drain_deliveries >= DELIVERY_BUDGET)
+        event_add(more_ev, &now);
+}
+
 static void on_wakeup(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     (void)arg;
-    size_t budget = DRAIN_BUDGET, n;
-
     handoff_clear_wakeup(inbox);
-    while (budget > 0 && (n = handoff_drain(inbox, budget, apply, flush, NULL)) > 0)
-        budget -= n;
-    if (budget == 0)
-        event_active(wakeup_ev, EV_READ, 0);   /* more is waiting: after the sockets */
+    drain();
+}
+
+static void on_more(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    drain();
 }
 
 int dispatch_start(struct event_base *base, struct handoff *ring)
 {
     inbox = ring;
     wakeup_ev = event_new(base, handoff_wakeup_fd(inbox), EV_READ | EV_PERSIST, on_wakeup, NULL);
-    if (!wakeup_ev || event_add(wakeup_ev, NULL) != 0) {
+    more_ev = evtimer_new(base, on_more, NULL);
+    if (!wakeup_ev || !more_ev || event_add(wakeup_ev, NULL) != 0) {
         log_msg(LOG_ERROR, "cannot watch the hand-off eventfd");
         return -1;
     }
@@ -130,6 +159,10 @@ void dispatch_stop(void)
     if (wakeup_ev) {
         event_free(wakeup_ev);
         wakeup_ev = NULL;
+    }
+    if (more_ev) {
+        event_free(more_ev);
+        more_ev = NULL;
     }
 }
 
