@@ -84,6 +84,7 @@ build/tests/ebin/%.beam: tests/erlang/%.erl | build
 # statics (h2o's t/00unit does so): name them here and their objects are
 # left out of its link.
 test_stream_INCLUDES := stream batch
+test_history_INCLUDES := history
 build/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | build
 	$(CC) $(ALL_CFLAGS) -Itools/httpclient -MMD -MP -o $@ $< \
 	    $(filter-out $($*_INCLUDES:%=build/%.o),$(SRV_LIB_OBJ)) $(LDLIBS_SERVER) -lcmocka

@@ -2,6 +2,7 @@
 #include "dispatch.h"
 #include "batch.h"
 #include "cmd.h"
+#include "history.h"
 #include "latency_probe.h"
 #include "log.h"
 #include "outbound.h"
@@ -23,13 +24,15 @@ static struct event *wakeup_ev;
 static struct event *more_ev;     /* drains again once the sockets were polled */
 static struct handoff *inbox;
 
-/* Queues data for every stream of uid; returns how many. */
+/* Gives the message its id for uid (kept in its history, online or not)
+ * and queues it for every stream of uid; returns how many. */
 static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
 {
+    uint32_t seq = history_append(uid, data, len);
     uint32_t n = uidtable_count(uid);
     batch_room(n);
     for (struct stream *s = uidtable_first(uid); s; s = s->next)
-        batch_add(s, data, len);
+        batch_add(s, data, len, seq);
     return n;
 }
 
