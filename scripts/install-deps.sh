@@ -19,6 +19,13 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# Node.js and npm run the independent browser-protocol clients of the tests
+# (tests/js). Checked by command: a Node.js from elsewhere (with its own npm)
+# will do, and Debian's npm package would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

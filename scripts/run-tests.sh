@@ -66,6 +66,14 @@ for t in build/tests/test_*; do
   failed=$((failed + f))
 done
 
+# --- Independent clients from the npm registry (tests/js), pinned by its lock
+# file; installed again only when the lock file changed.
+if [[ ! -d tests/js/node_modules || tests/js/package-lock.json -nt tests/js/node_modules ]]; then
+  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "run-tests: npm ci in tests/js failed: the tests of independent clients will fail"
+  touch tests/js/node_modules 2>/dev/null || true
+fi
+
 # --- Erlang tests (EUnit), all on one node -----------------------------------
 beams=(build/tests/ebin/*_tests.beam)
 if [[ ${#beams[@]} -gt 0 ]]; then
