@@ -32,6 +32,12 @@ const char *history_epoch_hex(void);
  * is on and the message is not larger than a quarter of the arena). */
 uint32_t history_append(uint32_t uid, const char *data, uint32_t len);
 
+/* A payload for many uids (a multicast, a broadcast), kept once: the
+ * handle for history_append_shared, 0 when it is not kept. */
+uint64_t history_share(const char *data, uint32_t len);
+/* history_append for a payload kept by history_share. */
+uint32_t history_append_shared(uint32_t uid, uint64_t shared);
+
 /* The last id given to uid (0: none yet). */
 uint32_t history_last_seq(uint32_t uid);
 

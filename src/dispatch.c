@@ -24,11 +24,9 @@ static struct event *wakeup_ev;
 static struct event *more_ev;     /* drains again once the sockets were polled */
 static struct handoff *inbox;
 
-/* Gives the message its id for uid (kept in its history, online or not)
- * and queues it for every stream of uid; returns how many. */
-static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
+/* Queues uid's message seq for every stream of uid; returns how many. */
+static uint32_t queue(uint32_t uid, const char *data, uint32_t len, uint32_t seq)
 {
-    uint32_t seq = history_append(uid, data, len);
     uint32_t n = uidtable_count(uid);
     batch_room(n);
     for (struct stream *s = uidtable_first(uid); s; s = s->next)
@@ -36,11 +34,34 @@ static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
     return n;
 }
 
+/* Gives the message its id for uid (kept in its history, online or not)
+ * and queues it; returns to how many streams. */
+static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
+{
+    return queue(uid, data, len, history_append(uid, data, len));
+}
+
+/* The same for each of uids (a multicast), the payload kept once. */
+static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *data,
+                             uint32_t len)
+{
+    uint64_t shared = history_share(data, len);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < nuids; i++) {
+        uint32_t k = queue(uids[i], data, len, history_append_shared(uids[i], shared));
+        if (k == 0)
+            loop_stats.dropped_no_conn++;
+        n += k;
+    }
+    return n;
+}
+
 static uint32_t deliver_all(const char *data, uint32_t len)
 {
+    uint64_t shared = history_share(data, len);
     uint32_t n = 0;
     for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid))
-        n += deliver(uid, data, len);
+        n += queue(uid, data, len, history_append_shared(uid, shared));
     return n;
 }
 
@@ -72,12 +93,7 @@ static int apply(void *body, size_t size, void *ctx)
             loop_stats.dropped_no_conn++;
         break;
     case CMD_MULTICAST:
-        for (uint32_t i = 0; i < c->nuids; i++) {
-            uint32_t k = deliver(cmd_uids(c)[i], cmd_payload(c), c->payload_len);
-            if (k == 0)
-                loop_stats.dropped_no_conn++;
-            n += k;
-        }
+        n = deliver_many(cmd_uids(c), c->nuids, cmd_payload(c), c->payload_len);
         break;
     case CMD_BROADCAST:
         n = deliver_all(cmd_payload(c), c->payload_len);

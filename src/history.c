@@ -24,16 +24,20 @@ struct uid_history {
 
 _Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per uid slot");
 
-/* 24 bytes, then the payload, padded to 8. */
+/* 24 bytes, then the payload, padded to 8. A payload sent to many uids (a
+ * multicast, a broadcast) is kept once, as a shared entry (uid 0), and each
+ * uid's entry holds its position instead (8 bytes): such an entry is kept
+ * while the shared one is, which is older and leaves first. */
 struct entry {
     uint64_t prev;          /* position + 1 of the uid's previous kept message */
-    uint32_t uid;
+    uint32_t uid;           /* 0: a shared payload */
     uint32_t seq;
     uint32_t stamp_s;       /* monotonic seconds when kept */
-    uint32_t len;           /* payload bytes; FILLER: skip to the arena's end */
+    uint32_t len;           /* payload bytes, or FILLER, or SHARED_REF | 8 */
 };
 
 #define FILLER UINT32_MAX
+#define SHARED_REF 0x80000000u  /* the payload is the shared entry at this position + 1 */
 
 static struct history_config config;
 static struct uid_history *uids;
@@ -106,11 +110,13 @@ static void push_out_oldest(void)
         head += to_end(head);
         return;
     }
-    size_t size = sizeof *e + pad8(e->len);
+    size_t size = sizeof *e + pad8(e->len & ~SHARED_REF);
     head += size;
     loop_stats.history_bytes -= size;
-    loop_stats.history_entries--;
-    loop_stats.history_evicted++;
+    if (e->uid) {
+        loop_stats.history_entries--;
+        loop_stats.history_evicted++;
+    }
 }
 
 /* Room for size contiguous bytes at the tail. */
@@ -130,32 +136,64 @@ static void make_room(size_t size)
         push_out_oldest();
 }
 
-uint32_t history_append(uint32_t uid, const char *data, uint32_t len)
+/* Writes an entry of uid (0: shared) with body[0..len) at the tail;
+ * returns its position + 1, 0 when it is too large to keep. */
+static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void *body,
+                     size_t body_len)
 {
-    struct uid_history *u = &uids[uid];
-    uint32_t seq = ++u->seq;
-    size_t size = sizeof(struct entry) + pad8(len);
+    size_t size = sizeof(struct entry) + pad8(body_len);
     if (!arena_size || size > arena_size / 4)
-        return seq;                           /* not kept: a resume across it is a gap */
+        return 0;                             /* a resume across it is a gap */
     make_room(size);
     struct entry *e = entry_at(tail);
-    *e = (struct entry){.prev = u->newest, .uid = uid, .seq = seq, .stamp_s = now_s(),
-                        .len = len};
-    memcpy(e + 1, data, len);
-    u->newest = tail + 1;
+    *e = (struct entry){.prev = uid ? uids[uid].newest : 0, .uid = uid, .seq = seq,
+                        .stamp_s = now_s(), .len = len_field};
+    memcpy(e + 1, body, body_len);
+    uint64_t at = tail + 1;
     tail += size;
     loop_stats.history_bytes += size;
-    loop_stats.history_entries++;
+    if (uid) {
+        uids[uid].newest = at;
+        loop_stats.history_entries++;
+    }
+    return at;
+}
+
+uint32_t history_append(uint32_t uid, const char *data, uint32_t len)
+{
+    uint32_t seq = ++uids[uid].seq;
+    keep(uid, seq, len, data, len);
     return seq;
 }
 
-/* The entry at position+1 p, if it is still kept, for uid. */
+uint64_t history_share(const char *data, uint32_t len)
+{
+    return config.per_uid ? keep(0, 0, len, data, len) : 0;
+}
+
+uint32_t history_append_shared(uint32_t uid, uint64_t shared)
+{
+    uint32_t seq = ++uids[uid].seq;
+    if (shared && shared - 1 >= head)         /* still kept */
+        keep(uid, seq, SHARED_REF | sizeof shared, &shared, sizeof shared);
+    return seq;
+}
+
+/* The entry at position+1 p, if it and its payload are still kept, for uid. */
 static const struct entry *kept(uint64_t p, uint32_t uid)
 {
     if (p == 0 || p - 1 < head)
         return NULL;
     const struct entry *e = entry_at(p - 1);
-    return e->uid == uid ? e : NULL;
+    if (e->uid != uid)
+        return NULL;
+    if (e->len & SHARED_REF) {
+        uint64_t shared;
+        memcpy(&shared, e + 1, sizeof shared);
+        if (shared - 1 < head)
+            return NULL;
+    }
+    return e;
 }
 
 void history_since(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
@@ -195,7 +233,12 @@ void history_since(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
 const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq)
 {
     const struct entry *e = entry_at(pos);
-    *len = e->len;
     *seq = e->seq;
+    if (e->len & SHARED_REF) {
+        uint64_t shared;
+        memcpy(&shared, e + 1, sizeof shared);
+        e = entry_at(shared - 1);
+    }
+    *len = e->len;
     return (const char *)(e + 1);
 }

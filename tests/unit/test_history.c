@@ -190,6 +190,36 @@ static void a_message_not_kept_makes_a_gap(void **state)
     assert_string_equal(replayed(r), "m3");
 }
 
+/* A payload sent to many uids is kept once; each uid's message lives as
+ * long as the shared payload does. */
+static void a_shared_payload_is_kept_once(void **state)
+{
+    (void)state;
+    start(32, 120, 8192);
+    static char big[1000];
+    memset(big, 'x', sizeof big);
+    uint64_t shared = history_share(big, sizeof big);
+    assert_true(shared != 0);
+    for (uint32_t uid = 1; uid <= 50; uid++)
+        assert_int_equal(history_append_shared(uid, shared), 1);
+    assert_int_equal(loop_stats.history_entries, 50);
+    assert_true(loop_stats.history_bytes < 24 + 1000 + 50 * 32 + 1);
+    struct history_replay *r = since(17, 0);
+    assert_false(r->gap);
+    assert_int_equal(r->n, 1);
+    uint32_t len, seq;
+    assert_ptr_equal(history_message(r->pos[0], &len, &seq), entry_at(shared - 1) + 1);
+    assert_int_equal(len, sizeof big);
+    /* Pushed out by newer messages: the shared payload goes first, and with
+     * it every uid's message. */
+    for (uint32_t i = 0; i < 400; i++)
+        append_text(99, "filler %u", i);
+    r = since(17, 0);
+    assert_true(r->gap);
+    assert_int_equal(r->n, 0);
+    assert_int_equal(history_append_shared(17, shared), 2);   /* gone: an id only */
+}
+
 static void history_off_gives_ids_only(void **state)
 {
     (void)state;
@@ -212,6 +242,7 @@ int main(void)
         cmocka_unit_test_teardown(old_messages_expire, teardown),
         cmocka_unit_test_teardown(the_arena_wraps_and_keeps_the_newest, teardown),
         cmocka_unit_test_teardown(a_message_not_kept_makes_a_gap, teardown),
+        cmocka_unit_test_teardown(a_shared_payload_is_kept_once, teardown),
         cmocka_unit_test_teardown(history_off_gives_ids_only, teardown),
     };
     return cmocka_run_group_tests_name("history", tests, NULL, NULL);
