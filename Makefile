@@ -111,6 +111,14 @@ test: deps
 	$(MAKE) $(UNIT_BIN) $(TERL_BEAM)
 	TEST_BUILD=$(BUILD) HTTPDCNODE_BINDIR=$(or $(BINP),.) SANITIZE=$(SANITIZE) scripts/run-tests.sh
 
+# Long, not in CI: the suite plain, then under TSan (.ci/run does ASan+UBSan),
+# then valgrind (memcheck) over the unit tests and core_tests' servers.
+VALGRIND_CMD := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+check-all: deps
+	$(MAKE) test
+	$(MAKE) test SANITIZE=thread
+	VALGRIND="$(VALGRIND_CMD)" HTTPDTEST_MODULES=core_tests BENCH_SMOKE=0 scripts/run-tests.sh
+
 bench: deps
 	$(MAKE) all
 	scripts/bench.sh

@@ -10,6 +10,7 @@ packages=(
   curl                                      # HTTP checks in the tests
   iproute2 procps                           # ss (CLOSE-WAIT checks), ps/pgrep in scripts
   gnuplot-nox                               # plots in `make bench`
+  valgrind                                  # make check-all
 )
 
 missing=()

@@ -113,7 +113,7 @@ beams=(build/tests/ebin/*_tests.beam)
 if [[ ${#beams[@]} -gt 0 ]]; then
   node="httpdtest_$$@localhost"
   cookie="httpdtest_$$_${RANDOM}${RANDOM}"
-  echo "== EUnit on $node: ${beams[*]##*/}"
+  echo "== EUnit on $node: ${HTTPDTEST_MODULES:-${beams[*]##*/}}"
   timeout --kill-after=10 "$ERL_TIMEOUT" \
     erl -sname "$node" -setcookie "$cookie" -noshell \
         -pa build/tests/ebin -pa tools/erlang/ebin \
