@@ -115,7 +115,7 @@ test: deps
 # then valgrind (memcheck) over the unit tests and core_tests' servers.
 VALGRIND_CMD := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-all: deps
-	$(MAKE) test
+	$(MAKE) test SANITIZE=
 	$(MAKE) test SANITIZE=thread
 	VALGRIND="$(VALGRIND_CMD)" HTTPDTEST_MODULES=core_tests BENCH_SMOKE=0 scripts/run-tests.sh
 
