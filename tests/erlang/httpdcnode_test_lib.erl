@@ -86,6 +86,7 @@ server_cmd(Args) ->
 
 %% Ms (or s) times $HTTPDTEST_TIME_SCALE (default 1): a slow run (under
 %% sanitizers, valgrind) waits longer without every run waiting longer.
+scaled(infinity) -> infinity;
 scaled(T) ->
     case os:getenv("HTTPDTEST_TIME_SCALE") of
         false -> T;
@@ -242,7 +243,7 @@ signal(Obj, Sig) ->
 %% {ok, ExitStatus, Millis} once exited, or timeout.
 wait_exit(Obj, Timeout) ->
     T0 = now_ms(),
-    Deadline = T0 + Timeout,
+    Deadline = T0 + scaled(Timeout),
     wait_exit_loop(Obj, T0, Deadline).
 
 wait_exit_loop(Obj, T0, Deadline) ->
@@ -280,7 +281,7 @@ run_cli(Args, Timeout) ->
     Log = log_path(unique("cli")),
     {Exe, CmdArgs} = server_cmd(Args),
     P = spawn_os(Exe, CmdArgs, Log, "httpdcnode"),
-    Res = case wait_exit(P, scaled(Timeout)) of
+    Res = case wait_exit(P, Timeout) of
               {ok, St, _} -> St;
               timeout -> timeout
           end,
