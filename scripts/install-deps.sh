@@ -12,6 +12,7 @@ packages=(
   iptables                                  # a test drops a client's packets (vanished peer)
   gnuplot-nox                               # plots in `make bench`
   clang libclang-rt-14-dev                  # libFuzzer harnesses (`make fuzz`)
+  valgrind                                  # make check-all
 )
 
 missing=()
