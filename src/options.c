@@ -38,8 +38,13 @@ static const char usage_text[] =
     "  --history-ttl SECONDS    none kept longer (default 120)\n"
     "  --history-bytes BYTES    all kept messages together; the oldest go first\n"
     "                           (default 67108864)\n"
-    "  --heartbeat SECONDS      a comment to every SSE stream this often, so that\n"
-    "                           proxies keep it open (default 25; 0 off)\n"
+    "  --heartbeat SECONDS      a comment to every SSE stream (a ping to every\n"
+    "                           WebSocket) this often, so that proxies keep it open\n"
+    "                           (default 25; 0 off)\n"
+    "  --poll-timeout SECONDS   a long-poll with nothing new waits this long at most\n"
+    "                           (default 25)\n"
+    "  --allow-origin ORIGIN    a web origin (scheme://host[:port]) whose pages may\n"
+    "                           read streams cross-origin; repeatable, or * for any\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
     "  --probe-latency          for benchmarks: GET /probe gives the age of messages\n"
@@ -52,7 +57,8 @@ static const char usage_text[] =
 
 enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
-       OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_WRITERS, OPT_PROBE, OPT_VERSION };
+       OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
+       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -71,6 +77,8 @@ static const struct option long_opts[] = {
     {"history-ttl", required_argument, NULL, OPT_HISTORY_TTL},
     {"history-bytes", required_argument, NULL, OPT_HISTORY_BYTES},
     {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
+    {"poll-timeout", required_argument, NULL, OPT_POLL_TIMEOUT},
+    {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"verbose", no_argument, NULL, 'v'},
@@ -152,6 +160,20 @@ static int valid_node_name(const char *s)
     return at && at != s && at[1] && !strchr(at + 1, '@') && strlen(s) < 256;
 }
 
+/* "*", or scheme://host[:port] with no path, as browsers send Origin. */
+static int valid_origin(const char *s)
+{
+    if (strcmp(s, "*") == 0)
+        return 1;
+    const char *sep = strstr(s, "://");
+    if (!sep || sep == s || !sep[3])
+        return 0;
+    for (const char *p = sep + 3; *p; p++)
+        if (*p == '/' || *p == ' ' || *p == ',' || (unsigned char)*p < 0x21)
+            return 0;
+    return 1;
+}
+
 static void set_defaults(struct options *o)
 {
     memset(o, 0, sizeof *o);
@@ -170,6 +192,7 @@ static void set_defaults(struct options *o)
     o->history_ttl = 120;
     o->history_bytes = 64u << 20;
     o->heartbeat = 25;
+    o->poll_timeout = 25;
     o->verbosity = 1;
     o->writers = usable_cpus();
     if (o->writers > 4)
@@ -251,6 +274,17 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_HEARTBEAT:
             if (parse_u32(optarg, 0, 3600, &o->heartbeat))
                 return bad("--heartbeat", optarg, "expected 0 (off) to 3600 seconds");
+            break;
+        case OPT_POLL_TIMEOUT:
+            if (parse_u32(optarg, 1, 3600, &o->poll_timeout))
+                return bad("--poll-timeout", optarg, "expected 1 to 3600 seconds");
+            break;
+        case OPT_ALLOW_ORIGIN:
+            if (o->n_allow_origin == ALLOW_ORIGIN_MAX || !valid_origin(optarg) ||
+                copy_str(o->allow_origin[o->n_allow_origin], sizeof o->allow_origin[0], optarg))
+                return bad("--allow-origin", optarg,
+                           "expected * or scheme://host[:port], at most 16 of them");
+            o->n_allow_origin++;
             break;
         case OPT_WRITERS:
             if (parse_u32(optarg, 1, 64, &o->writers))
