@@ -26,6 +26,7 @@ struct options {
     uint32_t keepalive;        /* TCP keepalive idle seconds, 0 off */
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
+    char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
 };
 
