@@ -231,7 +231,8 @@ int options_parse(struct options *o, int argc, char **argv)
             break;
         case OPT_PROBE: o->probe_latency = 1; break;
         case OPT_AUTH_SECRET_FILE:
-            if (optarg[0] == '\0' || copy_str(o->auth_secret_file, sizeof o->auth_secret_file, optarg))
+            if (optarg[0] == '\0' ||
+                copy_str(o->auth_secret_file, sizeof o->auth_secret_file, optarg))
                 return bad("--auth-secret-file", optarg, "expected a path");
             break;
         case 'v': o->verbosity = 2; break;
