@@ -16,9 +16,9 @@ struct stream;
 
 /* Makes room for n more deliveries, flushing if needed. */
 void batch_room(uint32_t n);
-/* Queues data (valid until batch_flush) for s. Room must have been made
- * with batch_room (asserted). */
-void batch_add(struct stream *s, const char *data, uint32_t len);
+/* Queues data (valid until batch_flush), the uid's message seq, for s.
+ * Room must have been made with batch_room (asserted). */
+void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq);
 /* Queues the reply {Ref, n} (reply: the encoded Pid and Ref, valid until
  * batch_flush), sent once the writes it counts are done. */
 void batch_ack(const char *reply, uint16_t reply_len, uint32_t n);

@@ -24,6 +24,10 @@ struct options {
     uint64_t max_backlog_total; /* unsent bytes of all streams before the largest go */
     uint32_t header_timeout;   /* seconds from a request's first byte to its end */
     uint32_t keepalive;        /* TCP keepalive idle seconds, 0 off */
+    uint32_t history;          /* messages kept per uid, 0 off */
+    uint32_t history_ttl;      /* seconds a kept message lives */
+    uint64_t history_bytes;    /* all kept messages together */
+    uint32_t heartbeat;        /* seconds between keep-alive comments on SSE, 0 off */
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
     char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */

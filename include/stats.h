@@ -19,6 +19,9 @@
     X(backlog_bytes)    /* unsent bytes held for all streams now */           \
     X(kicked)           /* streams ended by {kick, Uid} */                    \
     X(msgs_applied)     /* messages taken from the hand-off */                \
+    X(history_bytes)    /* bytes of kept messages, headers included */        \
+    X(history_entries)  /* messages kept */                                   \
+    X(history_evicted)  /* kept messages pushed out for room */               \
     X(deliveries)       /* chunks written (or queued) to streams */           \
     X(bytes_out)        /* payload bytes delivered */                         \
     X(dropped_no_conn)  /* message for a uid with no stream */                \

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "stats.h"
 #include "socket_export.h"
+#include "sse.h"
 #include "uid.h"
 #include "welcome.h"
 
@@ -90,7 +91,10 @@ static void refuse_no_fds(struct evhttp_request *req)
                "Server is at its connection limit, try again later");
 }
 
-static void serve_stream(struct evhttp_request *req, const char *uid_text)
+/* How a transport starts a stream for uid: -1 when it could not (503). */
+typedef int (*stream_start_fn)(struct evhttp_request *req, uint32_t uid);
+
+static void serve_stream(struct evhttp_request *req, const char *uid_text, stream_start_fn start)
 {
     uint32_t uid;
     char body[64];
@@ -121,7 +125,7 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
         return;
     }
     http_guard_release(req);
-    if (welcome_start(req, uid) != 0)
+    if (start(req, uid) != 0)
         refuse_no_fds(req);
 }
 
@@ -138,7 +142,9 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path && strncmp(path, "/test/", 6) == 0) {
-        serve_stream(req, path + 6);
+        serve_stream(req, path + 6, welcome_start);
+    } else if (path && strncmp(path, "/sse/", 5) == 0) {
+        serve_stream(req, path + 5, sse_start);
     } else if (path && strcmp(path, "/stats") == 0) {
         reply_stats(req);
     } else if (path && strcmp(path, "/probe") == 0) {

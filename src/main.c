@@ -3,12 +3,14 @@
 #include "cnode.h"
 #include "dispatch.h"
 #include "handoff.h"
+#include "history.h"
 #include "http_front.h"
 #include "latency_probe.h"
 #include "log.h"
 #include "options.h"
 #include "outbound.h"
 #include "presence.h"
+#include "sse.h"
 #include "stream.h"
 #include "uidtable.h"
 #include "write_pool.h"
@@ -73,6 +75,11 @@ int main(int argc, char **argv)
                 opts.max_users);
         return 1;
     }
+    if (history_init(&(struct history_config){.max_users = opts.max_users,
+                                              .per_uid = opts.history,
+                                              .ttl_s = opts.history_ttl,
+                                              .bytes = (size_t)opts.history_bytes}) != 0)
+        return 1;
     if (opts.probe_latency && probe_start() != 0) {
         log_msg(LOG_ERROR, "cannot allocate the latency probe; run without --probe-latency");
         return 1;
@@ -96,6 +103,7 @@ int main(int argc, char **argv)
     }
     outbound_init(outbox);
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
+        sse_init(base, opts.heartbeat) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
@@ -112,12 +120,14 @@ int main(int argc, char **argv)
     event_free(sigint);
     event_free(sigterm);
     dispatch_stop();
+    sse_free();
     stream_unconfigure();
     presence_free();
     event_base_free(base);
     handoff_free(inbox);
     handoff_free(outbox);
     uidtable_free();
+    history_free();
     write_pool_stop();
     probe_free();
     auth_http_free();

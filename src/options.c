@@ -33,6 +33,13 @@ static const char usage_text[] =
     "                           byte, however slowly it trickles in (default 10)\n"
     "  --keepalive SECONDS      TCP keepalive: a peer silent this long is probed and\n"
     "                           dropped within about twice that (default 60; 0 off)\n"
+    "  --history N              messages kept per uid for clients that come back\n"
+    "                           (default 32; 0: none)\n"
+    "  --history-ttl SECONDS    none kept longer (default 120)\n"
+    "  --history-bytes BYTES    all kept messages together; the oldest go first\n"
+    "                           (default 67108864)\n"
+    "  --heartbeat SECONDS      a comment to every SSE stream this often, so that\n"
+    "                           proxies keep it open (default 25; 0 off)\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
     "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
@@ -48,7 +55,8 @@ static const char usage_text[] =
 
 enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
-       OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE };
+       OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_WRITERS, OPT_PROBE,
+       OPT_VERSION, OPT_AUTH_SECRET_FILE };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -63,6 +71,10 @@ static const struct option long_opts[] = {
     {"max-backlog-total", required_argument, NULL, OPT_MAX_BACKLOG_TOTAL},
     {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
     {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
+    {"history", required_argument, NULL, OPT_HISTORY},
+    {"history-ttl", required_argument, NULL, OPT_HISTORY_TTL},
+    {"history-bytes", required_argument, NULL, OPT_HISTORY_BYTES},
+    {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
@@ -159,6 +171,10 @@ static void set_defaults(struct options *o)
     o->max_backlog_total = 256u << 20;
     o->header_timeout = 10;
     o->keepalive = 60;
+    o->history = 32;
+    o->history_ttl = 120;
+    o->history_bytes = 64u << 20;
+    o->heartbeat = 25;
     o->verbosity = 1;
     o->writers = usable_cpus();
     if (o->writers > 4)
@@ -224,6 +240,22 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_KEEPALIVE:
             if (parse_u32(optarg, 0, 32767, &o->keepalive))
                 return bad("--keepalive", optarg, "expected 0 (off) to 32767 seconds");
+            break;
+        case OPT_HISTORY:
+            if (parse_u32(optarg, 0, 4096, &o->history))
+                return bad("--history", optarg, "expected 0 (off) to 4096 messages");
+            break;
+        case OPT_HISTORY_TTL:
+            if (parse_u32(optarg, 1, 86400, &o->history_ttl))
+                return bad("--history-ttl", optarg, "expected 1 to 86400 seconds");
+            break;
+        case OPT_HISTORY_BYTES:
+            if (parse_u64(optarg, 65536, 1ull << 40, &o->history_bytes))
+                return bad("--history-bytes", optarg, "expected 65536 to 2^40 bytes");
+            break;
+        case OPT_HEARTBEAT:
+            if (parse_u32(optarg, 0, 3600, &o->heartbeat))
+                return bad("--heartbeat", optarg, "expected 0 (off) to 3600 seconds");
             break;
         case OPT_WRITERS:
             if (parse_u32(optarg, 1, 64, &o->writers))

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for scripts/bench.sh (sourced, not run): processes we start
 # and end by pid, bounded waits, the server, the load client, the publisher,
-# flat-JSON fields and a little arithmetic. Expects ROOT, WORK and DEADLINE
+# flat-JSON fields and a little arithmetic. Expects ROOT, BIN, WORK and DEADLINE
 # (epoch seconds after which every wait gives up) to be set.
 
 BENCH_PIDS=()        # every background process started here, ended by pid
@@ -88,7 +88,7 @@ start_server() {
   SRV_LOG="$WORK/server-$tag.log"
   for try in 1 2 3; do
     SRV_PORT=$(free_port) || return 1
-    (exec "$ROOT/httpdcnode" --listen "127.0.0.1:$SRV_PORT" --name "$SRV_NODE@localhost" \
+    (exec "$BIN/httpdcnode" --listen "127.0.0.1:$SRV_PORT" --name "$SRV_NODE@localhost" \
        --master "" --cookie "$COOKIE" -q "$@") 2>>"$SRV_LOG" &
     SRV_PID=$!
     BENCH_PIDS+=("$SRV_PID")
@@ -156,7 +156,7 @@ wait_streams() {
 start_client() {
   local out=$1
   shift
-  (exec "$ROOT/httpclient" -p "$SRV_PORT" --json -q "$@") >"$out.json" 2>"$out.err" &
+  (exec "$BIN/httpclient" -p "$SRV_PORT" --json -q "$@") >"$out.json" 2>"$out.err" &
   CLI_PID=$!
   BENCH_PIDS+=("$CLI_PID")
 }
