@@ -46,6 +46,8 @@ cases() ->
      {"httpdcnode:token/2 and token_url/3 make tokens the server takes", fun erlang_token/1},
      {"the openssl dgst one-liner of the README makes a valid token", fun openssl_token/1},
      {"the counters, in /stats and in the Erlang stats map", fun counters/1},
+     {"GET /sse/N needs a token too; with one it streams, with since= as well",
+      fun sse_token/1},
      {"eviction attack with tokens: the attacker gets 403, the victim keeps receiving",
       fun attack_with_tokens/1}].
 
@@ -201,6 +203,17 @@ wrong_uid(#{s := S, secret := K}) ->
     %% and it still opens 5
     opens(S, 5, path(5, Q), []),
     opens(S, 5, path(5), [H]).
+
+sse_token(#{s := S, secret := K}) ->
+    refused(S, "/sse/9", [], ?MISSING),
+    refused(S, "/sse/9?" ++ query(K, 90, now_s() + 60), [], ?FORGED),
+    Q = query(K, 9, now_s() + 60),
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+    ok = gen_tcp:send(Sock, request_bytes("GET", "/sse/9?" ++ Q ++ "&since=00000000%3A0",
+                                          "HTTP/1.1", [])),
+    {ok, Head} = gen_tcp:recv(Sock, 0, ?T),
+    ?assertMatch(<<"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", _/binary>>, Head),
+    gen_tcp:close(Sock).
 
 missing(#{s := S}) ->
     D = deltas(S, fun() ->
