@@ -35,6 +35,7 @@ struct options {
     uint32_t n_allow_origin;
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
+    char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
 };
 

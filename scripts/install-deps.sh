@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential pkg-config libevent-dev   # server and load client
+  libssl-dev                                # libcrypto: HMAC of subscriber tokens
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests

@@ -1,5 +1,6 @@
 /* Request routing and error replies. Streams start in welcome.c. */
 #include "http_front.h"
+#include "auth_http.h"
 #include "http_guard.h"
 #include "latency_probe.h"
 #include "log.h"
@@ -111,6 +112,8 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text, strea
     case UID_OK:
         break;
     }
+    if (!auth_admit(req, uid))
+        return;
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "text/html; charset=utf-8");

@@ -1,4 +1,5 @@
 /* httpdcnode: start-up, signals and shutdown. */
+#include "auth_http.h"
 #include "cnode.h"
 #include "dispatch.h"
 #include "handoff.h"
@@ -60,6 +61,8 @@ int main(int argc, char **argv)
     if (r != 0)
         return r > 0 ? 0 : 2;
     log_set_level(opts.verbosity);
+    if (auth_http_configure(&opts) != 0)
+        return 2;
     signal(SIGPIPE, SIG_IGN);
 
     base = new_base();
@@ -127,5 +130,6 @@ int main(int argc, char **argv)
     history_free();
     write_pool_stop();
     probe_free();
+    auth_http_free();
     return 0;
 }

@@ -47,6 +47,9 @@ static const char usage_text[] =
     "                           read streams cross-origin; repeatable, or * for any\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
+    "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
+    "                           FILE (mode 600): exp=EXP&sig=HMAC in the query, or\n"
+    "                           Authorization: Bearer UID.EXP.HMAC (see README)\n"
     "  --probe-latency          for benchmarks: GET /probe gives the age of messages\n"
     "                           whose payload starts with t=<ns since the epoch>;\n"
     "                           at each hop inside the server\n"
@@ -58,7 +61,7 @@ static const char usage_text[] =
 enum { OPT_LISTEN = 256, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
-       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION };
+       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -81,6 +84,7 @@ static const struct option long_opts[] = {
     {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
+    {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -291,6 +295,11 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--writers", optarg, "expected 1 to 64 threads");
             break;
         case OPT_PROBE: o->probe_latency = 1; break;
+        case OPT_AUTH_SECRET_FILE:
+            if (optarg[0] == '\0' ||
+                copy_str(o->auth_secret_file, sizeof o->auth_secret_file, optarg))
+                return bad("--auth-secret-file", optarg, "expected a path");
+            break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;
