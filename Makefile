@@ -12,22 +12,39 @@ VERSION := 0.1.0
 EI_DIR   = $(shell erl -noshell -eval 'io:format("~s",[code:lib_dir(erl_interface)]),halt().' 2>/dev/null)
 EV_CFLAGS = $(shell pkg-config --cflags libevent libevent_pthreads)
 EV_LIBS   = $(shell pkg-config --libs libevent libevent_pthreads)
+# libcrypto (OpenSSL 3) for the HMAC of subscriber tokens.
+CRYPTO_CFLAGS = $(shell pkg-config --cflags libcrypto)
+CRYPTO_LIBS   = $(shell pkg-config --libs libcrypto)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CFLAGS  ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -Iinclude $(EV_CFLAGS) \
+
+# SANITIZE=address,undefined (or thread): everything is built with
+# -fsanitize=$(SANITIZE) in its own directory, binaries in $(BUILD)/bin, so
+# sanitized objects never mix with the plain ones in build/ and at the root.
+comma := ,
+ifeq ($(strip $(SANITIZE)),)
+BUILD := build
+BINP  :=
+CFLAGS ?= -O2 -g
+else
+BUILD := build-$(subst $(comma),-,$(strip $(SANITIZE)))
+BINP  := $(BUILD)/bin/
+CFLAGS ?= -O1 -g
+SAN_FLAGS := -fsanitize=$(strip $(SANITIZE)) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) \
              -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
-LDLIBS_SERVER = $(EV_LIBS) -L$(EI_DIR)/lib -lei -lpthread
+LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
 # Server sources: everything in src/ except main.c also goes into the unit tests.
 SRV_LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
-SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=build/%.o)
+SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o)
 
 CLIENT_SRC := $(wildcard tools/httpclient/*.c)
-CLIENT_OBJ := $(CLIENT_SRC:tools/httpclient/%.c=build/client/%.o)
+CLIENT_OBJ := $(CLIENT_SRC:tools/httpclient/%.c=$(BUILD)/client/%.o)
 
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
-UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=build/tests/%)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 ERL_SRC   := $(wildcard tools/erlang/src/*.erl)
 ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
@@ -36,38 +53,42 @@ ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
 TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
 
-.PHONY: all deps test unit-test erl-test bench fuzz soak run install clean check-ei
+SERVER := $(BINP)httpdcnode
+CLIENT := $(BINP)httpclient
 
-all: check-ei httpdcnode $(if $(CLIENT_SRC),httpclient) writefloor wakefloor $(ERL_BEAM) $(ERL_APPF)
+.PHONY: all deps test check-all unit-test erl-test bench fuzz soak run install clean check-ei
+
+all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor \
+     $(ERL_BEAM) $(ERL_APPF)
 
 check-ei:
 	@test -n "$(EI_DIR)" || { echo "Erlang (erl) not found: run 'make deps' or 'scripts/install-deps.sh' first"; exit 1; }
 
 # Each object depends on the headers it includes (-MMD writes them down).
-build/%.o: src/%.c | build
+$(BUILD)/%.o: src/%.c | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-build/client/%.o: tools/httpclient/%.c | build
-	@mkdir -p build/client
+$(BUILD)/client/%.o: tools/httpclient/%.c | $(BUILD)
+	@mkdir -p $(BUILD)/client
 	$(CC) $(ALL_CFLAGS) -Itools/httpclient -MMD -MP -c -o $@ $<
 
-httpdcnode: build/main.o $(SRV_LIB_OBJ)
+$(SERVER): $(BUILD)/main.o $(SRV_LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
 # The latency histogram is shared with the server's probe.
-httpclient: $(CLIENT_OBJ) build/histogram.o
+$(CLIENT): $(CLIENT_OBJ) $(BUILD)/histogram.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) -lm
 
 # The host's floor for one small loopback write (make bench reports it).
-writefloor: tools/writefloor/writefloor.c
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
+$(BINP)writefloor: tools/writefloor/writefloor.c | $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN_FLAGS) -o $@ $<
 
 # How late a sleeping thread wakes here, idle and under load (make bench).
-wakefloor: tools/wakefloor/wakefloor.c
-	$(CC) -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -o $@ $<
+$(BINP)wakefloor: tools/wakefloor/wakefloor.c | $(BUILD)
+	$(CC) -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) -o $@ $<
 
-build:
-	@mkdir -p build build/tests build/tests/ebin
+$(BUILD):
+	@mkdir -p $(BUILD)/tests build/tests/ebin $(BINP)
 
 tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
 	@mkdir -p tools/erlang/ebin
@@ -77,19 +98,20 @@ tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 	@mkdir -p tools/erlang/ebin
 	cp $< $@
 
-build/tests/ebin/%.beam: tests/erlang/%.erl | build
+build/tests/ebin/%.beam: tests/erlang/%.erl | $(BUILD)
 	erlc -Wall -o build/tests/ebin $<
 
 # A unit test may #include the server sources it tests, to reach their
 # statics (h2o's t/00unit does so): name them here and their objects are
 # left out of its link.
 test_stream_INCLUDES := stream batch
-build/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | build
+test_history_INCLUDES := history
+$(BUILD)/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Itools/httpclient -MMD -MP -o $@ $< \
-	    $(filter-out $($*_INCLUDES:%=build/%.o),$(SRV_LIB_OBJ)) $(LDLIBS_SERVER) -lcmocka
+	    $(filter-out $($*_INCLUDES:%=$(BUILD)/%.o),$(SRV_LIB_OBJ)) $(LDLIBS_SERVER) -lcmocka
 
 # Client tests #include the client's sources: rebuild them when those change.
-$(filter build/tests/test_client_%,$(UNIT_BIN)): $(CLIENT_SRC) $(wildcard tools/httpclient/*.h)
+$(filter $(BUILD)/tests/test_client_%,$(UNIT_BIN)): $(CLIENT_SRC) $(wildcard tools/httpclient/*.h)
 
 # libFuzzer harnesses (clang), each with the sources it exercises.
 FUZZ_SECONDS ?= 60
@@ -121,7 +143,15 @@ deps:
 test: deps
 	$(MAKE) all
 	$(MAKE) $(UNIT_BIN) $(TERL_BEAM)
-	scripts/run-tests.sh
+	TEST_BUILD=$(BUILD) HTTPDCNODE_BINDIR=$(or $(BINP),.) SANITIZE=$(SANITIZE) scripts/run-tests.sh
+
+# Long, not in CI: the suite plain, then under TSan (.ci/run does ASan+UBSan),
+# then valgrind (memcheck) over the unit tests and core_tests' servers.
+VALGRIND_CMD := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+check-all: deps
+	$(MAKE) test SANITIZE=
+	$(MAKE) test SANITIZE=thread
+	VALGRIND="$(VALGRIND_CMD)" HTTPDTEST_MODULES=core_tests BENCH_SMOKE=0 scripts/run-tests.sh
 
 # Each harness for FUZZ_SECONDS; fails on any crash (inputs in build/fuzz/artifacts).
 fuzz: deps
@@ -147,6 +177,6 @@ install: httpdcnode
 	install -m 755 httpdcnode $(DESTDIR)$(PREFIX)/bin/httpdcnode
 
 clean:
-	rm -rf build httpdcnode httpclient writefloor wakefloor tools/erlang/ebin/*.beam tools/erlang/ebin/*.app
+	rm -rf build build-* httpdcnode httpclient writefloor wakefloor tools/erlang/ebin/*.beam tools/erlang/ebin/*.app
 
--include $(wildcard build/*.d build/client/*.d build/tests/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/client/*.d $(BUILD)/tests/*.d)

@@ -16,9 +16,9 @@ struct stream;
 
 /* Makes room for n more deliveries, flushing if needed. */
 void batch_room(uint32_t n);
-/* Queues data (valid until batch_flush) for s. Room must have been made
- * with batch_room (asserted). */
-void batch_add(struct stream *s, const char *data, uint32_t len);
+/* Queues data (valid until batch_flush), the uid's message seq, for s.
+ * Room must have been made with batch_room (asserted). */
+void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq);
 /* The n deliveries just queued were of one message received at
  * received_ns (clock_now_ns): its age is observed when they are written. */
 void batch_delivered(uint64_t received_ns, uint32_t n);

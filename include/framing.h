@@ -3,7 +3,9 @@
  *
  *   chunked  HTTP/1.1: "%x\r\n" size line, payload, "\r\n"; ends with
  *            the terminating chunk "0\r\n\r\n"
- *   raw      HTTP/1.0: the payload as it is; the end is the close */
+ *   raw      HTTP/1.0: the payload as it is; the end is the close
+ *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
+ *            lines (framing_sse_body, made once per payload), a blank line */
 #ifndef HTTPDCNODE_FRAMING_H
 #define HTTPDCNODE_FRAMING_H
 
@@ -14,10 +16,11 @@
 enum framing_kind {
     FRAMING_CHUNKED = 0,
     FRAMING_RAW,
+    FRAMING_SSE,
 };
 
-/* Bytes of a message's prefix at most ("ffffffff\r\n"). */
-#define FRAMING_PREFIX_MAX 10
+/* Bytes of a message's prefix at most ("id: ffffffff:4294967295\n"). */
+#define FRAMING_PREFIX_MAX 24
 /* iovecs one framed message takes at most. */
 #define FRAMING_IOV_MAX 3
 
@@ -27,11 +30,22 @@ struct framing_prefix {
     uint8_t len;
 };
 
-void framing_prefix(uint8_t kind, uint32_t payload_len, struct framing_prefix *out);
-/* Fills iov[FRAMING_IOV_MAX] with the framed message; returns the iovec
- * count and adds the framed size to *bytes. */
+/* The prefix of the message seq (the uid's id) of payload_len bytes. */
+void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
+                    struct framing_prefix *out);
+/* Whether a framing carries its payload re-encoded (framing_sse_body). */
+int framing_encodes_body(uint8_t kind);
+/* Fills iov[FRAMING_IOV_MAX] with the framed message (data: the payload,
+ * or its encoding when framing_encodes_body); returns the iovec count and
+ * adds the framed size to *bytes. */
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,
                 uint32_t len, struct iovec *iov, size_t *bytes);
+/* The SSE body of a payload: each of its lines as "data: LINE\n" (a line
+ * ends at \n, \r\n or \r), then "\n". framing_sse_body_len says how long it
+ * is; framing_sse_body writes it to out. */
+size_t framing_sse_body_len(const char *data, uint32_t len);
+void framing_sse_body(const char *data, uint32_t len, char *out);
+
 /* What ends a stream of this framing (may be empty). */
 struct iovec framing_terminator(uint8_t kind);
 

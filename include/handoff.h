@@ -28,13 +28,13 @@ void handoff_commit(struct handoff *h);
 int handoff_wakeup_fd(const struct handoff *h);
 /* Consumer: resets the eventfd; call first when it is readable. */
 void handoff_clear_wakeup(struct handoff *h);
-/* Consumer: calls apply(body, size, ctx) for up to max records in order,
- * then finish(ctx) (may be NULL) while the records are still valid;
- * returns how many. Call it until it returns 0 (then the ring was empty and
+/* Consumer: calls apply(body, size, ctx) for up to max records in order
+ * (fewer when apply returns nonzero: stop after this one), then finish(ctx)
+ * (may be NULL) while the records are still valid; returns how many. Call it until it returns 0 (then the ring was empty and
  * the next commit writes the eventfd) or until your budget is spent (then
  * schedule yourself again: no wakeup will come for what is left). */
 size_t handoff_drain(struct handoff *h, size_t max,
-                     void (*apply)(void *body, size_t size, void *ctx),
+                     int (*apply)(void *body, size_t size, void *ctx),
                      void (*finish)(void *ctx), void *ctx);
 
 /* Wakes a producer blocked in handoff_reserve; later reserves return NULL. */

@@ -10,6 +10,8 @@
  * ring is 32 MB; records up to half of it) with its uid list. */
 #define MAX_MESSAGE_LIMIT (8u << 20)
 
+#define ALLOW_ORIGIN_MAX 16
+
 struct options {
     char listen_host[64];      /* --listen ADDR:PORT */
     uint16_t listen_port;
@@ -27,8 +29,16 @@ struct options {
     uint64_t max_backlog_total; /* unsent bytes of all streams before the largest go */
     uint32_t header_timeout;   /* seconds from a request's first byte to its end */
     uint32_t keepalive;        /* TCP keepalive idle seconds, 0 off */
+    uint32_t history;          /* messages kept per uid, 0 off */
+    uint32_t history_ttl;      /* seconds a kept message lives */
+    uint64_t history_bytes;    /* all kept messages together */
+    uint32_t heartbeat;        /* seconds between SSE comments / WebSocket pings, 0 off */
+    uint32_t poll_timeout;     /* seconds a long-poll waits for a message */
+    char allow_origin[ALLOW_ORIGIN_MAX][256];   /* --allow-origin, repeatable; "*" any */
+    uint32_t n_allow_origin;
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
+    char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
 };
 

@@ -19,6 +19,9 @@
     X(backlog_bytes)    /* unsent bytes held for all streams now */           \
     X(kicked)           /* streams ended by {kick, Uid} */                    \
     X(msgs_applied)     /* messages taken from the hand-off */                \
+    X(history_bytes)    /* bytes of kept messages, headers included */        \
+    X(history_entries)  /* messages kept */                                   \
+    X(history_evicted)  /* kept messages pushed out for room */               \
     X(deliveries)       /* chunks written (or queued) to streams */           \
     X(bytes_out)        /* payload bytes delivered */                         \
     X(dropped_no_conn)  /* message for a uid with no stream */                \
@@ -27,7 +30,10 @@
     X(http_too_big)     /* 503 uid above --max-users */                       \
     X(http_bad_method)  /* 405 */                                             \
     X(http_no_fds)      /* 503 because descriptors ran short */               \
-    X(http_header_timeout) /* closed: request not complete in --header-timeout */
+    X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
+    X(auth_missing)     /* 403: no subscriber token */                        \
+    X(auth_expired)     /* 403: a genuine token past its exp */               \
+    X(auth_bad)         /* 403: malformed, for another uid, or forged */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

@@ -9,6 +9,8 @@
 #                              broken (loss, a crash, a tool failing), never on
 #                              timings. Last line: "bench smoke: P passed, F failed".
 #                              BENCH_KEEP=1 keeps its files (in $TMPDIR).
+#   HTTPDCNODE_BINDIR          where the binaries are (default: the root; a
+#                              `make SANITIZE=...` build has them in build-*/bin)
 #
 # Each server holds at most 18,000 streams; the load client runs as 2 worker
 # processes; the publisher is tools/erlang msggen on its own Erlang node,
@@ -21,6 +23,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
+BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
 
 mode=full
 case "${1:-}" in
@@ -64,7 +67,7 @@ trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
-for f in httpdcnode httpclient writefloor wakefloor tools/erlang/ebin/msggen.beam; do
+for f in "$BIN"/{httpdcnode,httpclient,writefloor,wakefloor} tools/erlang/ebin/msggen.beam; do
   [[ -e $f ]] || { echo "bench: $f missing: run 'make all' first" >&2; exit 1; }
 done
 # Erlang distribution needs epmd; it is shared by every run: start, never stop.

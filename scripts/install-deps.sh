@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential pkg-config libevent-dev   # server and load client
+  libssl-dev                                # libcrypto: HMAC of subscriber tokens
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests
@@ -13,12 +14,20 @@ packages=(
   gnuplot-nox                               # plots in `make bench`
   prometheus                                # a real Prometheus scrapes /metrics in a test
   clang libclang-rt-14-dev                  # libFuzzer harnesses (`make fuzz`)
+  valgrind                                  # make check-all
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+# Node.js and npm run the independent browser-protocol clients of the tests
+# (tests/js). Checked by command: a Node.js from elsewhere (with its own npm)
+# will do, and Debian's npm package would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -7,11 +7,26 @@
 # failed or a runner crashed or ran out of time.
 #   UNIT_TIMEOUT  seconds for one cmocka binary (default 120)
 #   ERL_TIMEOUT   seconds for the whole Erlang run (default 900)
+#   TEST_BUILD    where the cmocka binaries are, below tests/ (default build)
+#   HTTPDCNODE_BINDIR  where httpdcnode and httpclient are (default .)
+#   SANITIZE      the -fsanitize= list they were built with (make test
+#                 SANITIZE=... sets these three): every sanitizer report
+#                 counts as a failure and is printed at the end.
+#   VALGRIND      a valgrind command (make check-all): the cmocka binaries
+#                 and every server the Erlang tests start run under it, each
+#                 valgrind log with errors counts as a failure and is printed.
+#   HTTPDTEST_MODULES  only these EUnit modules (space-separated names)
+#   BENCH_SMOKE   0: no bench smoke
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 UNIT_TIMEOUT=${UNIT_TIMEOUT:-120}
 ERL_TIMEOUT=${ERL_TIMEOUT:-900}
+TEST_BUILD=${TEST_BUILD:-build}
+export HTTPDCNODE_BINDIR=${HTTPDCNODE_BINDIR:-.}
+export HTTPDCNODE_BIN=${HTTPDCNODE_BIN:-$PWD/$HTTPDCNODE_BINDIR/httpdcnode}
+SANITIZE=${SANITIZE:-}
+VALGRIND=${VALGRIND:-}
 
 passed=0
 failed=0
@@ -23,6 +38,7 @@ epmd -daemon
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/httpdtest.XXXXXX")
+: >"$work/started"
 export HTTPDTEST_PIDDIR="$work/pids"
 mkdir -p "$HTTPDTEST_PIDDIR"
 
@@ -45,12 +61,38 @@ end_leftovers() {
 }
 trap 'end_leftovers; rm -rf "$work"' EXIT
 
+# Sanitized processes (the servers started by the Erlang tests, too) write
+# their reports to $san instead of a stderr nobody reads, and stop at the
+# first one; user-set *SAN_OPTIONS come after ours, so they win.
+san="$work/sanitizer"
+if [[ -n $SANITIZE ]]; then
+  mkdir -p "$san"
+  log="log_path=$san/report:log_exe_name=1"
+  export ASAN_OPTIONS="$log:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  export UBSAN_OPTIONS="$log:print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+  export TSAN_OPTIONS="$log:halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizer/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  # Timeouts in the Erlang tests are multiplied by this (httpdcnode_test_lib).
+  export HTTPDTEST_TIME_SCALE=${HTTPDTEST_TIME_SCALE:-2}
+  echo "== sanitizers: $SANITIZE (reports in $san)"
+fi
+vg="$work/valgrind"
+if [[ -n $VALGRIND ]]; then
+  mkdir -p "$vg"
+  VALGRIND="$VALGRIND --log-file=$vg/report.%p"
+  export HTTPDTEST_SERVER_PREFIX=$VALGRIND
+  export HTTPDTEST_TIME_SCALE=${HTTPDTEST_TIME_SCALE:-10}
+  UNIT_TIMEOUT=$((UNIT_TIMEOUT * 5))
+  echo "== under $VALGRIND"
+fi
+
 # --- C unit tests (cmocka) ---------------------------------------------------
 shopt -s nullglob
-for t in build/tests/test_*; do
+for t in "$TEST_BUILD"/tests/test_*; do
   [[ -f $t && -x $t ]] || continue
   echo "== $t"
-  timeout --kill-after=5 "$UNIT_TIMEOUT" "$t" >"$work/unit.out" 2>&1
+  # shellcheck disable=SC2086  # $VALGRIND: a command and its options
+  timeout --kill-after=5 "$UNIT_TIMEOUT" $VALGRIND "$t" >"$work/unit.out" 2>&1
   rc=$?
   cat "$work/unit.out"
   # one summary per cmocka group; a binary may run several groups
@@ -66,12 +108,20 @@ for t in build/tests/test_*; do
   failed=$((failed + f))
 done
 
+# --- Independent clients from the npm registry (tests/js), pinned by its lock
+# file; installed again only when the lock file changed.
+if [[ ! -d tests/js/node_modules || tests/js/package-lock.json -nt tests/js/node_modules ]]; then
+  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "run-tests: npm ci in tests/js failed: the tests of independent clients will fail"
+  touch tests/js/node_modules 2>/dev/null || true
+fi
+
 # --- Erlang tests (EUnit), all on one node -----------------------------------
 beams=(build/tests/ebin/*_tests.beam)
 if [[ ${#beams[@]} -gt 0 ]]; then
   node="httpdtest_$$@localhost"
   cookie="httpdtest_$$_${RANDOM}${RANDOM}"
-  echo "== EUnit on $node: ${beams[*]##*/}"
+  echo "== EUnit on $node: ${HTTPDTEST_MODULES:-${beams[*]##*/}}"
   timeout --kill-after=10 "$ERL_TIMEOUT" \
     erl -sname "$node" -setcookie "$cookie" -noshell \
         -pa build/tests/ebin -pa tools/erlang/ebin \
@@ -93,16 +143,18 @@ if [[ ${#beams[@]} -gt 0 ]]; then
 fi
 
 # --- make bench, tiny: the benchmark tools still work end to end -----------
-echo "== bench smoke"
-timeout --kill-after=10 120 scripts/bench.sh --smoke </dev/null 2>&1 | tee "$work/smoke.out"
-line=$(grep -E '^bench smoke: [0-9]+ passed, [0-9]+ failed$' "$work/smoke.out" | tail -n1)
-if [[ -z $line ]]; then
-  echo "run-tests: bench smoke ended without a result"
-  failed=$((failed + 1))
-else
-  read -r _ _ p _ f _ <<<"$line"
-  passed=$((passed + p))
-  failed=$((failed + f))
+if [[ ${BENCH_SMOKE:-1} != 0 ]]; then
+  echo "== bench smoke"
+  timeout --kill-after=10 120 scripts/bench.sh --smoke </dev/null 2>&1 | tee "$work/smoke.out"
+  line=$(grep -E '^bench smoke: [0-9]+ passed, [0-9]+ failed$' "$work/smoke.out" | tail -n1)
+  if [[ -z $line ]]; then
+    echo "run-tests: bench smoke ended without a result"
+    failed=$((failed + 1))
+  else
+    read -r _ _ p _ f _ <<<"$line"
+    passed=$((passed + p))
+    failed=$((failed + f))
+  fi
 fi
 
 # --- soak, 60 s at a smaller scale (make soak runs the full one) -----------------
@@ -124,5 +176,33 @@ else
 fi
 
 end_leftovers
+
+# --- sanitizer reports: each one is a failure ---------------------------------
+if [[ -n $SANITIZE ]]; then
+  for f in "$san"/*; do
+    [[ -f $f ]] || continue
+    echo "== sanitizer report ${f##*/} (report.EXECUTABLE.PID)"
+    cat "$f"
+    failed=$((failed + 1))
+  done
+  # In an ASan build UBSan ignores log_path: its reports are in the
+  # servers' logs (their stderr) of this run.
+  while IFS= read -r -d '' f; do
+    grep -q 'runtime error:' "$f" || continue
+    echo "== sanitizer report in $f"
+    grep -A12 'runtime error:' "$f"
+    failed=$((failed + 1))
+  done < <(find build/tests/logs -name '*.log' -newer "$work/started" -print0 2>/dev/null)
+fi
+# --- valgrind logs: one with errors is a failure ----------------------------
+if [[ -n $VALGRIND ]]; then
+  for f in "$vg"/*; do
+    [[ -f $f ]] || continue
+    grep -qE 'ERROR SUMMARY: [1-9]' "$f" || continue
+    echo "== valgrind report ${f##*/}: $(grep -m1 -o 'Command: .*' "$f")"
+    cat "$f"
+    failed=$((failed + 1))
+  done
+fi
 echo "tests: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -60,6 +60,8 @@ CHURN_PROCS=3
 SRC=127.0.20.1-127.0.20.8           # local addresses of the clients (bench uses 127.0.1x.*)
 MAX_BACKLOG=262144                  # the non-reader is ended once this much waits for it
 
+# The server under test (a sanitized build sets HTTPDCNODE_BINDIR).
+BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
 source scripts/bench/lib.sh
 log() { printf '%s soak: %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -77,7 +79,7 @@ trap end_all EXIT
 trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
-for f in httpdcnode httpclient tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam \
+for f in "$BIN/httpdcnode" httpclient tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam \
          tools/erlang/ebin/httpdcnode.app; do
   [[ -e $f ]] || { echo "soak: $f missing: run 'make all' first" >&2; exit 1; }
 done

@@ -5,12 +5,14 @@
 #include "delivery_time.h"
 #include "framing.h"
 #include "latency_probe.h"
+#include "log.h"
 #include "outbound.h"
 #include "stream.h"
 #include "write_pool.h"
 
 #include <assert.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -56,14 +58,79 @@ void batch_room(uint32_t n)
         batch_flush();
 }
 
-void batch_add(struct stream *s, const char *data, uint32_t len)
+/* Payloads re-encoded for a framing (SSE data lines), once per payload and
+ * batch: the blocks are kept for the next batches. */
+struct body_block {
+    struct body_block *next;
+    size_t cap, used;
+    char data[];
+};
+#define BODY_BLOCK_MIN (256u << 10)
+static struct body_block *blocks, *current;
+static struct {
+    const char *payload;     /* the last payload encoded */
+    const char *body;
+    uint32_t body_len;
+} last_body;
+
+static char *body_alloc(size_t n)
+{
+    for (; current; current = current->next)
+        if (current->cap - current->used >= n) {
+            char *p = current->data + current->used;
+            current->used += n;
+            return p;
+        }
+    size_t cap = n > BODY_BLOCK_MIN ? n : BODY_BLOCK_MIN;
+    struct body_block *b = malloc(sizeof *b + cap);
+    if (!b)
+        return NULL;
+    b->cap = cap;
+    b->used = n;
+    b->next = blocks;          /* reused from the next batch on */
+    blocks = current = b;
+    return b->data;
+}
+
+static void body_reset(void)
+{
+    for (struct body_block *b = blocks; b; b = b->next)
+        b->used = 0;
+    current = blocks;
+    last_body.payload = NULL;
+}
+
+/* data[0..len) as the framing's body; 0 when out of memory (logged). */
+static int encoded_body(const char **data, uint32_t *len)
+{
+    if (last_body.payload != *data) {
+        size_t n = framing_sse_body_len(*data, *len);
+        char *body = body_alloc(n);
+        if (!body) {
+            static struct log_ratelimit rl;
+            log_limited(&rl, LOG_ERROR, "out of memory encoding a message: dropped");
+            return 0;
+        }
+        framing_sse_body(*data, *len, body);
+        last_body.payload = *data;
+        last_body.body = body;
+        last_body.body_len = (uint32_t)n;
+    }
+    *data = last_body.body;
+    *len = last_body.body_len;
+    return 1;
+}
+
+void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
 {
     assert(count < BATCH_MAX);          /* batch_room came first */
+    if (framing_encodes_body(s->framing) && !encoded_body(&data, &len))
+        return;
     struct entry *e = &entries[count++];
     e->s = s;
     e->data = data;
     e->len = len;
-    framing_prefix(s->framing, len, &e->prefix);
+    framing_prefix(s->framing, len, seq, &e->prefix);
 }
 
 /* Stable bottom-up merge sort by stream, into a static buffer: the hot
@@ -218,6 +285,7 @@ void batch_flush(void)
         write_all(n);
     if (nreceipts)
         observe_receipts();
+    body_reset();
     for (uint32_t i = 0; i < nacks; i++)
         outbound_ack(acks[i].reply, acks[i].reply_len, acks[i].n);
     nacks = 0;

@@ -2,6 +2,7 @@
 #include "dispatch.h"
 #include "batch.h"
 #include "cmd.h"
+#include "history.h"
 #include "latency_probe.h"
 #include "log.h"
 #include "outbound.h"
@@ -13,25 +14,54 @@
 /* Records applied per wakeup before the loop serves sockets again. Large,
  * so that under backlog a stream's many messages leave in one writev. */
 #define DRAIN_BUDGET 16384
+/* Deliveries per wakeup, likewise: a record is one delivery or a fan-out to
+ * thousands of streams, and a loop turn must stay short either way. */
+#define DELIVERY_BUDGET 65536
+
+static uint64_t drain_deliveries;   /* this wakeup's so far */
 
 static struct event *wakeup_ev;
+static struct event *more_ev;     /* drains again once the sockets were polled */
 static struct handoff *inbox;
 
-/* Queues data for every stream of uid; returns how many. */
-static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
+/* Queues uid's message seq for every stream of uid; returns how many. */
+static uint32_t queue(uint32_t uid, const char *data, uint32_t len, uint32_t seq)
 {
     uint32_t n = uidtable_count(uid);
     batch_room(n);
     for (struct stream *s = uidtable_first(uid); s; s = s->next)
-        batch_add(s, data, len);
+        batch_add(s, data, len, seq);
+    return n;
+}
+
+/* Gives the message its id for uid (kept in its history, online or not)
+ * and queues it; returns to how many streams. */
+static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
+{
+    return queue(uid, data, len, history_append(uid, data, len));
+}
+
+/* The same for each of uids (a multicast), the payload kept once. */
+static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *data,
+                             uint32_t len)
+{
+    uint64_t shared = history_share(data, len);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < nuids; i++) {
+        uint32_t k = queue(uids[i], data, len, history_append_shared(uids[i], shared));
+        if (k == 0)
+            loop_stats.dropped_no_conn++;
+        n += k;
+    }
     return n;
 }
 
 static uint32_t deliver_all(const char *data, uint32_t len)
 {
+    uint64_t shared = history_share(data, len);
     uint32_t n = 0;
     for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid))
-        n += deliver(uid, data, len);
+        n += queue(uid, data, len, history_append_shared(uid, shared));
     return n;
 }
 
@@ -46,7 +76,7 @@ static void kick(uint32_t uid)
     }
 }
 
-static void apply(void *body, size_t size, void *ctx)
+static int apply(void *body, size_t size, void *ctx)
 {
     (void)size;
     (void)ctx;
@@ -63,12 +93,7 @@ static void apply(void *body, size_t size, void *ctx)
             loop_stats.dropped_no_conn++;
         break;
     case CMD_MULTICAST:
-        for (uint32_t i = 0; i < c->nuids; i++) {
-            uint32_t k = deliver(cmd_uids(c)[i], cmd_payload(c), c->payload_len);
-            if (k == 0)
-                loop_stats.dropped_no_conn++;
-            n += k;
-        }
+        n = deliver_many(cmd_uids(c), c->nuids, cmd_payload(c), c->payload_len);
         break;
     case CMD_BROADCAST:
         n = deliver_all(cmd_payload(c), c->payload_len);
@@ -79,12 +104,12 @@ static void apply(void *body, size_t size, void *ctx)
     case CMD_STATS:
         batch_flush();            /* the counters include what came before */
         outbound_stats(cmd_reply(c), c->reply_len);
-        return;
+        return 0;
     case CMD_SNAPSHOT:
         n = presence_snapshot();
         if (c->reply_len)
             batch_ack(cmd_reply(c), c->reply_len, n);   /* after earlier acks */
-        return;
+        return 0;
     default:
         break;
     }
@@ -94,6 +119,8 @@ static void apply(void *body, size_t size, void *ctx)
         batch_delivered(c->received_ns, n);
     if (c->reply_len)
         batch_ack(cmd_reply(c), c->reply_len, n);
+    drain_deliveries += n;
+    return drain_deliveries >= DELIVERY_BUDGET;
 }
 
 static void flush(void *ctx)
@@ -102,25 +129,46 @@ static void flush(void *ctx)
     batch_flush();
 }
 
+static void drain(void)
+{
+    size_t budget = DRAIN_BUDGET, n;
+    drain_deliveries = 0;
+    while (budget > 0 && drain_deliveries < DELIVERY_BUDGET &&
+           (n = handoff_drain(inbox, budget, apply, flush, NULL)) > 0)
+        budget -= n;
+    /* More is waiting, and no wakeup will come for it. Not event_active:
+     * an event activated from its own callback runs again before libevent
+     * polls the sockets, so a busy inbox would starve every client (no
+     * accept, no EOF, no /stats) for as long as it stays busy. A timer that
+     * is due at once runs after the next poll. */
+    static const struct timeval now = {0, 0};
+    if (budget == 0 || drain_deliveries >= DELIVERY_BUDGET)
+        event_add(more_ev, &now);
+}
+
 static void on_wakeup(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     (void)arg;
-    size_t budget = DRAIN_BUDGET, n;
-
     handoff_clear_wakeup(inbox);
-    while (budget > 0 && (n = handoff_drain(inbox, budget, apply, flush, NULL)) > 0)
-        budget -= n;
-    if (budget == 0)
-        event_active(wakeup_ev, EV_READ, 0);   /* more is waiting: after the sockets */
+    drain();
+}
+
+static void on_more(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    drain();
 }
 
 int dispatch_start(struct event_base *base, struct handoff *ring)
 {
     inbox = ring;
     wakeup_ev = event_new(base, handoff_wakeup_fd(inbox), EV_READ | EV_PERSIST, on_wakeup, NULL);
-    if (!wakeup_ev || event_add(wakeup_ev, NULL) != 0) {
+    more_ev = evtimer_new(base, on_more, NULL);
+    if (!wakeup_ev || !more_ev || event_add(wakeup_ev, NULL) != 0) {
         log_msg(LOG_ERROR, "cannot watch the hand-off eventfd");
         return -1;
     }
@@ -132,6 +180,10 @@ void dispatch_stop(void)
     if (wakeup_ev) {
         event_free(wakeup_ev);
         wakeup_ev = NULL;
+    }
+    if (more_ev) {
+        event_free(more_ev);
+        more_ev = NULL;
     }
 }
 

@@ -114,7 +114,7 @@ static void send_presence(struct out_rec *r)
         send_failed(l, "presence");
 }
 
-static void send_one(void *body, size_t size, void *ctx)
+static int send_one(void *body, size_t size, void *ctx)
 {
     (void)size;
     (void)ctx;
@@ -127,6 +127,7 @@ static void send_one(void *body, size_t size, void *ctx)
             send_presence(r);
         break;
     }
+    return 0;
 }
 
 void erl_send_drain(void)

@@ -1,7 +1,9 @@
 /* Message framings: see framing.h. */
 #include "framing.h"
+#include "history.h"
 
 #include <assert.h>
+#include <string.h>
 
 static size_t chunk_size_line(char *buf, uint32_t n)
 {
@@ -19,7 +21,32 @@ static size_t chunk_size_line(char *buf, uint32_t n)
     return len;
 }
 
-void framing_prefix(uint8_t kind, uint32_t payload_len, struct framing_prefix *out)
+static size_t decimal(char *buf, uint32_t n)
+{
+    char tmp[10];
+    size_t k = 0, len = 0;
+    do {
+        tmp[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    while (k)
+        buf[len++] = tmp[--k];
+    return len;
+}
+
+/* "id: EPOCH:SEQ\n" */
+static size_t sse_id_line(char *buf, uint32_t seq)
+{
+    memcpy(buf, "id: ", 4);
+    memcpy(buf + 4, history_epoch_hex(), 8);
+    buf[12] = ':';
+    size_t len = 13 + decimal(buf + 13, seq);
+    buf[len++] = '\n';
+    return len;
+}
+
+void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
+                    struct framing_prefix *out)
 {
     switch (kind) {
     case FRAMING_CHUNKED:
@@ -28,8 +55,56 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, struct framing_prefix *o
     case FRAMING_RAW:
         out->len = 0;
         return;
+    case FRAMING_SSE:
+        out->len = (uint8_t)sse_id_line(out->bytes, seq);
+        return;
     }
     assert(!"unknown framing");
+}
+
+int framing_encodes_body(uint8_t kind) { return kind == FRAMING_SSE; }
+
+/* The length of the line break at p[0..left), 0 when none. */
+static size_t line_break(const char *p, size_t left)
+{
+    if (*p == '\n')
+        return 1;
+    if (*p == '\r')
+        return left > 1 && p[1] == '\n' ? 2 : 1;
+    return 0;
+}
+
+size_t framing_sse_body_len(const char *data, uint32_t len)
+{
+    size_t out = 6 + 2;                  /* "data: " ... "\n\n" */
+    for (size_t i = 0; i < len;) {
+        size_t br = line_break(data + i, len - i);
+        if (br) {
+            out += 7;                    /* "\ndata: " */
+            i += br;
+        } else {
+            out++;
+            i++;
+        }
+    }
+    return out;
+}
+
+void framing_sse_body(const char *data, uint32_t len, char *out)
+{
+    memcpy(out, "data: ", 6);
+    out += 6;
+    for (size_t i = 0; i < len;) {
+        size_t br = line_break(data + i, len - i);
+        if (br) {
+            memcpy(out, "\ndata: ", 7);
+            out += 7;
+            i += br;
+        } else {
+            *out++ = data[i++];
+        }
+    }
+    memcpy(out, "\n\n", 2);
 }
 
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,

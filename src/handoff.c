@@ -139,7 +139,7 @@ void handoff_commit(struct handoff *h)
 }
 
 size_t handoff_drain(struct handoff *h, size_t max,
-                     void (*apply)(void *body, size_t size, void *ctx),
+                     int (*apply)(void *body, size_t size, void *ctx),
                      void (*finish)(void *ctx), void *ctx)
 {
     size_t done = 0;
@@ -167,11 +167,13 @@ again:
             pos = 0;
             continue;
         }
-        apply(h->ring + pos + HDR, (size_t)size, ctx);
+        int stop = apply(h->ring + pos + HDR, (size_t)size, ctx);
         size_t n = HDR + pad8((size_t)size);
         pos += n;
         consumed += n;
         done++;
+        if (stop)
+            break;
     }
 
     if (finish)

@@ -1,10 +1,12 @@
 /* Request routing and error replies. Streams start in welcome.c. */
 #include "http_front.h"
 #include "admin.h"
+#include "auth_http.h"
 #include "http_guard.h"
 #include "log.h"
 #include "stats.h"
 #include "socket_export.h"
+#include "sse.h"
 #include "uid.h"
 #include "welcome.h"
 
@@ -58,7 +60,10 @@ static void refuse_no_fds(struct evhttp_request *req)
                "Server is at its connection limit, try again later");
 }
 
-static void serve_stream(struct evhttp_request *req, const char *uid_text)
+/* How a transport starts a stream for uid: -1 when it could not (503). */
+typedef int (*stream_start_fn)(struct evhttp_request *req, uint32_t uid);
+
+static void serve_stream(struct evhttp_request *req, const char *uid_text, stream_start_fn start)
 {
     uint32_t uid;
     char body[64];
@@ -76,6 +81,8 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
     case UID_OK:
         break;
     }
+    if (!auth_admit(req, uid))
+        return;
     if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "text/html; charset=utf-8");
@@ -87,7 +94,7 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text)
         return;
     }
     http_guard_release(req);
-    if (welcome_start(req, uid) != 0)
+    if (start(req, uid) != 0)
         refuse_no_fds(req);
 }
 
@@ -104,7 +111,9 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path && strncmp(path, "/test/", 6) == 0) {
-        serve_stream(req, path + 6);
+        serve_stream(req, path + 6, welcome_start);
+    } else if (path && strncmp(path, "/sse/", 5) == 0) {
+        serve_stream(req, path + 5, sse_start);
     } else if (path && admin_on_public() && admin_route(req, path)) {
         return;              /* --admin-listen is --listen: /stats, /metrics, /probe here */
     } else {

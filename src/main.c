@@ -1,14 +1,17 @@
 /* httpdcnode: start-up, signals and shutdown. */
 #include "admin.h"
+#include "auth_http.h"
 #include "cnode.h"
 #include "dispatch.h"
 #include "handoff.h"
+#include "history.h"
 #include "http_front.h"
 #include "latency_probe.h"
 #include "log.h"
 #include "options.h"
 #include "outbound.h"
 #include "presence.h"
+#include "sse.h"
 #include "stream.h"
 #include "uidtable.h"
 #include "write_pool.h"
@@ -60,6 +63,8 @@ int main(int argc, char **argv)
     if (r != 0)
         return r > 0 ? 0 : 2;
     log_set_level(opts.verbosity);
+    if (auth_http_configure(&opts) != 0)
+        return 2;
     signal(SIGPIPE, SIG_IGN);
 
     base = new_base();
@@ -72,6 +77,11 @@ int main(int argc, char **argv)
                 opts.max_users);
         return 1;
     }
+    if (history_init(&(struct history_config){.max_users = opts.max_users,
+                                              .per_uid = opts.history,
+                                              .ttl_s = opts.history_ttl,
+                                              .bytes = (size_t)opts.history_bytes}) != 0)
+        return 1;
     if (opts.probe_latency && probe_start() != 0) {
         log_msg(LOG_ERROR, "cannot allocate the latency probe; run without --probe-latency");
         return 1;
@@ -98,6 +108,7 @@ int main(int argc, char **argv)
     if (r != 0)
         return r;
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
+        sse_init(base, opts.heartbeat) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
@@ -114,13 +125,16 @@ int main(int argc, char **argv)
     event_free(sigint);
     event_free(sigterm);
     dispatch_stop();
+    sse_free();
     stream_unconfigure();
     presence_free();
     event_base_free(base);
     handoff_free(inbox);
     handoff_free(outbox);
     uidtable_free();
+    history_free();
     write_pool_stop();
     probe_free();
+    auth_http_free();
     return 0;
 }

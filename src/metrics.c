@@ -12,7 +12,7 @@ enum family {
     STREAMS_OPEN, UIDS_ONLINE, BACKLOG_BYTES, ERLANG_NODES, RESIDENT_MEMORY,
     STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
-    BACKPRESSURE, FAMILIES
+    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, FAMILIES
 };
 
 static const struct {
@@ -38,6 +38,10 @@ static const struct {
                         "Erlang connections closed: every handshake thread was busy."},
     [BACKPRESSURE] = {"backpressure_seconds_total", "counter",
                       "Seconds the Erlang reader waited for the event loop."},
+    [HISTORY_BYTES] = {"history_bytes", "gauge", "Bytes of messages kept for resume."},
+    [HISTORY_ENTRIES] = {"history_messages", "gauge", "Messages kept for resume."},
+    [HISTORY_EVICTED] = {"history_evicted_total", "counter",
+                         "Kept messages pushed out for room."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -71,10 +75,16 @@ static const struct sample {
     {HTTP_REJECTED, "bad_method", "http_bad_method"},
     {HTTP_REJECTED, "no_fds", "http_no_fds"},
     {HTTP_REJECTED, "header_timeout", "http_header_timeout"},
+    {HTTP_REJECTED, "auth_missing", "auth_missing"},
+    {HTTP_REJECTED, "auth_expired", "auth_expired"},
+    {HTTP_REJECTED, "auth_bad", "auth_bad"},
     {REPLIES_DROPPED, NULL, "replies_dropped"},
     {ERLANG_CONNECTS, NULL, "erl_connects"},
     {ERLANG_REFUSED, NULL, "erl_refused"},
     {BACKPRESSURE, NULL, "backpressure"},
+    {HISTORY_BYTES, NULL, "history_bytes"},
+    {HISTORY_ENTRIES, NULL, "history_entries"},
+    {HISTORY_EVICTED, NULL, "history_evicted"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

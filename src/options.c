@@ -35,8 +35,23 @@ static const char usage_text[] =
     "                           byte, however slowly it trickles in (default 10)\n"
     "  --keepalive SECONDS      TCP keepalive: a peer silent this long is probed and\n"
     "                           dropped within about twice that (default 60; 0 off)\n"
+    "  --history N              messages kept per uid for clients that come back\n"
+    "                           (default 32; 0: none)\n"
+    "  --history-ttl SECONDS    none kept longer (default 120)\n"
+    "  --history-bytes BYTES    all kept messages together; the oldest go first\n"
+    "                           (default 67108864)\n"
+    "  --heartbeat SECONDS      a comment to every SSE stream (a ping to every\n"
+    "                           WebSocket) this often, so that proxies keep it open\n"
+    "                           (default 25; 0 off)\n"
+    "  --poll-timeout SECONDS   a long-poll with nothing new waits this long at most\n"
+    "                           (default 25)\n"
+    "  --allow-origin ORIGIN    a web origin (scheme://host[:port]) whose pages may\n"
+    "                           read streams cross-origin; repeatable, or * for any\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
+    "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
+    "                           FILE (mode 600): exp=EXP&sig=HMAC in the query, or\n"
+    "                           Authorization: Bearer UID.EXP.HMAC (see README)\n"
     "  --probe-latency          for benchmarks: GET /probe on the admin address gives\n"
     "                           the age of messages whose payload starts with\n"
     "                           t=<ns since the epoch>; at each hop inside the server\n"
@@ -47,7 +62,8 @@ static const char usage_text[] =
 
 enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
-       OPT_WRITERS, OPT_PROBE, OPT_VERSION };
+       OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
+       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -63,8 +79,15 @@ static const struct option long_opts[] = {
     {"max-backlog-total", required_argument, NULL, OPT_MAX_BACKLOG_TOTAL},
     {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
     {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
+    {"history", required_argument, NULL, OPT_HISTORY},
+    {"history-ttl", required_argument, NULL, OPT_HISTORY_TTL},
+    {"history-bytes", required_argument, NULL, OPT_HISTORY_BYTES},
+    {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
+    {"poll-timeout", required_argument, NULL, OPT_POLL_TIMEOUT},
+    {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
+    {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -144,6 +167,20 @@ static int valid_node_name(const char *s)
     return at && at != s && at[1] && !strchr(at + 1, '@') && strlen(s) < 256;
 }
 
+/* "*", or scheme://host[:port] with no path, as browsers send Origin. */
+static int valid_origin(const char *s)
+{
+    if (strcmp(s, "*") == 0)
+        return 1;
+    const char *sep = strstr(s, "://");
+    if (!sep || sep == s || !sep[3])
+        return 0;
+    for (const char *p = sep + 3; *p; p++)
+        if (*p == '/' || *p == ' ' || *p == ',' || (unsigned char)*p < 0x21)
+            return 0;
+    return 1;
+}
+
 static void set_defaults(struct options *o)
 {
     memset(o, 0, sizeof *o);
@@ -160,6 +197,11 @@ static void set_defaults(struct options *o)
     o->max_backlog_total = 256u << 20;
     o->header_timeout = 10;
     o->keepalive = 60;
+    o->history = 32;
+    o->history_ttl = 120;
+    o->history_bytes = 64u << 20;
+    o->heartbeat = 25;
+    o->poll_timeout = 25;
     o->verbosity = 1;
     o->writers = usable_cpus();
     if (o->writers > 4)
@@ -233,11 +275,43 @@ int options_parse(struct options *o, int argc, char **argv)
             if (parse_u32(optarg, 0, 32767, &o->keepalive))
                 return bad("--keepalive", optarg, "expected 0 (off) to 32767 seconds");
             break;
+        case OPT_HISTORY:
+            if (parse_u32(optarg, 0, 4096, &o->history))
+                return bad("--history", optarg, "expected 0 (off) to 4096 messages");
+            break;
+        case OPT_HISTORY_TTL:
+            if (parse_u32(optarg, 1, 86400, &o->history_ttl))
+                return bad("--history-ttl", optarg, "expected 1 to 86400 seconds");
+            break;
+        case OPT_HISTORY_BYTES:
+            if (parse_u64(optarg, 65536, 1ull << 40, &o->history_bytes))
+                return bad("--history-bytes", optarg, "expected 65536 to 2^40 bytes");
+            break;
+        case OPT_HEARTBEAT:
+            if (parse_u32(optarg, 0, 3600, &o->heartbeat))
+                return bad("--heartbeat", optarg, "expected 0 (off) to 3600 seconds");
+            break;
+        case OPT_POLL_TIMEOUT:
+            if (parse_u32(optarg, 1, 3600, &o->poll_timeout))
+                return bad("--poll-timeout", optarg, "expected 1 to 3600 seconds");
+            break;
+        case OPT_ALLOW_ORIGIN:
+            if (o->n_allow_origin == ALLOW_ORIGIN_MAX || !valid_origin(optarg) ||
+                copy_str(o->allow_origin[o->n_allow_origin], sizeof o->allow_origin[0], optarg))
+                return bad("--allow-origin", optarg,
+                           "expected * or scheme://host[:port], at most 16 of them");
+            o->n_allow_origin++;
+            break;
         case OPT_WRITERS:
             if (parse_u32(optarg, 1, 64, &o->writers))
                 return bad("--writers", optarg, "expected 1 to 64 threads");
             break;
         case OPT_PROBE: o->probe_latency = 1; break;
+        case OPT_AUTH_SECRET_FILE:
+            if (optarg[0] == '\0' ||
+                copy_str(o->auth_secret_file, sizeof o->auth_secret_file, optarg))
+                return bad("--auth-secret-file", optarg, "expected a path");
+            break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;

@@ -36,7 +36,13 @@ void socket_export_free(void)
 int socket_export_reserve(struct evhttp_connection *evcon)
 {
     int fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
-    return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    /* dup, not fcntl(F_DUPFD_CLOEXEC): ThreadSanitizer follows a
+     * descriptor number through dup only, and would take a number reused
+     * here for another thread's old socket. */
+    int own = dup(fd);
+    if (own >= 0)
+        fcntl(own, F_SETFD, FD_CLOEXEC);
+    return own;
 }
 
 int socket_export(struct evhttp_connection *evcon)

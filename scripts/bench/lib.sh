@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared helpers for scripts/bench.sh (sourced, not run): processes we start
 # and end by pid, bounded waits, the server, the load client, the publisher,
-# flat-JSON fields and a little arithmetic. Expects ROOT, WORK and DEADLINE
+# flat-JSON fields and a little arithmetic. Expects ROOT, BIN, WORK and DEADLINE
 # (epoch seconds after which every wait gives up) to be set.
 
 BENCH_PIDS=()        # every background process started here, ended by pid
@@ -90,7 +90,7 @@ start_server() {
   for try in 1 2 3; do
     SRV_PORT=$(free_port) || return 1
     SRV_ADMIN_PORT=$(free_port) || return 1
-    (exec "$ROOT/httpdcnode" --listen "127.0.0.1:$SRV_PORT" \
+    (exec "$BIN/httpdcnode" --listen "127.0.0.1:$SRV_PORT" \
        --admin-listen "127.0.0.1:$SRV_ADMIN_PORT" --name "$SRV_NODE@localhost" \
        --master "" --cookie "$COOKIE" -q "$@") 2>>"$SRV_LOG" &
     SRV_PID=$!
@@ -159,7 +159,7 @@ wait_streams() {
 start_client() {
   local out=$1
   shift
-  (exec "$ROOT/httpclient" -p "$SRV_PORT" --json -q "$@") >"$out.json" 2>"$out.err" &
+  (exec "$BIN/httpclient" -p "$SRV_PORT" --json -q "$@") >"$out.json" 2>"$out.err" &
   CLI_PID=$!
   BENCH_PIDS+=("$CLI_PID")
 }

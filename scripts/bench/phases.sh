@@ -87,7 +87,7 @@ push_run() {
   # thread wakes under this load (./wakefloor), for section 5.
   local wpid=
   if [[ $kind == paced_wake ]]; then
-    ./wakefloor "$(calc "$count / $rate - 2" %.0f)" 1000 >"$WORK/wake-load.json" 2>&1 &
+    "$BIN/wakefloor" "$(calc "$count / $rate - 2" %.0f)" 1000 >"$WORK/wake-load.json" 2>&1 &
     wpid=$!
     BENCH_PIDS+=("$wpid")
   fi
@@ -335,7 +335,7 @@ phase_floor() {
   floor_run floor_all 10000 5 40 "$(nproc)"
   floor_run floor_burst 10000 1 40 1 20
   local out
-  if out=$(timeout 30 ./wakefloor 3 1000); then
+  if out=$(timeout 30 "$BIN/wakefloor" 3 1000); then
     put wake_idle_p50 "$(jget p50_us <<<"$out")"
     put wake_idle_p99 "$(jget p99_us <<<"$out")"
     put wake_idle_max "$(jget max_us <<<"$out")"
@@ -350,7 +350,7 @@ floor_run() {
   local key=$1 out us=() rate=() i
   shift
   for i in 1 2 3; do
-    if out=$(timeout 60 ./writefloor "$@"); then
+    if out=$(timeout 60 "$BIN/writefloor" "$@"); then
       us+=("$(jget us_per_write <<<"$out")")
       rate+=("$(jget writes_per_s <<<"$out")")
     else

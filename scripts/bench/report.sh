@@ -6,7 +6,7 @@
 machine_facts() {
   put date "$(date -u '+%Y-%m-%d %H:%M UTC')"
   put commit "$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' + uncommitted changes in src/include')"
-  put version "$("$ROOT/httpdcnode" --version 2>/dev/null | head -n1)"
+  put version "$("$BIN/httpdcnode" --version 2>/dev/null | head -n1)"
   put cpu "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
   put cores "$(nproc)"
   put memory "$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"

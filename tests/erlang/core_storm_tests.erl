@@ -28,6 +28,45 @@ burst_test_() ->
     master_server_test("bursts of 20,000 messages: the last one arrives within 5 s, every time",
                        started, 90, fun bursts/1).
 
+%% While the loop works through a long backlog of Erlang messages, HTTP
+%% clients are still served: before, the drain re-armed itself ahead of the
+%% socket poll and /stats (like every accept and EOF) waited for the end.
+busy_inbox_test_() ->
+    master_server_test("a busy inbox does not starve HTTP clients: /stats answers mid-storm",
+                       started, 120, fun busy_inbox/1).
+
+-define(FANOUT, 200).
+-define(BROADCASTS, 40000).
+
+busy_inbox(S) ->
+    Port = httpdcnode_test_lib:port_of(S),
+    Sinks = [spawn_link(fun() -> sink(Port, Uid) end) || Uid <- lists:seq(1, ?FANOUT)],
+    wait_stat(S, streams_open, fun(V) -> V =:= ?FANOUT end, 30000),
+    Msg = binary:copy(<<"b">>, 64),
+    [send(S, {broadcast, Msg}) || _ <- lists:seq(1, ?BROADCASTS)],
+    %% Answered as soon as the loop polls its sockets again.
+    T0 = erlang:monotonic_time(millisecond),
+    Applied = maps:get(msgs_applied, stats(S)),
+    io:format(user, "~nstats took ~b ms~n", [erlang:monotonic_time(millisecond) - T0]),
+    Done = wait_stat(S, msgs_applied, fun(V) -> V >= ?BROADCASTS end, 60000),
+    io:format(user, "~n/stats answered with ~b of ~b broadcasts applied~n",
+              [Applied, maps:get(msgs_applied, Done)]),
+    ?assert(Applied < ?BROADCASTS),
+    [P ! stop || P <- Sinks].
+
+%% A stream client that reads and drops everything.
+sink(Port, Uid) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, true}]),
+    ok = gen_tcp:send(Sock, httpdcnode_test_lib:get_request("/test/" ++ integer_to_list(Uid))),
+    sink_loop(Sock).
+
+sink_loop(Sock) ->
+    receive
+        {tcp, Sock, _} -> sink_loop(Sock);
+        {tcp_closed, Sock} -> ok;
+        stop -> gen_tcp:close(Sock)
+    end.
+
 -define(BURST, 20000).
 -define(ROUNDS, 6).
 -define(MARKER, <<"end of burst">>).

@@ -12,7 +12,8 @@
 -module(httpdcnode_test_lib).
 
 %% names, ports, paths
--export([unique/1, free_port/0, cookie/0, repo_root/0, log_tail/1, log_tail/2]).
+-export([unique/1, free_port/0, cookie/0, repo_root/0, log_tail/1, log_tail/2,
+         scaled/1]).
 %% server
 -export([start_server/1, stop_server/1, server_test/4, server_test/5,
          master_server_test/4, logged/2,
@@ -72,6 +73,29 @@ server_exe() ->
     case os:getenv("HTTPDCNODE_BIN") of
         false -> filename:join(repo_root(), "httpdcnode");
         Bin -> filename:absname(Bin)
+    end.
+
+%% The server's command line: {Exe, Args}. $HTTPDTEST_SERVER_PREFIX, a
+%% command and its arguments split at spaces (e.g. "valgrind -q"), runs it.
+server_cmd(Args) ->
+    case string:lexemes(os:getenv("HTTPDTEST_SERVER_PREFIX", ""), " ") of
+        [] -> {server_exe(), Args};
+        [Cmd | Pre] ->
+            case os:find_executable(Cmd) of
+                false -> erlang:error({server_prefix_not_found, Cmd});
+                Exe -> {Exe, Pre ++ [server_exe() | Args]}
+            end
+    end.
+
+%% Ms (or s) times $HTTPDTEST_TIME_SCALE (default 1): a slow run (under
+%% sanitizers, valgrind) waits longer without every run waiting longer.
+scaled(infinity) -> infinity;
+scaled(T) ->
+    case os:getenv("HTTPDTEST_TIME_SCALE") of
+        false -> T;
+        F ->
+            Scale = try list_to_float(F) catch _:_ -> list_to_integer(F) end,
+            round(T * Scale)
     end.
 
 log_path(Name) ->
@@ -222,7 +246,7 @@ signal(Obj, Sig) ->
 %% {ok, ExitStatus, Millis} once exited, or timeout.
 wait_exit(Obj, Timeout) ->
     T0 = now_ms(),
-    Deadline = T0 + Timeout,
+    Deadline = T0 + scaled(Timeout),
     wait_exit_loop(Obj, T0, Deadline).
 
 wait_exit_loop(Obj, T0, Deadline) ->
@@ -258,7 +282,8 @@ now_ms() -> erlang:monotonic_time(millisecond).
 %% {ExitStatus, Output} or {timeout, Output} after killing it.
 run_cli(Args, Timeout) ->
     Log = log_path(unique("cli")),
-    P = spawn_os(server_exe(), Args, Log, "httpdcnode"),
+    {Exe, CmdArgs} = server_cmd(Args),
+    P = spawn_os(Exe, CmdArgs, Log, "httpdcnode"),
     Res = case wait_exit(P, Timeout) of
               {ok, St, _} -> St;
               timeout -> timeout
@@ -305,16 +330,17 @@ start_server(Opts, Attempts) ->
             "--cookie", cookie()]
         ++ AdminArgs ++ option_args(Opts) ++ maps:get(extra_args, Opts, []),
     Log = log_path(Name),
-    ok = file:write_file(Log, ["# ", lists:join(" ", [server_exe() | Args]), "\n"]),
+    {Exe, CmdArgs} = server_cmd(Args),
+    ok = file:write_file(Log, ["# ", lists:join(" ", [Exe | CmdArgs]), "\n"]),
     Proc = case maps:get(fd_limit, Opts, none) of
-               none -> spawn_os(server_exe(), Args, Log, Name);
+               none -> spawn_os(Exe, CmdArgs, Log, Name);
                N -> spawn_os("/usr/bin/prlimit",
                              ["--nofile=" ++ integer_to_list(N) ++ ":" ++ integer_to_list(N),
-                              "--", server_exe() | Args], Log, Name)
+                              "--", Exe | CmdArgs], Log, Name)
            end,
     S = #{node => Node, port => Port, admin_port => AdminPort, proc => Proc, log => Log,
           master => Master, max_users => maps:get(max_users, Opts, 1114112), opts => Opts},
-    case wait_ready(S, now_ms() + 15000) of
+    case wait_ready(S, now_ms() + scaled(15000)) of
         ok -> S;
         {exited, St} when Attempts > 1 ->
             %% most likely a port was taken between free_port and bind (the
@@ -449,7 +475,7 @@ wait_stat(S, Key, Pred, Timeout) ->
 %% cleanup runs even when the test fails or times out.
 server_test(Label, Opts, Timeout, Fun) ->
     {setup, fun() -> start_server(Opts) end, fun stop_server/1,
-     fun(S) -> {timeout, Timeout, {Label, fun() -> logged(S, Fun) end}} end}.
+     fun(S) -> {timeout, scaled(Timeout), {Label, fun() -> logged(S, Fun) end}} end}.
 
 %% The same with a master: Fun(S, Master).
 server_test(Label, Master, Opts, Timeout, Fun) ->
@@ -484,7 +510,7 @@ master_server_test(Label, Master, Timeout, Fun) ->
               Run = if is_function(Fun, 1) -> fun(_) -> Fun(S) end;
                        true -> fun(_) -> Fun(S, M) end
                     end,
-              {timeout, Timeout, fun() -> logged(S, Run) end}
+              {timeout, scaled(Timeout), fun() -> logged(S, Run) end}
       end}}.
 
 %% Runs Fun(S); on failure prints the end of the server's log first.
@@ -900,7 +926,7 @@ read_body(C, Acc, Deadline) ->
     end.
 
 next_event(C, Timeout) ->
-    receive {hc, C, Ev} -> Ev after Timeout -> timeout end.
+    receive {hc, C, Ev} -> Ev after scaled(Timeout) -> timeout end.
 
 expect_head(C, T) ->
     case next_event(C, T) of
@@ -1003,7 +1029,7 @@ header(Hdrs, Name, Default) ->
 
 %% Polls Fun every 25 ms until it returns true or {true, V} (returns V or
 %% true); fails after Timeout ms with the last {false, Info} or value.
-wait_until(Fun, Timeout, What) -> wait_until_loop(Fun, now_ms() + Timeout, What).
+wait_until(Fun, Timeout, What) -> wait_until_loop(Fun, now_ms() + scaled(Timeout), What).
 
 wait_until_loop(Fun, Deadline, What) ->
     case Fun() of

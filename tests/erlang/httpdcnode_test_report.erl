@@ -15,9 +15,14 @@ main() -> main(["build/tests/ebin"]).
 
 %% Prints "eunit-counts: PASSED FAILED" as its last line, then halts 0;
 %% the caller treats a missing line as a crash.
+%% $HTTPDTEST_MODULES (names, space-separated) runs only those.
 main([Dir]) ->
-    Mods = lists:sort([list_to_atom(filename:basename(F, ".beam"))
-                       || F <- filelib:wildcard(filename:join(Dir, "*_tests.beam"))]),
+    All = [filename:basename(F, ".beam")
+           || F <- filelib:wildcard(filename:join(Dir, "*_tests.beam"))],
+    Mods = case string:lexemes(os:getenv("HTTPDTEST_MODULES", ""), " ") of
+               [] -> lists:sort([list_to_atom(M) || M <- All]);
+               Only -> [list_to_atom(M) || M <- Only]
+           end,
     io:format("EUnit modules: ~p~n", [Mods]),
     Res = eunit:test(Mods, [verbose, {report, {?MODULE, [{notify, self()}]}}]),
     receive

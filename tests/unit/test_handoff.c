@@ -16,7 +16,7 @@ struct seen {
     int errors;
 };
 
-static void check_seq(void *body, size_t size, void *ctx)
+static int check_seq(void *body, size_t size, void *ctx)
 {
     struct seen *s = ctx;
     uint32_t seq;
@@ -31,6 +31,7 @@ static void check_seq(void *body, size_t size, void *ctx)
     if (seq != s->next)
         s->errors++;
     s->next++;
+    return 0;
 }
 
 static int put(struct handoff *h, uint32_t seq, size_t size, int timeout_ms)

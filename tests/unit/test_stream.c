@@ -78,7 +78,7 @@ static size_t drain(int fd, char *buf, size_t size)
 static void deliver(struct stream *s, const char *text)
 {
     batch_room(1);
-    batch_add(s, text, (uint32_t)strlen(text));
+    batch_add(s, text, (uint32_t)strlen(text), 1);
 }
 
 static void messages_are_framed_per_stream(void **state)
@@ -125,7 +125,7 @@ static void a_stream_closed_by_a_flush_stays_valid_until_reaped(void **state)
     /* More than the kernel and --max-backlog take: the flush closes it. */
     for (int i = 0; i < 64; i++) {
         batch_room(1);
-        batch_add(stuck, big, sizeof big - 1);
+        batch_add(stuck, big, sizeof big - 1, 1);
     }
     batch_flush();
     assert_int_equal(loop_stats.slow_closed, 1);

@@ -12,6 +12,7 @@
          multicast/2, multicast_sync/2, multicast_sync/3,
          broadcast/1, kick/1,
          online/1, online_uids/1, nodes/0, stats/0, stats/1]).
+-export([token/2, token_url/3]).
 -export([to_binary/1, group_by_node/2]).
 -export_type([uid/0, msg/0]).
 
@@ -102,6 +103,21 @@ stats(Timeout) ->
     Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, stats} end,
                       Nodes, Timeout),
     maps:from_list([{N, maps:get(N, Replies, {error, timeout})} || N <- Nodes]).
+
+%% A subscriber token for C-nodes started with --auth-secret-file: the query
+%% string <<"exp=...&sig=...">> that lets Uid open a stream for TtlSeconds
+%% from now. The secret is the application env auth_secret or
+%% auth_secret_file; errors raise {httpdcnode_token, Reason} (see
+%% httpdcnode_token).
+-spec token(uid(), pos_integer()) -> binary().
+token(Uid, TtlSeconds) ->
+    httpdcnode_token:token(Uid, TtlSeconds).
+
+%% The same as a whole URL: token_url("http://host:8000", 5, 60) ->
+%% <<"http://host:8000/test/5?exp=...&sig=...">>.
+-spec token_url(iodata(), uid(), pos_integer()) -> binary().
+token_url(BaseUrl, Uid, TtlSeconds) ->
+    httpdcnode_token:token_url(BaseUrl, Uid, TtlSeconds).
 
 %%% Building blocks (exported for tests and for router)
 

@@ -1,0 +1,22 @@
+/* The subscriber-token gate of every transport that opens a stream. */
+#ifndef HTTPDCNODE_AUTH_HTTP_H
+#define HTTPDCNODE_AUTH_HTTP_H
+
+#include <stdint.h>
+
+#include "options.h"
+
+struct evhttp_request;
+
+/* Loads --auth-secret-file when given; without it, says once that anyone
+ * who reaches a non-loopback address may read any uid. -1 after one line
+ * on stderr (exit 2). */
+int auth_http_configure(const struct options *opts);
+void auth_http_free(void);
+
+/* Call before opening uid's stream (GET or HEAD, any transport): 1 to go
+ * on; 0 when the request was refused, answered 403 with the reason, and
+ * counted. Always 1 without --auth-secret-file. */
+int auth_admit(struct evhttp_request *req, uint32_t uid);
+
+#endif

@@ -1,0 +1,35 @@
+/* Signed subscriber tokens. A request for uid N carries exp=EXP&sig=HEX in
+ * its query, or "Authorization: Bearer N.EXP.HEX" (which wins when both are
+ * there), HEX being HMAC-SHA256(secret, "N:EXP") in hex, EXP Unix seconds.
+ * The check is a pure function of its inputs: no evhttp, no clock. */
+#ifndef HTTPDCNODE_AUTH_TOKEN_H
+#define HTTPDCNODE_AUTH_TOKEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum auth_outcome { AUTH_OK = 0, AUTH_MISSING, AUTH_EXPIRED, AUTH_BAD };
+
+struct auth_verdict {
+    enum auth_outcome outcome;
+    const char *reason;         /* static, one line; NULL when AUTH_OK */
+};
+
+/* The secret, ready to sign: one per thread that checks (the loop). */
+struct auth_key;
+
+/* NULL when libcrypto cannot set up HMAC-SHA256 (or len is 0). */
+struct auth_key *auth_key_new(const void *secret, size_t len);
+void auth_key_free(struct auth_key *key);
+
+/* May a request for uid open its stream at Unix time now? query is the raw
+ * query string (NULL for none); authorization the Authorization header
+ * (NULL for none; a scheme other than Bearer is ignored). */
+struct auth_verdict auth_token_check(struct auth_key *key, uint32_t uid, const char *query,
+                                     const char *authorization, int64_t now);
+
+/* HMAC-SHA256(secret, "uid:exp") as 64 lowercase hex digits and a NUL.
+ * 0, or -1 if libcrypto failed. */
+int auth_token_sign(struct auth_key *key, uint32_t uid, int64_t exp, char hex[65]);
+
+#endif

@@ -1,0 +1,60 @@
+/* Message ids and the recent messages of every uid, online or not, so that
+ * a client coming back gets what it missed, or is told it cannot.
+ *
+ * Every message to a uid gets the id EPOCH:SEQ: SEQ counts the uid's
+ * messages from 1, EPOCH is drawn when the server starts (a client coming
+ * back to a restarted server, or to another node, sees its history is
+ * gone). Copies are kept in one arena of fixed size, oldest out first
+ * across all uids, at most N per uid and none older than the TTL. No
+ * allocation per message; what a client missed is found by walking back
+ * from the uid's newest message: O(messages missed). Loop thread only. */
+#ifndef HTTPDCNODE_HISTORY_H
+#define HTTPDCNODE_HISTORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct history_config {
+    uint32_t max_users;     /* uids 1..max_users */
+    uint32_t per_uid;       /* messages kept per uid; 0: none (ids only) */
+    uint32_t ttl_s;         /* none older than this */
+    size_t bytes;           /* the arena */
+};
+
+int history_init(const struct history_config *cfg);
+void history_free(void);
+
+/* This run's epoch, and as the 8 hex digits of ids. */
+uint32_t history_epoch(void);
+const char *history_epoch_hex(void);
+
+/* The next id of uid's message data[0..len), which is kept (when history
+ * is on and the message is not larger than a quarter of the arena). */
+uint32_t history_append(uint32_t uid, const char *data, uint32_t len);
+
+/* A payload for many uids (a multicast, a broadcast), kept once: the
+ * handle for history_append_shared, 0 when it is not kept. */
+uint64_t history_share(const char *data, uint32_t len);
+/* history_append for a payload kept by history_share. */
+uint32_t history_append_shared(uint32_t uid, uint64_t shared);
+
+/* The last id given to uid (0: none yet). */
+uint32_t history_last_seq(uint32_t uid);
+
+/* What a client that saw up to EPOCH:SEQ missed. */
+struct history_replay {
+    int gap;                /* it missed more than is kept (or EPOCH is not ours) */
+    uint32_t first_seq;     /* the oldest id still kept for the uid, 0: none */
+    uint32_t n;             /* messages to replay, oldest first, in pos[] */
+    uint64_t pos[];         /* history_message() reads each */
+};
+
+/* Fills r (room for max messages) for uid after epoch:seq; known = 0 when
+ * the client gave no id (a first connect: nothing to replay, no gap). */
+void history_since(uint32_t uid, int known, uint32_t epoch, uint32_t seq,
+                   struct history_replay *r, uint32_t max);
+
+/* The kept message at pos (from a replay made in the same loop turn). */
+const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq);
+
+#endif

@@ -1,0 +1,26 @@
+/* GET /sse/N: Server-Sent Events (text/event-stream). The socket leaves
+ * evhttp at once: the head, the retry advice, a gap event when the client
+ * missed more than is kept, and what it missed (after the id it gives in
+ * Last-Event-ID, or ?since=EPOCH:SEQ on a first connect) are written by
+ * the stream itself; then every message as an event with its id. */
+#ifndef HTTPDCNODE_SSE_H
+#define HTTPDCNODE_SSE_H
+
+#include <event2/event.h>
+#include <stdint.h>
+
+struct evhttp_request;
+
+/* heartbeat: seconds between the comment lines every SSE stream gets (0
+ * none), so that proxies that cut idle connections keep it open. */
+int sse_init(struct event_base *base, uint32_t heartbeat_s);
+void sse_free(void);
+
+/* Starts the SSE stream of uid; -1, with nothing sent, when no descriptor
+ * or memory is left: the caller answers 503. */
+int sse_start(struct evhttp_request *req, uint32_t uid);
+
+/* Parses "EPOCH:SEQ" (8 hex digits, a decimal); -1 when malformed. */
+int sse_parse_id(const char *text, uint32_t *epoch, uint32_t *seq);
+
+#endif

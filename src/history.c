@@ -1,0 +1,244 @@
+/* Message ids and history: see history.h.
+ *
+ * The arena is a ring of entries at monotonic byte positions (offset =
+ * position modulo its size): appended at the tail, pushed out at the head.
+ * A position is valid while it is at or past the head, so the per-uid
+ * chains (each entry points to the uid's previous one) need no unlinking:
+ * a walk stops at the first entry already pushed out. */
+#include "history.h"
+#include "clock.h"
+#include "log.h"
+#include "stats.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+/* 16 bytes per uid slot, allocated once (untouched pages cost nothing). */
+struct uid_history {
+    uint64_t newest;        /* position + 1 of the newest kept message, 0: none */
+    uint32_t seq;           /* the last id given */
+    uint32_t unused;
+};
+
+_Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per uid slot");
+
+/* 24 bytes, then the payload, padded to 8. A payload sent to many uids (a
+ * multicast, a broadcast) is kept once, as a shared entry (uid 0), and each
+ * uid's entry holds its position instead (8 bytes): such an entry is kept
+ * while the shared one is, which is older and leaves first. */
+struct entry {
+    uint64_t prev;          /* position + 1 of the uid's previous kept message */
+    uint32_t uid;           /* 0: a shared payload */
+    uint32_t seq;
+    uint32_t stamp_s;       /* monotonic seconds when kept */
+    uint32_t len;           /* payload bytes, or FILLER, or SHARED_REF | 8 */
+};
+
+#define FILLER UINT32_MAX
+#define SHARED_REF 0x80000000u  /* the payload is the shared entry at this position + 1 */
+
+static struct history_config config;
+static struct uid_history *uids;
+static char *arena;
+static size_t arena_size;
+static uint64_t head, tail;         /* positions: oldest entry, next free byte */
+static uint32_t epoch;
+static char epoch_hex[9];
+
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+static struct entry *entry_at(uint64_t pos) { return (struct entry *)(arena + pos % arena_size); }
+
+/* Bytes from pos to the arena's end. */
+static size_t to_end(uint64_t pos) { return arena_size - (size_t)(pos % arena_size); }
+
+static uint32_t monotonic_s(void) { return (uint32_t)(clock_now_ms() / 1000); }
+static uint32_t (*now_s)(void) = monotonic_s;     /* the unit test sets its own */
+
+int history_init(const struct history_config *cfg)
+{
+    config = *cfg;
+    uids = calloc((size_t)cfg->max_users + 1, sizeof *uids);
+    if (!uids) {
+        log_msg(LOG_ERROR, "cannot allocate message ids for %u uids; lower --max-users",
+                cfg->max_users);
+        return -1;
+    }
+    arena_size = cfg->per_uid ? cfg->bytes & ~(size_t)7 : 0;
+    if (arena_size) {
+        arena = malloc(arena_size);
+        if (!arena) {
+            log_msg(LOG_ERROR, "cannot allocate %zu bytes of history; lower --history-bytes",
+                    arena_size);
+            return -1;
+        }
+    }
+    if (getrandom(&epoch, sizeof epoch, 0) != sizeof epoch) {
+        log_msg(LOG_ERROR, "cannot draw the message id epoch: %m");
+        return -1;
+    }
+    snprintf(epoch_hex, sizeof epoch_hex, "%08x", epoch);
+    head = tail = 0;
+    return 0;
+}
+
+void history_free(void)
+{
+    free(uids);
+    free(arena);
+    uids = NULL;
+    arena = NULL;
+}
+
+uint32_t history_epoch(void) { return epoch; }
+
+const char *history_epoch_hex(void) { return epoch_hex; }
+
+uint32_t history_last_seq(uint32_t uid) { return uids[uid].seq; }
+
+/* The entry at the head leaves. */
+static void push_out_oldest(void)
+{
+    if (to_end(head) < sizeof(struct entry)) {
+        head += to_end(head);                /* too short for a header: skipped */
+        return;
+    }
+    struct entry *e = entry_at(head);
+    if (e->len == FILLER) {
+        head += to_end(head);
+        return;
+    }
+    size_t size = sizeof *e + pad8(e->len & ~SHARED_REF);
+    head += size;
+    loop_stats.history_bytes -= size;
+    if (e->uid) {
+        loop_stats.history_entries--;
+        loop_stats.history_evicted++;
+    }
+}
+
+/* Room for size contiguous bytes at the tail. */
+static void make_room(size_t size)
+{
+    if (to_end(tail) < size) {
+        /* The rest of this lap is skipped: what the previous lap left
+         * there goes first. */
+        uint64_t end = tail + to_end(tail);
+        while (end > arena_size && head < end - arena_size)
+            push_out_oldest();
+        if (to_end(tail) >= sizeof(struct entry))
+            entry_at(tail)->len = FILLER;
+        tail = end;
+    }
+    while (tail + size - head > arena_size)
+        push_out_oldest();
+}
+
+/* Writes an entry of uid (0: shared) with body[0..len) at the tail;
+ * returns its position + 1, 0 when it is too large to keep. */
+static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void *body,
+                     size_t body_len)
+{
+    size_t size = sizeof(struct entry) + pad8(body_len);
+    if (!arena_size || size > arena_size / 4)
+        return 0;                             /* a resume across it is a gap */
+    make_room(size);
+    struct entry *e = entry_at(tail);
+    *e = (struct entry){.prev = uid ? uids[uid].newest : 0, .uid = uid, .seq = seq,
+                        .stamp_s = now_s(), .len = len_field};
+    memcpy(e + 1, body, body_len);
+    uint64_t at = tail + 1;
+    tail += size;
+    loop_stats.history_bytes += size;
+    if (uid) {
+        uids[uid].newest = at;
+        loop_stats.history_entries++;
+    }
+    return at;
+}
+
+uint32_t history_append(uint32_t uid, const char *data, uint32_t len)
+{
+    uint32_t seq = ++uids[uid].seq;
+    keep(uid, seq, len, data, len);
+    return seq;
+}
+
+uint64_t history_share(const char *data, uint32_t len)
+{
+    return config.per_uid ? keep(0, 0, len, data, len) : 0;
+}
+
+uint32_t history_append_shared(uint32_t uid, uint64_t shared)
+{
+    uint32_t seq = ++uids[uid].seq;
+    if (shared && shared - 1 >= head)         /* still kept */
+        keep(uid, seq, SHARED_REF | sizeof shared, &shared, sizeof shared);
+    return seq;
+}
+
+/* The entry at position+1 p, if it and its payload are still kept, for uid. */
+static const struct entry *kept(uint64_t p, uint32_t uid)
+{
+    if (p == 0 || p - 1 < head)
+        return NULL;
+    const struct entry *e = entry_at(p - 1);
+    if (e->uid != uid)
+        return NULL;
+    if (e->len & SHARED_REF) {
+        uint64_t shared;
+        memcpy(&shared, e + 1, sizeof shared);
+        if (shared - 1 < head)
+            return NULL;
+    }
+    return e;
+}
+
+void history_since(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
+                   struct history_replay *r, uint32_t max)
+{
+    uint32_t last = uids[uid].seq;
+    r->gap = 0;
+    r->first_seq = 0;
+    r->n = 0;
+    if (!known)
+        return;                               /* a first connect: live messages only */
+    int ours = from_epoch == epoch && seq <= last;
+    uint32_t want = ours ? seq + 1 : 1;       /* the oldest id the client lacks */
+    uint32_t limit = config.per_uid < max ? config.per_uid : max;
+    uint32_t oldest_ok_s = now_s() - config.ttl_s;
+    uint32_t expect = last;                   /* ids are walked newest first, contiguous */
+    const struct entry *e;
+    for (uint64_t p = uids[uid].newest; (e = kept(p, uid)) != NULL; p = e->prev) {
+        if (e->seq != expect || e->seq < want || r->n == limit ||
+            (int32_t)(e->stamp_s - oldest_ok_s) < 0)
+            break;
+        r->pos[r->n++] = p - 1;
+        expect--;
+    }
+    /* Oldest first. */
+    for (uint32_t i = 0, j = r->n; i + 1 < j; i++, j--) {
+        uint64_t t = r->pos[i];
+        r->pos[i] = r->pos[j - 1];
+        r->pos[j - 1] = t;
+    }
+    if (r->n)
+        r->first_seq = entry_at(r->pos[0])->seq;
+    /* Nothing missed, or all of it kept: no gap. */
+    r->gap = !ours || (last >= want && (r->n == 0 || r->first_seq != want));
+}
+
+const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq)
+{
+    const struct entry *e = entry_at(pos);
+    *seq = e->seq;
+    if (e->len & SHARED_REF) {
+        uint64_t shared;
+        memcpy(&shared, e + 1, sizeof shared);
+        e = entry_at(shared - 1);
+    }
+    *len = e->len;
+    return (const char *)(e + 1);
+}

@@ -1,0 +1,195 @@
+%% GET /sse/N: Server-Sent Events with message ids, history, resume and
+%% gaps, read on plain sockets so that every byte is checked.
+-module(core_sse_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, port_of/1, open_stream/2,
+                              expect_chunk/2, close/1]).
+
+-define(T, 5000).
+
+sse_test_() ->
+    [httpdcnode_test_lib:server_test("head, retry advice, ids and data lines", #{}, 30,
+                                     fun head_and_events/1),
+     httpdcnode_test_lib:server_test("line breaks: \\n kept, \\r\\n and \\r arrive as \\n", #{},
+                                     30, fun line_breaks/1),
+     httpdcnode_test_lib:server_test("resume after Last-Event-ID: what was sent meanwhile, "
+                                     "once, in order, then live", #{}, 30, fun resume/1),
+     httpdcnode_test_lib:server_test("history kept for an offline uid; ?since= on a first "
+                                     "connect", #{}, 30, fun offline_and_since/1),
+     httpdcnode_test_lib:server_test("history too short: a gap event, then what is kept",
+                                     #{extra_args => ["--history", "2"]}, 30, fun gap/1),
+     httpdcnode_test_lib:server_test("an id of another epoch (a restarted server): a gap", #{},
+                                     30, fun other_epoch/1),
+     httpdcnode_test_lib:server_test("--history 0: ids, no replay, a gap on resume",
+                                     #{extra_args => ["--history", "0"]}, 30, fun no_history/1),
+     httpdcnode_test_lib:server_test("heartbeat comments", #{extra_args => ["--heartbeat", "1"]},
+                                     30, fun heartbeat/1),
+     httpdcnode_test_lib:server_test("multicast and broadcast reach SSE and chunked streams; "
+                                     "kick ends an SSE stream", #{}, 30, fun mixed/1),
+     httpdcnode_test_lib:server_test("SIGTERM closes SSE streams, exit 0", #{}, 30,
+                                     fun sigterm/1)].
+
+%%% ---------------------------------------------------------------- cases
+
+head_and_events(S) ->
+    {Sock, Head} = connect(S, 5, []),
+    ?assertMatch(<<"HTTP/1.1 200 OK\r\n", _/binary>>, Head),
+    ?assertNotEqual(nomatch, binary:match(Head, <<"Content-Type: text/event-stream">>)),
+    ?assertNotEqual(nomatch, binary:match(Head, <<"Cache-Control: no-cache">>)),
+    ?assertNotEqual(nomatch, binary:match(Head, <<"X-Accel-Buffering: no">>)),
+    ?assertEqual(<<"retry: 3000\n\n">>, read_event(Sock)),
+    send(S, {5, <<"hello">>}),
+    send(S, {5, <<"two\nlines">>}),
+    {Epoch, 1, [<<"hello">>]} = parse(read_event(Sock)),
+    ?assertMatch({Epoch, 2, [<<"two">>, <<"lines">>]}, parse(read_event(Sock))),
+    ?assertEqual(8, byte_size(Epoch)),
+    gen_tcp:close(Sock).
+
+line_breaks(S) ->
+    {Sock, _} = connect(S, 6, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    send(S, {6, <<"a\r\nb\rc\n\nd">>}),
+    ?assertMatch({_, 1, [<<"a">>, <<"b">>, <<"c">>, <<>>, <<"d">>]}, parse(read_event(Sock))),
+    gen_tcp:close(Sock).
+
+resume(S) ->
+    {Sock, _} = connect(S, 7, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    send(S, {7, <<"m1">>}),
+    {Epoch, 1, _} = parse(read_event(Sock)),
+    gen_tcp:close(Sock),
+    wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
+    [send(S, {7, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(2, 5)],
+    ack(S, 7),
+    {Sock2, _} = connect(S, 7, ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":1"]),
+    <<"retry: ", _/binary>> = read_event(Sock2),
+    [?assertEqual({Epoch, I, [<<"m", (integer_to_binary(I))/binary>>]}, parse(read_event(Sock2)))
+     || I <- lists:seq(2, 5)],
+    send(S, {7, <<"m6">>}),
+    ?assertEqual({Epoch, 6, [<<"m6">>]}, parse(read_event(Sock2))),
+    gen_tcp:close(Sock2).
+
+offline_and_since(S) ->
+    [send(S, {8, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(1, 3)],
+    ack(S, 8),
+    %% A first connect without an id: live messages only.
+    {Sock, _} = connect(S, 8, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    send(S, {8, <<"m4">>}),
+    {Epoch, 4, [<<"m4">>]} = parse(read_event(Sock)),
+    gen_tcp:close(Sock),
+    %% ?since= when the client cannot set headers (URL-decoded: %3A is ':').
+    {Sock2, _} = connect(S, "8?since=" ++ binary_to_list(Epoch) ++ "%3A1", []),
+    <<"retry: ", _/binary>> = read_event(Sock2),
+    ?assertEqual({Epoch, 2, [<<"m2">>]}, parse(read_event(Sock2))),
+    ?assertEqual({Epoch, 3, [<<"m3">>]}, parse(read_event(Sock2))),
+    ?assertEqual({Epoch, 4, [<<"m4">>]}, parse(read_event(Sock2))),
+    gen_tcp:close(Sock2).
+
+gap(S) ->
+    {Sock, _} = connect(S, 9, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    send(S, {9, <<"m1">>}),
+    {Epoch, 1, _} = parse(read_event(Sock)),
+    gen_tcp:close(Sock),
+    [send(S, {9, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(2, 6)],
+    ack(S, 9),
+    {Sock2, _} = connect(S, 9, ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":1"]),
+    <<"retry: ", _/binary>> = read_event(Sock2),
+    Gap = iolist_to_binary(["event: gap\ndata: {\"last\":\"", Epoch, ":1\",\"first\":\"", Epoch,
+                            ":5\"}\n\n"]),
+    ?assertEqual(Gap, read_event(Sock2)),
+    ?assertEqual({Epoch, 5, [<<"m5">>]}, parse(read_event(Sock2))),
+    ?assertEqual({Epoch, 6, [<<"m6">>]}, parse(read_event(Sock2))),
+    gen_tcp:close(Sock2).
+
+other_epoch(S) ->
+    send(S, {10, <<"kept">>}),
+    ack(S, 10),
+    {Sock, _} = connect(S, 10, ["Last-Event-ID: 0000000g:3"]),    % not even an id
+    <<"retry: ", _/binary>> = read_event(Sock),
+    <<"event: gap\ndata: {\"last\":null,\"first\":\"", _/binary>> = read_event(Sock),
+    ?assertMatch({_, 1, [<<"kept">>]}, parse(read_event(Sock))),
+    gen_tcp:close(Sock).
+
+no_history(S) ->
+    send(S, {11, <<"gone">>}),
+    ack(S, 11),
+    {Sock, _} = connect(S, 11, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    send(S, {11, <<"live">>}),
+    {Epoch, 2, [<<"live">>]} = parse(read_event(Sock)),
+    gen_tcp:close(Sock),
+    {Sock2, _} = connect(S, 11, ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":1"]),
+    <<"retry: ", _/binary>> = read_event(Sock2),
+    ?assertEqual(iolist_to_binary(["event: gap\ndata: {\"last\":\"", Epoch,
+                                   ":1\",\"first\":null}\n\n"]), read_event(Sock2)),
+    gen_tcp:close(Sock2).
+
+heartbeat(S) ->
+    {Sock, _} = connect(S, 12, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    ?assertEqual(<<":\n\n">>, read_event(Sock)),
+    gen_tcp:close(Sock).
+
+mixed(S) ->
+    {Sock, _} = connect(S, 13, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    C = open_stream(S, 14),
+    send(S, {[13, 14], <<"both">>}),
+    ?assertMatch({_, 1, [<<"both">>]}, parse(read_event(Sock))),
+    ?assertEqual(<<"both">>, expect_chunk(C, ?T)),
+    send(S, {broadcast, <<"all">>}),
+    ?assertMatch({_, 2, [<<"all">>]}, parse(read_event(Sock))),
+    ?assertEqual(<<"all">>, expect_chunk(C, ?T)),
+    send(S, {kick, 13}),
+    ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)),
+    close(C).
+
+sigterm(S) ->
+    {Sock, _} = connect(S, 15, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    httpdcnode_test_lib:signal(S, "TERM"),
+    ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)),
+    ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
+
+%%% ---------------------------------------------------------------- helpers
+
+%% GET /sse/Path with Headers; returns the socket and the response head.
+connect(S, Uid, Headers) when is_integer(Uid) -> connect(S, integer_to_list(Uid), Headers);
+connect(S, Path, Headers) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", "/sse/" ++ Path,
+                                                               "HTTP/1.1", Headers)),
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    put({buf, Sock}, Rest),
+    {Sock, Head}.
+
+%% The next event, up to and with its blank line.
+read_event(Sock) ->
+    {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
+    put({buf, Sock}, Rest),
+    <<Event/binary, "\n\n">>.
+
+read_until(Sock, Sep, Acc) ->
+    case binary:split(Acc, Sep) of
+        [Before, After] -> {Before, After};
+        [_] ->
+            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
+            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
+    end.
+
+%% {Epoch, Seq, DataLines} of "id: E:S\ndata: ...\n...\n\n".
+parse(Event) ->
+    [<<"id: ", Id/binary>> | Rest] = binary:split(Event, <<"\n">>, [global, trim_all]),
+    [Epoch, Seq] = binary:split(Id, <<":">>),
+    {Epoch, binary_to_integer(Seq), [D || <<"data: ", D/binary>> <- Rest] ++
+         [<<>> || <<"data:">> <- Rest]}.
+
+%% Every message sent before is applied (a stats request is answered in
+%% order, and is no message to the uid).
+ack(S, _Uid) ->
+    Ref = make_ref(),
+    send(S, {self(), Ref, stats}),
+    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.
