@@ -5,7 +5,8 @@
  *            the terminating chunk "0\r\n\r\n"
  *   raw      HTTP/1.0: the payload as it is; the end is the close
  *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
- *            lines (framing_sse_body, made once per payload), a blank line */
+ *            lines (framing_sse_body, made once per payload), a blank line
+ *   poll     a long-poll: its one answer is made by poll.c, not framed */
 #ifndef HTTPDCNODE_FRAMING_H
 #define HTTPDCNODE_FRAMING_H
 
@@ -17,6 +18,8 @@ enum framing_kind {
     FRAMING_CHUNKED = 0,
     FRAMING_RAW,
     FRAMING_SSE,
+    FRAMING_POLL,
+    FRAMING_KINDS
 };
 
 /* Bytes of a message's prefix at most ("id: ffffffff:4294967295\n"). */

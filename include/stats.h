@@ -31,6 +31,7 @@
     X(http_bad_method)  /* 405 */                                             \
     X(http_no_fds)      /* 503 because descriptors ran short */               \
     X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
+    X(http_bad_origin)  /* 403: a cross-origin request from an origin not allowed */ \
     X(auth_missing)     /* 403: no subscriber token */                        \
     X(auth_expired)     /* 403: a genuine token past its exp */               \
     X(auth_bad)         /* 403: malformed, for another uid, or forged */

@@ -13,7 +13,9 @@
  *                               that no caller holding it (a write batch)
  *                               ever sees it freed under its feet
  * Ended while WELCOMING it becomes ENDING (terminator after the import);
- * closed while evhttp holds it, ABANDONED until welcome.c releases it. */
+ * closed while evhttp holds it, ABANDONED until welcome.c releases it.
+ * A stream that has said all it had to (a long-poll's answer) is finished:
+ * DRAINING until what it wrote has gone out, then closed. */
 #ifndef HTTPDCNODE_STREAM_H
 #define HTTPDCNODE_STREAM_H
 
@@ -31,6 +33,7 @@ enum stream_state {
     STREAM_WELCOMING = 1,
     STREAM_ENDING,
     STREAM_LIVE,
+    STREAM_DRAINING,        /* finished: out of the uid table, closes once written */
     STREAM_ABANDONED,
     STREAM_CLOSED,
 };
@@ -82,6 +85,18 @@ int stream_import(struct stream *s);
 /* evhttp let go of a stream it held (the client left, the head could not
  * be sent, or the stream was ABANDONED): it closes and is freed later. */
 void stream_release(struct stream *s, int client_left);
+
+/* For transports that import with a timeout: the stream was idle (no
+ * event on its socket) that long. One handler per framing. */
+typedef void (*stream_idle_fn)(struct stream *s);
+void stream_on_idle(uint8_t framing, stream_idle_fn fn);
+
+/* stream_import, with an idle timeout (see stream_on_idle). */
+int stream_import_idle(struct stream *s, const struct timeval *idle);
+
+/* The stream has nothing more to say: out of the uid table now, closed
+ * once what it wrote (or queued) has gone out. */
+void stream_finish(struct stream *s);
 
 /* Ends a stream on purpose (kick, eviction, shutdown): its framing's
  * terminator, then the close. The reason is counted by the caller. */

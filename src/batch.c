@@ -7,6 +7,7 @@
 #include "latency_probe.h"
 #include "log.h"
 #include "outbound.h"
+#include "poll.h"
 #include "stream.h"
 #include "write_pool.h"
 
@@ -124,6 +125,10 @@ static int encoded_body(const char **data, uint32_t *len)
 void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
 {
     assert(count < BATCH_MAX);          /* batch_room came first */
+    if (s->framing == FRAMING_POLL) {
+        poll_answer(s, data, len, seq);  /* a whole answer, at once */
+        return;
+    }
     if (framing_encodes_body(s->framing) && !encoded_body(&data, &len))
         return;
     struct entry *e = &entries[count++];

@@ -29,8 +29,12 @@ static uint32_t queue(uint32_t uid, const char *data, uint32_t len, uint32_t seq
 {
     uint32_t n = uidtable_count(uid);
     batch_room(n);
-    for (struct stream *s = uidtable_first(uid); s; s = s->next)
+    /* next first: a stream may leave the uid's list as it is given its
+     * message (a long-poll answers and is done). */
+    for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
+        next = s->next;
         batch_add(s, data, len, seq);
+    }
     return n;
 }
 

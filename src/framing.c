@@ -53,6 +53,7 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
         out->len = (uint8_t)chunk_size_line(out->bytes, payload_len);
         return;
     case FRAMING_RAW:
+    case FRAMING_POLL:
         out->len = 0;
         return;
     case FRAMING_SSE:

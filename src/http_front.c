@@ -2,10 +2,12 @@
 #include "http_front.h"
 #include "admin.h"
 #include "auth_http.h"
+#include "cors.h"
 #include "http_guard.h"
 #include "log.h"
 #include "stats.h"
 #include "socket_export.h"
+#include "poll.h"
 #include "sse.h"
 #include "uid.h"
 #include "welcome.h"
@@ -103,17 +105,25 @@ static void on_request(struct evhttp_request *req, void *arg)
     (void)arg;
     http_guard_request_done(req);
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    if (cmd == EVHTTP_REQ_OPTIONS && path &&
+        (strncmp(path, "/sse/", 5) == 0 || strncmp(path, "/poll/", 6) == 0 ||
+         strncmp(path, "/ws/", 4) == 0)) {
+        cors_preflight(req);
+        return;
+    }
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         loop_stats.http_bad_method++;
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
         reply_text(req, 405, "Method Not Allowed", "Only GET and HEAD are served");
         return;
     }
-    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path && strncmp(path, "/test/", 6) == 0) {
         serve_stream(req, path + 6, welcome_start);
     } else if (path && strncmp(path, "/sse/", 5) == 0) {
         serve_stream(req, path + 5, sse_start);
+    } else if (path && strncmp(path, "/poll/", 6) == 0) {
+        serve_stream(req, path + 6, poll_start);
     } else if (path && admin_on_public() && admin_route(req, path)) {
         return;              /* --admin-listen is --listen: /stats, /metrics, /probe here */
     } else {

@@ -12,6 +12,8 @@
 #include "outbound.h"
 #include "presence.h"
 #include "sse.h"
+#include "poll.h"
+#include "cors.h"
 #include "stream.h"
 #include "uidtable.h"
 #include "write_pool.h"
@@ -77,6 +79,8 @@ int main(int argc, char **argv)
                 opts.max_users);
         return 1;
     }
+    poll_init(opts.poll_timeout);
+    cors_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .per_uid = opts.history,
                                               .ttl_s = opts.history_ttl,

@@ -1,5 +1,6 @@
 /* Server-Sent Events: see sse.h. */
 #include "sse.h"
+#include "cors.h"
 #include "framing.h"
 #include "history.h"
 #include "log.h"
@@ -21,13 +22,12 @@
 /* Messages replayed at most (--history is at most this). */
 #define SSE_REPLAY_MAX 4096
 
-static const char head[] =
+static const char head_start[] =
     "HTTP/1.1 200 OK\r\n"
     "Content-Type: text/event-stream; charset=utf-8\r\n"
     "Cache-Control: no-cache\r\n"
-    "X-Accel-Buffering: no\r\n"
-    "Connection: close\r\n"
-    "\r\n";
+    "X-Accel-Buffering: no\r\n";
+static const char head_end[] = "Connection: close\r\n\r\n";
 
 static struct event *heartbeat_ev;
 
@@ -127,7 +127,7 @@ static int add_message(struct text *t, const char *data, uint32_t len, uint32_t 
 }
 
 /* The head, the retry advice, a gap event if any, and what was missed. */
-static int opening_bytes(struct text *t, uint32_t uid, const char *asked)
+static int opening_bytes(struct text *t, uint32_t uid, const char *asked, const char *cors)
 {
     static struct {
         struct history_replay r;
@@ -141,7 +141,9 @@ static int opening_bytes(struct text *t, uint32_t uid, const char *asked)
     history_since(uid, known, epoch, seq, &replay.r, SSE_REPLAY_MAX);
 
     int n = snprintf(retry, sizeof retry, "retry: %u\n\n", SSE_RETRY_MS);
-    if (text_add(t, head, sizeof head - 1) != 0 || text_add(t, retry, (size_t)n) != 0)
+    if (text_add(t, head_start, sizeof head_start - 1) != 0 ||
+        text_add(t, cors, strlen(cors)) != 0 || text_add(t, head_end, sizeof head_end - 1) != 0 ||
+        text_add(t, retry, (size_t)n) != 0)
         return -1;
     if (replay.r.gap && add_gap(t, asked, replay.r.first_seq) != 0)
         return -1;
@@ -162,7 +164,9 @@ int sse_start(struct evhttp_request *req, uint32_t uid)
     if (q)
         evhttp_parse_query_str(q, &query);
     struct text t = {0};
-    int r = opening_bytes(&t, uid, last_seen_id(req, &query));
+    char cors[512];
+    cors[cors_headers(req, 1, cors, sizeof cors)] = '\0';
+    int r = opening_bytes(&t, uid, last_seen_id(req, &query), cors);
     evhttp_clear_headers(&query);
     int own = r == 0 ? socket_export_reserve(evcon) : -1;
     struct stream *s = own >= 0 ? stream_open(uid, FRAMING_SSE, NULL, own) : NULL;

@@ -28,6 +28,7 @@ static struct stream_config config;
 static struct pool streams = POOL_INIT(sizeof(struct stream), 1024);
 
 static struct stream *closed_streams;   /* CLOSED, waiting for the reaper */
+static stream_idle_fn idle_handlers[FRAMING_KINDS];
 static struct event *reap_ev;           /* frees them after the current callback */
 static struct event *trim_ev;           /* ends the largest backlogs */
 
@@ -78,6 +79,7 @@ static void stream_close(struct stream *s)
         s->state = STREAM_ABANDONED;     /* welcome.c releases it */
         return;
     case STREAM_LIVE:
+    case STREAM_DRAINING:
         uidtable_remove(s);
         backlog_free(&s->out);
         event_del(&s->u.ev);
@@ -156,17 +158,37 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
 {
     struct stream *s = arg;
 
+    if ((what & EV_TIMEOUT) && idle_handlers[s->framing]) {
+        idle_handlers[s->framing](s);
+        return;
+    }
     if (what & EV_READ)
         read_client(s, fd);
-    if ((what & EV_WRITE) && s->state == STREAM_LIVE && s->out) {
+    int writing = s->state == STREAM_LIVE || s->state == STREAM_DRAINING;
+    if ((what & EV_WRITE) && writing && s->out) {
         int r = backlog_send(&s->out, fd);
         if (r < 0) {
             loop_stats.client_closed++;
             stream_close(s);
+        } else if (r == 1 && s->state == STREAM_DRAINING) {
+            stream_close(s);                 /* all it had to say went out */
         } else if (r == 1) {
             stream_watch(s, 0);
         }
     }
+}
+
+void stream_on_idle(uint8_t framing, stream_idle_fn fn) { idle_handlers[framing] = fn; }
+
+void stream_finish(struct stream *s)
+{
+    if (s->state != STREAM_LIVE)
+        return;
+    uidtable_remove(s);
+    if (s->out)
+        s->state = STREAM_DRAINING;
+    else
+        stream_close(s);
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -264,7 +286,9 @@ struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request 
     return s;
 }
 
-int stream_import(struct stream *s)
+int stream_import(struct stream *s) { return stream_import_idle(s, NULL); }
+
+int stream_import_idle(struct stream *s, const struct timeval *idle)
 {
     assert(s->state == STREAM_WELCOMING || s->state == STREAM_ENDING);
     int fd = s->u.w.fd, ending = s->state == STREAM_ENDING;
@@ -275,7 +299,7 @@ int stream_import(struct stream *s)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     s->state = STREAM_LIVE;
     event_assign(&s->u.ev, config.base, fd, EV_READ | EV_PERSIST, on_stream_event, s);
-    if (event_add(&s->u.ev, NULL) != 0) {
+    if (event_add(&s->u.ev, idle) != 0) {
         log_msg(LOG_ERROR, "cannot watch stream socket %d; ending the stream", fd);
         stream_close(s);
         return -1;

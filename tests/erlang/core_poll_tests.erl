@@ -1,0 +1,167 @@
+%% GET /poll/N: long-poll with ids, resume from since=, gaps and the
+%% timeout; and the cross-origin rules (CORS) of the web transports.
+-module(core_poll_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [send/2, port_of/1, http_request/2, request_bytes/4, header/2,
+                              json_decode/1, wait_stat/4]).
+
+-define(T, 5000).
+
+poll_test_() ->
+    [httpdcnode_test_lib:server_test("a poll waits for the next message, then polls resume "
+                                     "from its id, exactly once and in order", #{}, 30,
+                                     fun wait_and_resume/1),
+     httpdcnode_test_lib:server_test("history too short or another epoch: gap true",
+                                     #{extra_args => ["--history", "2"]}, 30, fun gap/1),
+     httpdcnode_test_lib:server_test("nothing new before --poll-timeout: an empty answer",
+                                     #{extra_args => ["--poll-timeout", "1"]}, 30,
+                                     fun timeout/1),
+     httpdcnode_test_lib:server_test("binary payloads come as data_base64; text is escaped",
+                                     #{}, 30, fun payloads/1),
+     httpdcnode_test_lib:server_test("no cross-origin reads without --allow-origin, but plain "
+                                     "EventSource", #{}, 30, fun cors_default/1),
+     httpdcnode_test_lib:server_test("--allow-origin: that origin, with credentials, and "
+                                     "preflights", #{extra_args => ["--allow-origin",
+                                                                    "http://app.example:8080"]},
+                                     30, fun cors_listed/1)].
+
+%%% ---------------------------------------------------------------- cases
+
+wait_and_resume(S) ->
+    Poller = spawn_poll(S, "/poll/5"),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    send(S, {5, <<"m1">>}),
+    send(S, {5, <<"m2">>}),
+    #{<<"messages">> := [#{<<"id">> := Id1, <<"data">> := <<"m1">>}], <<"gap">> := false} =
+        answer(Poller),
+    %% m2 waited in the history: the next poll gets it at once.
+    #{<<"messages">> := [#{<<"id">> := Id2, <<"data">> := <<"m2">>}], <<"gap">> := false} =
+        poll(S, "/poll/5?since=" ++ binary_to_list(Id1)),
+    [Epoch, <<"1">>] = binary:split(Id1, <<":">>),
+    ?assertEqual(<<Epoch/binary, ":2">>, Id2),
+    %% Several at once, in order; since= URL-encoded too.
+    [send(S, {5, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(3, 5)],
+    sync(S),
+    #{<<"messages">> := Ms} = poll(S, "/poll/5?since=" ++ binary_to_list(Epoch) ++ "%3A2"),
+    ?assertEqual([<<"m3">>, <<"m4">>, <<"m5">>], [D || #{<<"data">> := D} <- Ms]),
+    wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T).
+
+gap(S) ->
+    [send(S, {6, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(1, 5)],
+    sync(S),
+    %% An id of another epoch: a gap, and all that is kept.
+    #{<<"messages">> := [_, #{<<"id">> := Id5}], <<"gap">> := true} =
+        poll(S, "/poll/6?since=00000000:0"),
+    [Epoch, <<"5">>] = binary:split(Id5, <<":">>),
+    #{<<"messages">> := Ms, <<"gap">> := true, <<"first">> := First} =
+        poll(S, "/poll/6?since=" ++ binary_to_list(Epoch) ++ ":1"),
+    ?assertEqual(<<Epoch/binary, ":4">>, First),
+    ?assertEqual([<<"m4">>, <<"m5">>], [D || #{<<"data">> := D} <- Ms]).
+
+timeout(S) ->
+    T0 = erlang:monotonic_time(millisecond),
+    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false}, poll(S, "/poll/7")),
+    ?assert(erlang:monotonic_time(millisecond) - T0 >= 900).
+
+payloads(S) ->
+    Poller = spawn_poll(S, "/poll/8"),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    send(S, {8, <<255, 0, 1>>}),
+    #{<<"messages">> := [#{<<"data_base64">> := B64}]} = answer(Poller),
+    ?assertEqual(<<255, 0, 1>>, base64:decode(B64)),
+    Text = <<"quote \" backslash \\ newline \n tab \t é"/utf8>>,
+    send(S, {8, Text}),
+    sync(S),
+    #{<<"messages">> := [_, #{<<"data">> := Got}]} = poll(S, "/poll/8?since=00000000:0"),
+    ?assertEqual(Text, Got).
+
+cors_default(S) ->
+    Origin = "Origin: http://elsewhere.example",
+    R = http_request(port_of(S), request_bytes("GET", "/poll/9?since=00000000:0", "HTTP/1.1",
+                                               [Origin, "Connection: close"])),
+    ?assertEqual(undefined, header(maps:get(headers, R), <<"access-control-allow-origin">>)),
+    Head = raw_head(S, "/sse/9", [Origin]),
+    ?assertNotEqual(nomatch, binary:match(Head, <<"Access-Control-Allow-Origin: *\r\n">>)),
+    ?assertEqual(nomatch, binary:match(Head, <<"Credentials">>)),
+    P = http_request(port_of(S), request_bytes("OPTIONS", "/sse/9", "HTTP/1.1",
+                                               [Origin, "Connection: close"])),
+    ?assertEqual(403, maps:get(status, P)).
+
+cors_listed(S) ->
+    Ok = "Origin: http://app.example:8080",
+    R = http_request(port_of(S), request_bytes("GET", "/poll/10?since=00000000:0", "HTTP/1.1",
+                                               [Ok, "Connection: close"])),
+    H = maps:get(headers, R),
+    ?assertEqual(<<"http://app.example:8080">>, header(H, <<"access-control-allow-origin">>)),
+    ?assertEqual(<<"true">>, header(H, <<"access-control-allow-credentials">>)),
+    Head = raw_head(S, "/sse/10", [Ok]),
+    ?assertNotEqual(nomatch, binary:match(Head, <<"Access-Control-Allow-Origin: "
+                                                  "http://app.example:8080\r\n">>)),
+    ?assertEqual(nomatch, raw_head_match(S, "/sse/10", ["Origin: http://other.example"],
+                                         <<"Access-Control-Allow-Origin">>)),
+    P = http_request(port_of(S), request_bytes("OPTIONS", "/sse/10", "HTTP/1.1",
+                                               [Ok, "Access-Control-Request-Headers: last-event-id",
+                                                "Connection: close"])),
+    ?assertEqual(204, maps:get(status, P)),
+    PH = maps:get(headers, P),
+    ?assertEqual(<<"http://app.example:8080">>, header(PH, <<"access-control-allow-origin">>)),
+    ?assertNotEqual(nomatch, binary:match(header(PH, <<"access-control-allow-headers">>),
+                                          <<"Last-Event-ID">>)),
+    Bad = http_request(port_of(S), request_bytes("OPTIONS", "/poll/10", "HTTP/1.1",
+                                                 ["Origin: http://other.example",
+                                                  "Connection: close"])),
+    ?assertEqual(403, maps:get(status, Bad)).
+
+%%% ---------------------------------------------------------------- helpers
+
+%% A poll answered at once (through evhttp): its JSON.
+poll(S, Path) ->
+    R = http_request(port_of(S), request_bytes("GET", Path, "HTTP/1.1", ["Connection: close"])),
+    ?assertEqual(200, maps:get(status, R)),
+    json_decode(maps:get(body, R)).
+
+%% A poll that waits, in a process of its own: answer/1 gets its JSON.
+spawn_poll(S, Path) ->
+    Self = self(),
+    Port = port_of(S),
+    spawn_link(fun() ->
+                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+                       ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", [])),
+                       Self ! {poll_answer, self(), read_all(Sock, <<>>)}
+               end).
+
+answer(Poller) ->
+    receive {poll_answer, Poller, Bytes} ->
+            [Head, Body] = binary:split(Bytes, <<"\r\n\r\n">>),
+            ?assertMatch(<<"HTTP/1.1 200 OK\r\n", _/binary>>, Head),
+            json_decode(Body)
+    after ?T -> erlang:error(no_poll_answer)
+    end.
+
+read_all(Sock, Acc) ->
+    case gen_tcp:recv(Sock, 0, ?T) of
+        {ok, B} -> read_all(Sock, <<Acc/binary, B/binary>>);
+        {error, closed} -> Acc
+    end.
+
+raw_head(S, Path, Headers) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+    ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", Headers)),
+    Head = read_head(Sock, <<>>),
+    gen_tcp:close(Sock),
+    Head.
+
+raw_head_match(S, Path, Headers, What) -> binary:match(raw_head(S, Path, Headers), What).
+
+read_head(Sock, Acc) ->
+    case binary:split(Acc, <<"\r\n\r\n">>) of
+        [Head, _] -> Head;
+        [_] -> {ok, B} = gen_tcp:recv(Sock, 0, ?T), read_head(Sock, <<Acc/binary, B/binary>>)
+    end.
+
+%% Every message sent before is applied.
+sync(S) ->
+    Ref = make_ref(),
+    send(S, {self(), Ref, stats}),
+    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.
