@@ -35,6 +35,9 @@ ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
 TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
+# The application's own pure tests (also what `rebar3 eunit` runs in tools/erlang).
+TAPP_SRC  := $(wildcard tools/erlang/test/*.erl)
+TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 
 .PHONY: all deps test unit-test erl-test bench fuzz soak run install clean check-ei
 
@@ -78,6 +81,9 @@ tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 	cp $< $@
 
 build/tests/ebin/%.beam: tests/erlang/%.erl | build
+	erlc -Wall -o build/tests/ebin $<
+
+build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
 	erlc -Wall -o build/tests/ebin $<
 
 # A unit test may #include the server sources it tests, to reach their
