@@ -144,6 +144,7 @@ soak: deps
 	scripts/soak.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
+# PORT, NAME, MASTER, COOKIE, PUBLIC=1: see scripts/run.sh.
 run: deps
 	$(MAKE) all
 	scripts/run.sh
