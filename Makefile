@@ -52,6 +52,9 @@ ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
 TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
+# The application's own pure tests (also what `rebar3 eunit` runs in tools/erlang).
+TAPP_SRC  := $(wildcard tools/erlang/test/*.erl)
+TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
@@ -99,6 +102,9 @@ tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 	cp $< $@
 
 build/tests/ebin/%.beam: tests/erlang/%.erl | $(BUILD)
+	erlc -Wall -o build/tests/ebin $<
+
+build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
 	erlc -Wall -o build/tests/ebin $<
 
 # A unit test may #include the server sources it tests, to reach their
@@ -168,6 +174,7 @@ soak: deps
 	scripts/soak.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
+# PORT, NAME, MASTER, COOKIE, PUBLIC=1: see scripts/run.sh.
 run: deps
 	$(MAKE) all
 	scripts/run.sh

@@ -20,7 +20,8 @@ struct options {
     int admin_explicit;        /* given on the command line (else the default) */
     char name[256];            /* --name alive@host, this C-node */
     char master[256];          /* --master node to connect out to; "" for none */
-    char cookie[256];          /* --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */
+    char cookie[256];          /* --cookie-file, --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */
+    int cookie_in_argv;        /* --cookie: visible in ps, main warns once */
     char presence[256];        /* --presence NAME on the master, "" for none */
     uint32_t max_users;        /* uids 1..max_users */
     uint32_t max_message;      /* bytes per message payload */

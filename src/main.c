@@ -65,6 +65,10 @@ int main(int argc, char **argv)
     if (r != 0)
         return r > 0 ? 0 : 2;
     log_set_level(opts.verbosity);
+    /* Shown even with -q: anyone on the host can read another's argv. */
+    if (opts.cookie_in_argv)
+        log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
+                           "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (auth_http_configure(&opts) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);

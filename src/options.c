@@ -21,7 +21,11 @@ static const char usage_text[] =
     "  --name ALIVE@HOST        this C-node's name (default c1@localhost)\n"
     "  --master NODE@HOST       Erlang node to connect to and keep connected to\n"
     "                           (default httpdmaster@localhost; \"\" for none)\n"
-    "  --cookie COOKIE          Erlang cookie (default $ERLANG_COOKIE, then ~/.erlang.cookie)\n"
+    "  --cookie-file FILE       read the Erlang cookie from FILE (mode 0600; one\n"
+    "                           trailing newline removed); default $ERLANG_COOKIE,\n"
+    "                           then ~/.erlang.cookie (also mode 0600)\n"
+    "  --cookie COOKIE          the cookie itself: visible to every user in ps,\n"
+    "                           prefer --cookie-file\n"
     "  --presence NAME          send {httpdcnode, Node, up|down|snapshot, Uids}\n"
     "                           to the process registered as NAME on the master\n"
     "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
@@ -60,7 +64,8 @@ static const char usage_text[] =
     "  -h, --help               this text\n"
     "      --version            print the version\n";
 
-enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_PRESENCE, OPT_MAX_USERS,
+enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_COOKIE_FILE,
+       OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE };
@@ -71,6 +76,7 @@ static const struct option long_opts[] = {
     {"name", required_argument, NULL, OPT_NAME},
     {"master", required_argument, NULL, OPT_MASTER},
     {"cookie", required_argument, NULL, OPT_COOKIE},
+    {"cookie-file", required_argument, NULL, OPT_COOKIE_FILE},
     {"presence", required_argument, NULL, OPT_PRESENCE},
     {"max-users", required_argument, NULL, OPT_MAX_USERS},
     {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
@@ -208,10 +214,24 @@ static void set_defaults(struct options *o)
         o->writers = 4;
 }
 
+/* --cookie or --cookie-file (not both), else $ERLANG_COOKIE or ~/.erlang.cookie. */
+static int take_cookie(struct options *o, const char *cookie_file)
+{
+    if (cookie_file && o->cookie_in_argv) {
+        fprintf(stderr, "httpdcnode: give --cookie or --cookie-file, not both\n");
+        return -1;
+    }
+    if (cookie_file)
+        return cookie_read_file(cookie_file, o->cookie, sizeof o->cookie);
+    if (o->cookie_in_argv)
+        return 0;
+    return cookie_find(o->cookie, sizeof o->cookie);
+}
+
 int options_parse(struct options *o, int argc, char **argv)
 {
     int c;
-    int have_cookie = 0;
+    const char *cookie_file = NULL;
 
     set_defaults(o);
     optind = 1;
@@ -241,7 +261,10 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_COOKIE:
             if (!*optarg || copy_str(o->cookie, sizeof o->cookie, optarg))
                 return bad("--cookie", "(hidden)", "expected 1 to 255 characters");
-            have_cookie = 1;
+            o->cookie_in_argv = 1;
+            break;
+        case OPT_COOKIE_FILE:
+            cookie_file = optarg;
             break;
         case OPT_PRESENCE:
             if (!*optarg || copy_str(o->presence, sizeof o->presence, optarg))
@@ -331,7 +354,5 @@ int options_parse(struct options *o, int argc, char **argv)
                         "(--max-message + 32 bytes)\n");
         return -1;
     }
-    if (!have_cookie && cookie_find(o->cookie, sizeof o->cookie) != 0)
-        return -1;
-    return 0;
+    return take_cookie(o, cookie_file);
 }
