@@ -7,7 +7,7 @@
 #include "latency_probe.h"
 #include "log.h"
 #include "outbound.h"
-#include "poll.h"
+#include "longpoll.h"
 #include "stream.h"
 #include "write_pool.h"
 

@@ -7,7 +7,7 @@
 #include "log.h"
 #include "stats.h"
 #include "socket_export.h"
-#include "poll.h"
+#include "longpoll.h"
 #include "sse.h"
 #include "uid.h"
 #include "welcome.h"

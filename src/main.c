@@ -12,7 +12,7 @@
 #include "outbound.h"
 #include "presence.h"
 #include "sse.h"
-#include "poll.h"
+#include "longpoll.h"
 #include "cors.h"
 #include "stream.h"
 #include "uidtable.h"

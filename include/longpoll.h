@@ -6,8 +6,8 @@
  *   {"messages":[{"id":"EPOCH:SEQ","data":"..."},...],"gap":false}
  * (a payload that is not UTF-8 comes as "data_base64"). The client polls
  * again with since= the last id it got. */
-#ifndef HTTPDCNODE_POLL_H
-#define HTTPDCNODE_POLL_H
+#ifndef HTTPDCNODE_LONGPOLL_H
+#define HTTPDCNODE_LONGPOLL_H
 
 #include <event2/event.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* Long-poll: see poll.h. */
-#include "poll.h"
+/* Long-poll: see longpoll.h. */
+#include "longpoll.h"
 #include "cors.h"
 #include "framing.h"
 #include "history.h"
