@@ -1,6 +1,7 @@
 /* The admin listener: see admin.h. A second evhttp on the same loop, with
  * no streams: every request is answered at once. */
 #include "admin.h"
+#include "listener_pause.h"
 #include "latency_probe.h"
 #include "log.h"
 #include "metrics.h"
@@ -103,13 +104,6 @@ static void on_admin_request(struct evhttp_request *req, void *arg)
         reply_not_found(req, "The admin address serves /stats, /metrics and /probe");
 }
 
-static void on_listen_again(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    evconnlistener_enable(arg);
-}
-
 /* accept() failed (descriptors ran out): pause rather than spin. */
 static void on_accept_error(struct evconnlistener *listener, void *arg)
 {
@@ -117,9 +111,7 @@ static void on_accept_error(struct evconnlistener *listener, void *arg)
     static struct log_ratelimit rl;
     static const struct timeval pause = {1, 0};
     log_limited(&rl, LOG_ERROR, "admin listener: accept failed: %s", strerror(errno));
-    evconnlistener_disable(listener);
-    event_base_once(evconnlistener_get_base(listener), -1, EV_TIMEOUT, on_listen_again,
-                    listener, &pause);
+    listener_pause(listener, &pause);
 }
 
 /* A listening socket on host:port, or -1 with errno set. */

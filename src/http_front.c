@@ -1,5 +1,6 @@
 /* Request routing and error replies. Streams start in welcome.c. */
 #include "http_front.h"
+#include "listener_pause.h"
 #include "admin.h"
 #include "auth_http.h"
 #include "cors.h"
@@ -132,13 +133,6 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
 }
 
-static void on_listen_again(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    evconnlistener_enable(arg);
-}
-
 /* accept() failed. On EMFILE/ENFILE, free the spare descriptor to accept
  * one connection and refuse it, then stop listening for a moment: the
  * listener must not spin on connections it cannot take (and the spare may
@@ -167,9 +161,7 @@ static void on_accept_error(struct evconnlistener *listener, void *arg)
         spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     }
     static const struct timeval pause = {0, 100 * 1000};
-    evconnlistener_disable(listener);
-    event_base_once(evconnlistener_get_base(listener), -1, EV_TIMEOUT, on_listen_again,
-                    listener, &pause);
+    listener_pause(listener, &pause);
     log_limited(&rl, LOG_ERROR, "out of file descriptors: refusing new connections "
                 "(raise ulimit -n)");
 }

@@ -65,10 +65,6 @@ int main(int argc, char **argv)
     if (r != 0)
         return r > 0 ? 0 : 2;
     log_set_level(opts.verbosity);
-    /* Shown even with -q: anyone on the host can read another's argv. */
-    if (opts.cookie_in_argv)
-        log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
-                           "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (auth_http_configure(&opts) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
@@ -115,6 +111,11 @@ int main(int argc, char **argv)
     r = admin_start(base, &opts);       /* first: an unusable --admin-listen is its one line */
     if (r != 0)
         return r;
+    /* Once nothing can refuse to start (a refusal is one line). Shown even
+     * with -q: anyone on the host can read another's argv. */
+    if (opts.cookie_in_argv)
+        log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
+                           "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
         sse_init(base, opts.heartbeat) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)

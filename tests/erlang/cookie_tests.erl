@@ -132,6 +132,7 @@ start_run() ->
     Env = [{"RUN_DIR", Dir},
            {"ERL_EPMD_PORT", integer_to_list(?L:free_port())},
            {"PORT", integer_to_list(?L:free_port())},
+           {"ADMIN_PORT", integer_to_list(?L:free_port())},
            {"NAME", ?L:unique("c1run") ++ "@localhost"},
            {"MASTER", ?L:unique("masterrun") ++ "@localhost"},
            {"COOKIE", false}, {"PUBLIC", false}],
@@ -194,7 +195,8 @@ run_loopback_only(#{pids := Pids}) ->
 
 run_master_sends(R = #{dir := Dir, env := Env}) ->
     wait_master_connected(R),
-    S = #{port => list_to_integer(maps:get("PORT", R))},
+    S = #{port => list_to_integer(maps:get("PORT", R)),
+          admin_port => list_to_integer(maps:get("ADMIN_PORT", R))},
     C = ?L:open_stream(S, 123),
     try
         Expr = filename:join(Dir, "send.erl"),
@@ -210,7 +212,8 @@ run_master_sends(R = #{dir := Dir, env := Env}) ->
     end.
 
 wait_master_connected(R) ->
-    S = #{port => list_to_integer(maps:get("PORT", R))},
+    S = #{port => list_to_integer(maps:get("PORT", R)),
+          admin_port => list_to_integer(maps:get("ADMIN_PORT", R))},
     ?L:wait_until(fun() -> maps:get(erl_nodes, ?L:stats(S)) >= 1 end, 15000,
                   master_connected_to_cnode).
 
@@ -258,11 +261,14 @@ start(CookieArgs, EnvArgs) ->
     Name = ?L:unique("c1cookie"),
     Node = list_to_atom(Name ++ "@localhost"),
     Port = ?L:free_port(),
-    Args = ["--listen", "127.0.0.1:" ++ integer_to_list(Port), "--name", atom_to_list(Node),
+    AdminPort = ?L:free_port(),
+    Args = ["--listen", "127.0.0.1:" ++ integer_to_list(Port),
+            "--admin-listen", "127.0.0.1:" ++ integer_to_list(AdminPort),
+            "--name", atom_to_list(Node),
             "--master", ?L:unique("httpdmaster_absent") ++ "@localhost" | CookieArgs],
     Log = ?L:log_path(Name),
     P = ?L:spawn_os("/usr/bin/env", EnvArgs ++ [?L:server_exe() | Args], Log, Name),
-    S = #{proc => P, node => Node, port => Port, log => Log},
+    S = #{proc => P, node => Node, port => Port, admin_port => AdminPort, log => Log},
     try
         ?L:wait_until(fun() ->
                               ?L:proc_status(P) =:= running orelse
@@ -285,7 +291,7 @@ read_log(#{log := Log}) ->
 log_lines(S) -> binary:split(read_log(S), <<"\n">>, [global, trim_all]).
 
 base_args() ->
-    ["--listen", "127.0.0.1:" ++ integer_to_list(?L:free_port()),
+    ["--listen", "127.0.0.1:" ++ integer_to_list(?L:free_port()), "--admin-listen", "",
      "--name", ?L:unique("c1cookiecli") ++ "@localhost",
      "--master", ?L:unique("httpdmaster_absent") ++ "@localhost"].
 

@@ -1,0 +1,13 @@
+/* A listener that cannot accept (descriptors ran out) stops for a moment
+ * rather than spin on the connection it cannot take. */
+#ifndef HTTPDCNODE_LISTENER_PAUSE_H
+#define HTTPDCNODE_LISTENER_PAUSE_H
+
+#include <sys/time.h>
+
+struct evconnlistener;
+
+/* Stops accepting on l and starts again after pause. */
+void listener_pause(struct evconnlistener *l, const struct timeval *pause);
+
+#endif
