@@ -48,6 +48,7 @@ cases() ->
      {"the counters, in /stats and in the Erlang stats map", fun counters/1},
      {"GET /sse/N needs a token too; with one it streams, with since= as well",
       fun sse_token/1},
+     {"GET /poll/N needs a token too", fun poll_token/1},
      {"eviction attack with tokens: the attacker gets 403, the victim keeps receiving",
       fun attack_with_tokens/1}].
 
@@ -214,6 +215,14 @@ sse_token(#{s := S, secret := K}) ->
     {ok, Head} = gen_tcp:recv(Sock, 0, ?T),
     ?assertMatch(<<"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", _/binary>>, Head),
     gen_tcp:close(Sock).
+
+poll_token(#{s := S, secret := K}) ->
+    refused(S, "/poll/11?since=00000000:0", [], ?MISSING),
+    refused(S, "/poll/11?since=00000000:0&" ++ query(K, 12, now_s() + 60), [], ?FORGED),
+    R = http_request(port_of(S), request_bytes("GET", "/poll/11?since=00000000:0&"
+                                               ++ query(K, 11, now_s() + 60), "HTTP/1.1",
+                                               ["Connection: close"])),
+    ?assertEqual(200, maps:get(status, R)).
 
 missing(#{s := S}) ->
     D = deltas(S, fun() ->
