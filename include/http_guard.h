@@ -22,7 +22,8 @@ int http_guard_init(struct evhttp *http, unsigned header_timeout, int idle_timeo
 /* The request is complete (evhttp hands it to us): its deadline is over. */
 void http_guard_request_done(struct evhttp_request *req);
 /* The connection becomes a stream and reads no more requests: the stream
- * bounds what comes next, and the close callback becomes welcome.c's. */
+ * bounds what comes next, and the close callback becomes the transport's.
+ * Each transport calls it as it takes the connection over. */
 void http_guard_release(struct evhttp_request *req);
 void http_guard_free(void);
 

@@ -96,7 +96,6 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text, strea
         refuse_no_fds(req);
         return;
     }
-    http_guard_release(req);
     if (start(req, uid) != 0)
         refuse_no_fds(req);
 }

@@ -3,6 +3,7 @@
 #include "cors.h"
 #include "framing.h"
 #include "history.h"
+#include "http_guard.h"
 #include "json_text.h"
 #include "log.h"
 #include "socket_export.h"
@@ -147,6 +148,7 @@ static int wait_for_message(struct evhttp_request *req, uint32_t uid)
             close(own);
         return -1;
     }
+    http_guard_release(req);
     if (socket_export(evcon) != 0) {        /* the request is gone from here on */
         stream_release(s, 0);
         return 0;

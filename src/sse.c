@@ -3,6 +3,7 @@
 #include "cors.h"
 #include "framing.h"
 #include "history.h"
+#include "http_guard.h"
 #include "log.h"
 #include "socket_export.h"
 #include "stats.h"
@@ -177,6 +178,7 @@ int sse_start(struct evhttp_request *req, uint32_t uid)
         return -1;
     }
     /* From here the request and its connection are gone. */
+    http_guard_release(req);
     if (socket_export(evcon) != 0) {
         stream_release(s, 0);
         free(t.p);

@@ -1,6 +1,7 @@
 /* A stream's welcome through evhttp, then its socket leaves evhttp. */
 #include "welcome.h"
 #include "framing.h"
+#include "http_guard.h"
 #include "socket_export.h"
 #include "stream.h"
 
@@ -64,6 +65,7 @@ int welcome_start(struct evhttp_request *req, uint32_t uid)
     if (!evhttp_find_header(out, "Transfer-Encoding"))
         s->framing = FRAMING_RAW;
     evbuffer_add_printf(body, "Welcome, Url: '/test/%u' Id: %u\n", uid, uid);
+    http_guard_release(req);
     evhttp_connection_set_closecb(evcon, on_welcome_client_left, s);
     evhttp_send_reply_chunk_with_cb(req, body, on_welcome_flushed, s);
     evbuffer_free(body);
