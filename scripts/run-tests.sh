@@ -74,6 +74,9 @@ if [[ -n $SANITIZE ]]; then
   export TSAN_OPTIONS="$log:halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizer/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
   # Timeouts in the Erlang tests are multiplied by this (httpdcnode_test_lib).
   export HTTPDTEST_TIME_SCALE=${HTTPDTEST_TIME_SCALE:-2}
+  # A sanitizer's allocator keeps freed memory (quarantine): tests and the
+  # soak do not judge the resident size then.
+  export HTTPDTEST_SANITIZED=1
   echo "== sanitizers: $SANITIZE (reports in $san)"
 fi
 vg="$work/valgrind"

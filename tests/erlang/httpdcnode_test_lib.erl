@@ -32,6 +32,7 @@
          expect_closed/2, expect_end/2, expect_bytes/3, collected/1, close/1,
          welcome/1, header/2]).
 %% misc
+-export([memory_judged/0]).
 -export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1]).
 %% for tests that start the server their own way
 -export([server_exe/0, log_path/1, spawn_os/4, stop_proc/1]).
@@ -86,6 +87,10 @@ server_cmd(Args) ->
                 Exe -> {Exe, Pre ++ [server_exe() | Args]}
             end
     end.
+
+%% Whether the resident size means anything: not under a sanitizer, whose
+%% allocator keeps freed memory in quarantine.
+memory_judged() -> os:getenv("HTTPDTEST_SANITIZED") =:= false.
 
 %% Ms (or s) times $HTTPDTEST_TIME_SCALE (default 1): a slow run (under
 %% sanitizers, valgrind) waits longer without every run waiting longer.
