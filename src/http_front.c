@@ -7,6 +7,7 @@
 #include "socket_export.h"
 #include "sse.h"
 #include "uid.h"
+#include "web.h"
 #include "welcome.h"
 
 #include <errno.h>
@@ -146,6 +147,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         reply_stats(req);
     } else if (path && strcmp(path, "/probe") == 0) {
         reply_probe(req);
+    } else if (path && web_serve(req, path)) {
+        /* answered: the demo page or the browser client (web.c) */
     } else {
         loop_stats.http_not_found++;
         reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
