@@ -58,6 +58,11 @@ static void reply_file(struct evhttp_request *req, struct web_file *f)
     char len[24];
     snprintf(len, sizeof len, "%zu", *f->len);
     evhttp_add_header(out, "Content-Length", len);
+    /* evhttp 2.1 would send a body after HEAD too. */
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+        return;
+    }
     struct evbuffer *body = evbuffer_new();
     if (!body || evbuffer_add_reference(body, f->data, *f->len, NULL, NULL) != 0) {
         if (body)
