@@ -97,7 +97,7 @@ async function main() {
   input.on('close', () => end(0));
   context = await chromium.launchPersistentContext(profile, {
     executablePath: '/usr/bin/chromium', headless: true, args: ARGS,
-    viewport: { width: 1000, height: 560 },
+    viewport: { width: 1000, height: 380 },
   });
   for (const pid of children()) say({ ev: 'browser', pid, profile });
   const page = context.pages()[0] || await context.newPage();
