@@ -7,7 +7,8 @@
  *     onmessage: function (m) { ... m.id, m.data ... },
  *     ongap: function (g) { ... g.last, g.first: reload from your database ... },
  *     onstatus: function (s) { ... s.state, s.transport, s.detail ... },
- *     transports: ['ws', 'sse', 'poll']      // the default order; or one name
+ *     transports: ['ws', 'sse', 'poll'],     // the default order; or one name
+ *     query: function () { return 'exp=...&sig=...'; }   // optional, on every request
  *   });
  *   conn.close();
  *
@@ -38,10 +39,12 @@
   }
 
   /* The URL of path on the server at base (a path prefix in base is kept),
-   * with ?since=ID when an id is known; ws/wss for WebSocket. */
-  function endpoint(base, path, since, websocket) {
+   * with the caller's query (a subscriber token) and ?since=ID when an id
+   * is known; ws/wss for WebSocket. */
+  function endpoint(base, path, query, since, websocket) {
     var b = new URL(base || '/', global.location ? global.location.href : undefined);
     var u = new URL(b.origin + b.pathname.replace(/\/+$/, '') + path);
+    new URLSearchParams(query || '').forEach(function (v, k) { u.searchParams.set(k, v); });
     if (since) u.searchParams.set('since', since);
     if (websocket) u.protocol = b.protocol === 'https:' ? 'wss:' : 'ws:';
     return u.toString();
@@ -122,14 +125,23 @@
   /* ---- Long-poll: GET /poll/N?since=ID answers
    * {"messages":[{"id":ID,"data":TEXT},...], "gap":true?, "first":ID?}
    * at once when something is newer, else when it comes or the server's
-   * --poll-timeout passes (then with no messages). */
+   * --poll-timeout passes (then with no messages). A payload that is not
+   * UTF-8 comes as "data_base64" and is decoded as EventSource would. */
+  function base64Text(b64) {
+    var bin = global.atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return new TextDecoder().decode(bytes);
+  }
+
   function applyPollAnswer(ctx, answer) {
     var messages = answer.messages || [];
     if (answer.gap) {
       var first = answer.first !== undefined ? answer.first : messages.length ? messages[0].id : null;
       ctx.gap(ctx.since(), first);
     }
-    messages.forEach(function (m) { ctx.message(m.id, m.data); });
+    messages.forEach(function (m) {
+      ctx.message(m.id, m.data !== undefined ? m.data : base64Text(m.data_base64 || ''));
+    });
     return messages.length;
   }
 
@@ -182,6 +194,8 @@
   /* ---- The core. */
   function connect(url, uid, opts) {
     opts = opts || {};
+    if (!/^[1-9][0-9]*$/.test(String(uid)))
+      throw new Error('httpdcnode: the uid must be a positive integer, not "' + uid + '"');
     var order = transportOrder(opts.transports);
     var lastId = opts.since || null, last = parseId(lastId);
     var idx = 0, current = null, currentCtx = null, timer = null, closed = false;
@@ -222,7 +236,10 @@
       var ctx = {
         live: true,
         uid: uid,
-        url: function (path, websocket) { return endpoint(url, path, lastId, websocket); },
+        url: function (path, websocket) {
+          var query = typeof opts.query === 'function' ? opts.query() : opts.query;
+          return endpoint(url, path, query, lastId, websocket);
+        },
         since: function () { return lastId; },
         hasOpened: function () { return opened; },
         opened: function () {

@@ -59,17 +59,17 @@ function children() {
 }
 
 // Runs in the page: every row of #messages and #log, the present ones
-// first, then each one as it is added.
+// first, then each one as it is added (one observer: rows of both lists
+// come in the order the page added them).
 function watchPage() {
   const describe = (li) => li.parentNode.id === 'messages'
     ? { ev: 'message', id: li.dataset.id, data: li.querySelector('.data').textContent }
     : { ev: 'log', kind: li.dataset.kind, text: li.querySelector('.data').textContent };
-  for (const id of ['messages', 'log']) {
-    const list = document.getElementById(id);
-    for (const li of list.children) window.__report(describe(li));
-    new MutationObserver((records) => records.forEach((r) => r.addedNodes.forEach(
-      (li) => window.__report(describe(li))))).observe(list, { childList: true });
-  }
+  const lists = ['messages', 'log'].map((id) => document.getElementById(id));
+  for (const list of lists) for (const li of list.children) window.__report(describe(li));
+  const observer = new MutationObserver((records) => records.forEach(
+    (r) => r.addedNodes.forEach((li) => window.__report(describe(li)))));
+  for (const list of lists) observer.observe(list, { childList: true });
 }
 
 function dumpPage() {
