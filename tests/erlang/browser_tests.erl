@@ -256,7 +256,8 @@ end_driver(St = #{port := Port, os_pid := OsPid, script := Script, browsers := B
     httpdcnode_test_lib:forget_pid(OsPid),
     [begin
          gone(Pid, Dir, 10000) orelse kill_if(Pid, Dir),
-         httpdcnode_test_lib:forget_pid(Pid)
+         httpdcnode_test_lib:forget_pid(Pid),
+         file:del_dir_r(Dir)     % the driver removes it, unless it was killed
      end || {Pid, Dir} <- Bs],
     ok.
 
