@@ -38,7 +38,7 @@ LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
 # Server sources: everything in src/ except main.c also goes into the unit tests.
 SRV_LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
-SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o)
+SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
 CLIENT_SRC := $(wildcard tools/httpclient/*.c)
 CLIENT_OBJ := $(CLIENT_SRC:tools/httpclient/%.c=$(BUILD)/client/%.o)
@@ -70,6 +70,22 @@ check-ei:
 # Each object depends on the headers it includes (-MMD writes them down).
 $(BUILD)/%.o: src/%.c | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+# web/ is built into the server (GET / and /httpdcnode.js, src/web.c): each
+# file becomes a byte array web_<name> and its length web_<name>_len.
+WEB_FILES := web/index.html web/httpdcnode.js
+$(BUILD)/web_assets.c: $(WEB_FILES) | $(BUILD)
+	@{ echo '/* Generated from web/ by the Makefile: do not edit. */'; \
+	   echo '#include <stddef.h>'; \
+	   for f in $(WEB_FILES); do \
+	     n=web_$$(basename $$f | tr -c 'a-zA-Z0-9\n' _); \
+	     echo "extern const unsigned char $${n}[]; extern const size_t $${n}_len;"; \
+	     echo "const unsigned char $${n}[] = {"; xxd -i <$$f || exit 1; echo "};"; \
+	     echo "const size_t $${n}_len = sizeof $${n};"; \
+	   done; } >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/web_assets.o: $(BUILD)/web_assets.c
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/client/%.o: tools/httpclient/%.c | $(BUILD)
 	@mkdir -p $(BUILD)/client

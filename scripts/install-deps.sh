@@ -9,6 +9,8 @@ packages=(
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests
+  xxd                                       # web/ built into the server (Makefile)
+  chromium                                  # the demo page in a real browser (tests)
   iproute2 procps                           # ss (CLOSE-WAIT checks), ps/pgrep in scripts
   iptables                                  # a test drops a client's packets (vanished peer)
   gnuplot-nox                               # plots in `make bench`

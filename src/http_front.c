@@ -11,6 +11,7 @@
 #include "longpoll.h"
 #include "sse.h"
 #include "uid.h"
+#include "web.h"
 #include "welcome.h"
 
 #include <errno.h>
@@ -126,6 +127,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         serve_stream(req, path + 6, poll_start);
     } else if (path && admin_on_public() && admin_route(req, path)) {
         return;              /* --admin-listen is --listen: /stats, /metrics, /probe here */
+    } else if (path && web_serve(req, path)) {
+        /* answered: the demo page or the browser client (web.c) */
     } else {
         loop_stats.http_not_found++;
         reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");

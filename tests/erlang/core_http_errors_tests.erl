@@ -25,7 +25,8 @@ http_errors_test_() ->
                      case_test("GET /test/1000 -> 200 (the largest uid)", S,
                                fun() -> largest(S) end),
                      case_test("GET /other -> 404", S, fun() -> other_path(S, "/other") end),
-                     case_test("GET / -> 404", S, fun() -> other_path(S, "/") end)]
+                     case_test("GET /index.html -> 404 (GET / is the demo page)", S,
+                               fun() -> other_path(S, "/index.html") end)]
                  ++ [case_test(M ++ " /test/5 -> 405", S, fun() -> bad_method(S, M) end)
                      || M <- ["POST", "PUT", "DELETE"]]
                  ++ [case_test("HEAD /test/5 -> 200 without body", S, fun() -> head(S) end),

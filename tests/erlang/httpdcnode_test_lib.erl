@@ -36,6 +36,8 @@
 -export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1]).
 %% for tests that start the server their own way
 -export([server_exe/0, log_path/1, spawn_os/4, stop_proc/1]).
+%% for OS processes a test starts its own way (noted for run-tests.sh)
+-export([note_pid/2, forget_pid/1]).
 
 -define(LOCAL, {127, 0, 0, 1}).
 -define(POLL_MS, 25).

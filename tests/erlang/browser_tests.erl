@@ -1,0 +1,298 @@
+%% The demo page (GET /) and its client (GET /httpdcnode.js) in a real
+%% browser: headless Chromium driven by tests/js/browser_page.mjs, which
+%% reports every row the page shows as a JSON line. Messages come from
+%% this node; the server ends the page's stream ({kick, N}) and the page
+%% must come back by itself with every message sent meanwhile, once and in
+%% order, or show a gap when history could not cover them.
+-module(browser_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [send/2, port_of/1, scaled/1]).
+
+%% Waits on the page; Chromium starts in a few seconds, EventSource comes
+%% back 3 s (the server's retry) after its stream ended.
+-define(T, 20000).
+
+browser_test_() ->
+    [httpdcnode_test_lib:server_test("GET / and /httpdcnode.js: the built-in files, their "
+                                     "headers, 304 on a matching ETag", #{}, 30,
+                                     fun web_files/1),
+     httpdcnode_test_lib:server_test("page over SSE: messages with ids, the page reconnects "
+                                     "by itself after a kick, every message once and in order",
+                                     #{}, 120, fun resume/1),
+     httpdcnode_test_lib:server_test("page over SSE: a gap shown when history was exceeded",
+                                     #{extra_args => ["--history", "2"]}, 120, fun gap/1),
+     httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
+                                     #{}, 120, fun first_that_works/1)].
+
+%%% ---------------------------------------------------------------- files
+
+web_files(S) ->
+    Root = httpdcnode_test_lib:repo_root(),
+    {ok, Html} = file:read_file(filename:join([Root, "web", "index.html"])),
+    {ok, Js} = file:read_file(filename:join([Root, "web", "httpdcnode.js"])),
+    H1 = request(S, "GET", "/?uid=3", []),
+    ?assertMatch(#{status := 200, body := Html}, H1),
+    ?assertEqual(<<"text/html; charset=utf-8">>, header(H1, <<"content-type">>)),
+    ?assertEqual(<<"no-cache">>, header(H1, <<"cache-control">>)),
+    ?assertEqual(integer_to_binary(byte_size(Html)), header(H1, <<"content-length">>)),
+    %% Self-contained: nothing from another host, the client from this one.
+    ?assertEqual(nomatch, binary:match(Html, <<"://">>)),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"<script src=\"/httpdcnode.js\">">>)),
+    H2 = request(S, "GET", "/httpdcnode.js", []),
+    ?assertMatch(#{status := 200, body := Js}, H2),
+    ?assertEqual(<<"text/javascript; charset=utf-8">>, header(H2, <<"content-type">>)),
+    ?assertEqual(<<"no-cache">>, header(H2, <<"cache-control">>)),
+    Etag = header(H2, <<"etag">>),
+    ?assertMatch(<<"\"", _:16/binary, "\"">>, Etag),
+    ?assertNotEqual(header(H1, <<"etag">>), Etag),
+    ?assertMatch(#{status := 304, body := <<>>},
+                 request(S, "GET", "/httpdcnode.js", ["If-None-Match: " ++ binary_to_list(Etag)])),
+    ?assertMatch(#{status := 200, body := Js},
+                 request(S, "GET", "/httpdcnode.js", ["If-None-Match: \"0000000000000000\""])),
+    %% HEAD: the length, and not one body byte before the close.
+    C = httpdcnode_test_lib:open(port_of(S), httpdcnode_test_lib:request_bytes(
+                                               "HEAD", "/httpdcnode.js", "HTTP/1.1",
+                                               ["Connection: close"]), #{head => true}),
+    H3 = httpdcnode_test_lib:expect_head(C, 5000),
+    ?assertMatch(#{status := 200}, H3),
+    ?assertEqual(integer_to_binary(byte_size(Js)), header(H3, <<"content-length">>)),
+    ?assertEqual(closed, httpdcnode_test_lib:next_event(C, 5000)),
+    httpdcnode_test_lib:close(C),
+    ?assertMatch(#{status := 404}, request(S, "GET", "/index.html", [])),
+    ?assertMatch(#{status := 405}, request(S, "POST", "/", [])).
+
+request(S, Method, Path, Extra) ->
+    httpdcnode_test_lib:http_request(
+      port_of(S), httpdcnode_test_lib:request_bytes(Method, Path, "HTTP/1.1",
+                                                    ["Connection: close" | Extra])).
+
+header(#{headers := H}, Name) -> httpdcnode_test_lib:header(H, Name).
+
+%%% ---------------------------------------------------------------- the page
+
+resume(S) ->
+    with_page(S, "?uid=60&transport=sse", fun(P) ->
+        wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
+        send_range(S, 60, 1, 3),
+        wait_messages(P, 3),
+        %% The server ends the stream; what is sent before the page is back
+        %% waits in the uid's history.
+        send(S, {kick, 60}),
+        send_range(S, 60, 4, 6),
+        wait_log(P, fun(L) -> count(<<"open">>, L) >= 2 end, "the page's stream open again"),
+        wait_messages(P, 6),
+        send(S, {60, <<"m7\nwith two lines">>}),
+        wait_messages(P, 7),
+        #{<<"messages">> := Shown, <<"log">> := Log} = dump(P),
+        [#{<<"id">> := Id1} | _] = Shown,
+        Epoch = epoch(Id1),
+        Want = [#{<<"id">> => <<Epoch/binary, ":", (integer_to_binary(I))/binary>>,
+                  <<"data">> => D}
+                || {I, D} <- [{I, m(I)} || I <- lists:seq(1, 6)] ++ [{7, <<"m7\nwith two lines">>}]],
+        ?assertEqual(Want, Shown),
+        Kinds = [K || #{<<"kind">> := K} <- Log],
+        ?assert(lists:member(<<"reconnecting">>, Kinds)),
+        ?assertEqual(0, count(<<"duplicate">>, Log)),
+        ?assertEqual(0, count(<<"gap">>, Log)),
+        Resumed = <<"open (sse): resumed after ", Epoch/binary, ":3">>,
+        ?assert(lists:member(Resumed, [T || #{<<"text">> := T} <- Log])),
+        no_script_errors(P)
+    end).
+
+gap(S) ->
+    with_page(S, "?uid=61&transport=sse", fun(P) ->
+        wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
+        send(S, {61, m(1)}),
+        wait_messages(P, 1),
+        send(S, {kick, 61}),
+        send_range(S, 61, 2, 6),
+        wait_log(P, fun(L) -> count(<<"gap">>, L) >= 1 end, "a gap shown"),
+        wait_messages(P, 3),
+        #{<<"messages">> := Shown, <<"log">> := Log} = dump(P),
+        [#{<<"id">> := Id1} | _] = Shown,
+        Epoch = epoch(Id1),
+        Id = fun(I) -> <<Epoch/binary, ":", (integer_to_binary(I))/binary>> end,
+        ?assertEqual([#{<<"id">> => Id(I), <<"data">> => m(I)} || I <- [1, 5, 6]], Shown),
+        [GapText] = [T || #{<<"kind">> := <<"gap">>, <<"text">> := T} <- Log],
+        ?assertNotEqual(nomatch, binary:match(GapText, <<"after ", (Id(1))/binary>>)),
+        ?assertNotEqual(nomatch, binary:match(GapText, <<"at ", (Id(5))/binary>>)),
+        no_script_errors(P)
+    end).
+
+%% No transport named: the page takes the first of WebSocket, SSE and
+%% long-poll that this server answers, and shows what comes.
+first_that_works(S) ->
+    with_page(S, "?uid=62", fun(P) ->
+        wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page connected"),
+        send(S, {62, <<"first">>}),
+        wait_messages(P, 1),
+        #{<<"messages">> := [#{<<"id">> := Id, <<"data">> := <<"first">>}]} = dump(P),
+        ?assertMatch([_, <<"1">>], binary:split(Id, <<":">>)),
+        no_script_errors(P)
+    end).
+
+m(I) -> <<"m", (integer_to_binary(I))/binary>>.
+
+send_range(S, Uid, From, To) -> [send(S, {Uid, m(I)}) || I <- lists:seq(From, To)], ok.
+
+epoch(Id) -> hd(binary:split(Id, <<":">>)).
+
+count(Kind, Log) -> length([x || #{<<"kind">> := K} <- Log, K =:= Kind]).
+
+wait_messages(P, N) ->
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              M = [E || E = #{<<"ev">> := <<"message">>} <- events(P)],
+              length(M) >= N orelse {false, M}
+      end, ?T, {messages_shown, N}).
+
+wait_log(P, Pred, What) ->
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              L = [E || E = #{<<"ev">> := <<"log">>} <- events(P)],
+              Pred(L) orelse {false, L}
+      end, ?T, What).
+
+no_script_errors(P) ->
+    ?assertEqual([], [E || E = #{<<"ev">> := Ev} <- events(P),
+                           Ev =:= <<"pageerror">> orelse Ev =:= <<"fatal">>]).
+
+%% The page's rows as they are now, in the page's order.
+dump(P) ->
+    Before = length(dumps(P)),
+    command(P, "dump"),
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              D = dumps(P),
+              length(D) > Before andalso {true, lists:last(D)}
+      end, ?T, page_dump).
+
+dumps(P) -> [E || E = #{<<"ev">> := <<"dump">>} <- events(P)].
+
+%%% ---------------------------------------------------------------- the browser
+
+%% Fun(Page) with the demo page at Query open in Chromium; the browser and
+%% its driver end after, also when Fun fails.
+with_page(S, Query, Fun) ->
+    P = open_page("http://127.0.0.1:" ++ integer_to_list(port_of(S)) ++ "/" ++ Query),
+    try
+        httpdcnode_test_lib:wait_until(
+          fun() ->
+                  Evs = events(P),
+                  case [E || E = #{<<"ev">> := <<"fatal">>} <- Evs] of
+                      [] -> lists:any(fun(#{<<"ev">> := E}) -> E =:= <<"ready">> end, Evs)
+                                orelse {false, Evs};
+                      Fatal -> erlang:error({page_failed, Fatal})
+                  end
+          end, 60000, page_ready),
+        Fun(P)
+    after
+        close_page(P)
+    end.
+
+%% A process owns the driver's port and keeps what it said; linked, so
+%% that the port (and with its stdin the driver and browser) goes with
+%% the test.
+open_page(Url) ->
+    Root = httpdcnode_test_lib:repo_root(),
+    Node = os:find_executable("node"),
+    ?assertNotEqual(false, Node),
+    Js = filename:join([Root, "tests", "js"]),
+    Script = filename:join(Js, "browser_page.mjs"),
+    spawn_link(fun() ->
+        Port = open_port({spawn_executable, Node},
+                         [{args, [Script, Url]}, {cd, Js}, {line, 1 bsl 20}, binary, use_stdio,
+                          exit_status]),
+        {os_pid, OsPid} = erlang:port_info(Port, os_pid),
+        httpdcnode_test_lib:note_pid(OsPid, Script),
+        page_loop(#{port => Port, os_pid => OsPid, script => Script, events => [],
+                    partial => <<>>, browsers => [], status => running})
+    end).
+
+page_loop(St = #{port := Port, events := Evs, partial := Part}) ->
+    receive
+        {Port, {data, {noeol, B}}} ->
+            page_loop(St#{partial := <<Part/binary, B/binary>>});
+        {Port, {data, {eol, B}}} ->
+            E = httpdcnode_test_lib:json_decode(<<Part/binary, B/binary>>),
+            page_loop(noted(E, St#{events := [E | Evs], partial := <<>>}));
+        {Port, {exit_status, Code}} ->
+            page_loop(St#{status := {exited, Code}});
+        {events, From, Ref} ->
+            From ! {Ref, lists:reverse(Evs)},
+            page_loop(St);
+        {command, Line} ->
+            case St of
+                #{status := running} -> port_command(Port, [Line, "\n"]);
+                _ -> ok
+            end,
+            page_loop(St);
+        {close, From, Ref} ->
+            end_driver(St),
+            From ! {Ref, closed}
+    end.
+
+%% The browser's pid, noted so that run-tests.sh ends it if all else fails.
+noted(#{<<"ev">> := <<"browser">>, <<"pid">> := Pid, <<"profile">> := Dir},
+      St = #{browsers := Bs}) ->
+    httpdcnode_test_lib:note_pid(Pid, binary_to_list(Dir)),
+    St#{browsers := [{Pid, binary_to_list(Dir)} | Bs]};
+noted(_, St) -> St.
+
+%% "quit": the driver closes the browser and exits; one that does not in
+%% time is killed, and so is a browser that outlives it.
+end_driver(St = #{port := Port, os_pid := OsPid, script := Script, browsers := Bs}) ->
+    Exited = case St of
+                 #{status := running} ->
+                     catch port_command(Port, "quit\n"),
+                     receive {Port, {exit_status, _}} -> true
+                     after scaled(20000) -> false
+                     end;
+                 _ -> true
+             end,
+    Exited orelse kill_if(OsPid, Script),
+    catch port_close(Port),
+    httpdcnode_test_lib:forget_pid(OsPid),
+    [begin
+         gone(Pid, Dir, 10000) orelse kill_if(Pid, Dir),
+         httpdcnode_test_lib:forget_pid(Pid),
+         file:del_dir_r(Dir)     % the driver removes it, unless it was killed
+     end || {Pid, Dir} <- Bs],
+    ok.
+
+%% Whether Pid no longer runs with Tag on its command line, waiting up to Ms.
+gone(Pid, Tag, Ms) ->
+    try
+        httpdcnode_test_lib:wait_until(fun() -> not running_as(Pid, Tag) end, Ms, browser_gone)
+    catch error:{timeout_waiting_for, _, _} -> false
+    end.
+
+running_as(Pid, Tag) ->
+    case file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/cmdline") of
+        {ok, Cmd} -> binary:match(Cmd, list_to_binary(Tag)) =/= nomatch;
+        _ -> false
+    end.
+
+kill_if(Pid, Tag) ->
+    case running_as(Pid, Tag) of
+        true -> os:cmd("kill -KILL " ++ integer_to_list(Pid)), ok;
+        false -> ok
+    end.
+
+events(P) ->
+    Ref = make_ref(),
+    P ! {events, self(), Ref},
+    receive {Ref, Evs} -> Evs after 5000 -> erlang:error(page_owner_silent) end.
+
+command(P, Line) -> P ! {command, Line}, ok.
+
+close_page(P) ->
+    Ref = make_ref(),
+    M = erlang:monitor(process, P),
+    P ! {close, self(), Ref},
+    receive
+        {Ref, closed} -> erlang:demonitor(M, [flush]), ok;
+        {'DOWN', M, _, _, _} -> ok
+    after scaled(60000) -> erlang:error(page_not_closed)
+    end.

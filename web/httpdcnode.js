@@ -1,0 +1,321 @@
+/* httpdcnode browser client: a uid's messages over WebSocket, Server-Sent
+ * Events or long-poll, whichever works first, resuming after the last id
+ * seen on every reconnect. A classic script: it defines the global
+ * `httpdcnode`. No dependencies.
+ *
+ *   var conn = httpdcnode.connect(location.origin, 123, {
+ *     onmessage: function (m) { ... m.id, m.data ... },
+ *     ongap: function (g) { ... g.last, g.first: reload from your database ... },
+ *     onstatus: function (s) { ... s.state, s.transport, s.detail ... },
+ *     transports: ['ws', 'sse', 'poll'],     // the default order; or one name
+ *     query: function () { return 'exp=...&sig=...'; }   // optional, on every request
+ *   });
+ *   conn.close();
+ *
+ * Every transport is one function below that turns the server's wire
+ * format into calls on a small context (opened, message, gap, failed); the
+ * core (connect) owns the last id, fallback, backoff and duplicates. */
+(function (global) {
+  'use strict';
+
+  var SUBPROTOCOL = 'ws+meta.httpdcnode';
+  var ORDER = ['ws', 'sse', 'poll'];
+  var BACKOFF_MIN_MS = 500;
+  var BACKOFF_MAX_MS = 30000;
+  /* A connection that held this long (or brought a message) was healthy:
+   * the next one starts the backoff afresh. */
+  var HEALTHY_MS = 10000;
+  /* Failures in a row, without opening, before a transport that worked
+   * before is given up for the next one. */
+  var RETRIES_BEFORE_FALLBACK = 3;
+  /* Long-poll: an empty answer sooner than this waits the rest, so that a
+   * server answering at once cannot make the loop spin. */
+  var POLL_MIN_MS = 1000;
+
+  /* "EPOCH:SEQ" (8 hex digits, a decimal) -> {epoch, seq}; null if not one. */
+  function parseId(id) {
+    var m = /^([0-9a-fA-F]{8}):([0-9]+)$/.exec(id || '');
+    return m ? { epoch: m[1].toLowerCase(), seq: Number(m[2]) } : null;
+  }
+
+  /* The URL of path on the server at base (a path prefix in base is kept),
+   * with the caller's query (a subscriber token) and ?since=ID when an id
+   * is known; ws/wss for WebSocket. */
+  function endpoint(base, path, query, since, websocket) {
+    var b = new URL(base || '/', global.location ? global.location.href : undefined);
+    var u = new URL(b.origin + b.pathname.replace(/\/+$/, '') + path);
+    new URLSearchParams(query || '').forEach(function (v, k) { u.searchParams.set(k, v); });
+    if (since) u.searchParams.set('since', since);
+    if (websocket) u.protocol = b.protocol === 'https:' ? 'wss:' : 'ws:';
+    return u.toString();
+  }
+
+  function parseGap(json) {
+    var g = JSON.parse(json);
+    return { last: g.last === undefined ? null : g.last, first: g.first === undefined ? null : g.first };
+  }
+
+  /* ---- WebSocket: GET /ws/N?since=ID, subprotocol ws+meta.httpdcnode.
+   * Each frame is header lines ("id: EPOCH:SEQ"), a blank line, then the
+   * payload; a gap is a frame with the header "event: gap" and the gap's
+   * JSON as payload. */
+  function parseMetaFrame(text) {
+    var end = text.indexOf('\n\n');
+    if (end < 0) return null;
+    var headers = {};
+    text.slice(0, end).split('\n').forEach(function (line) {
+      var i = line.indexOf(':');
+      if (i > 0) headers[line.slice(0, i)] = line.slice(i + 1).replace(/^ /, '');
+    });
+    return { headers: headers, body: text.slice(end + 2) };
+  }
+
+  function wsTransport(ctx) {
+    if (typeof global.WebSocket !== 'function') return ctx.failed('WebSocket not supported here');
+    var ws = new global.WebSocket(ctx.url('/ws/' + ctx.uid, true), SUBPROTOCOL);
+    var decoder = new TextDecoder();
+    var done = false;
+    ws.binaryType = 'arraybuffer';
+    ws.onopen = function () {
+      if (ws.protocol !== SUBPROTOCOL) {
+        done = true;
+        ws.close(1000);
+        return ctx.failed('the server did not take subprotocol ' + SUBPROTOCOL);
+      }
+      ctx.opened();
+    };
+    ws.onmessage = function (e) {
+      var f = parseMetaFrame(typeof e.data === 'string' ? e.data : decoder.decode(e.data));
+      if (!f) return ctx.error('a WebSocket frame without its id header');
+      if (f.headers.event === 'gap') {
+        try { var g = parseGap(f.body); } catch (err) { return ctx.error('unreadable gap frame'); }
+        return ctx.gap(g.last, g.first);
+      }
+      ctx.message(f.headers.id, f.body);
+    };
+    ws.onclose = function (e) {
+      if (done) return;
+      done = true;
+      ctx.failed('closed (code ' + e.code + (e.reason ? ', ' + e.reason : '') + ')');
+    };
+    return { stop: function () { done = true; ws.close(1000); } };
+  }
+
+  /* ---- Server-Sent Events: GET /sse/N?since=ID. Within one EventSource
+   * the browser reconnects by itself and sends Last-Event-ID; a refused
+   * stream (not 200, not text/event-stream) ends it for good. */
+  function sseTransport(ctx) {
+    if (typeof global.EventSource !== 'function') return ctx.failed('EventSource not supported here');
+    var es = new global.EventSource(ctx.url('/sse/' + ctx.uid, false));
+    es.onopen = function () { ctx.opened(); };
+    es.onmessage = function (e) { ctx.message(e.lastEventId, e.data); };
+    es.addEventListener('gap', function (e) {
+      try { var g = parseGap(e.data); } catch (err) { return ctx.error('unreadable gap event'); }
+      ctx.gap(g.last, g.first);
+    });
+    es.onerror = function () {
+      if (es.readyState === global.EventSource.CONNECTING && ctx.hasOpened())
+        return ctx.retrying('stream ended; EventSource reconnects with Last-Event-ID');
+      es.close();
+      ctx.failed(ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
+    };
+    return { stop: function () { es.close(); } };
+  }
+
+  /* ---- Long-poll: GET /poll/N?since=ID answers
+   * {"messages":[{"id":ID,"data":TEXT},...], "gap":true?, "first":ID?}
+   * at once when something is newer, else when it comes or the server's
+   * --poll-timeout passes (then with no messages). A payload that is not
+   * UTF-8 comes as "data_base64" and is decoded as EventSource would. */
+  function base64Text(b64) {
+    var bin = global.atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return new TextDecoder().decode(bytes);
+  }
+
+  function applyPollAnswer(ctx, answer) {
+    var messages = answer.messages || [];
+    if (answer.gap) {
+      var first = answer.first !== undefined ? answer.first : messages.length ? messages[0].id : null;
+      ctx.gap(ctx.since(), first);
+    }
+    messages.forEach(function (m) {
+      ctx.message(m.id, m.data !== undefined ? m.data : base64Text(m.data_base64 || ''));
+    });
+    return messages.length;
+  }
+
+  function pollTransport(ctx) {
+    if (typeof global.fetch !== 'function') return ctx.failed('fetch not supported here');
+    var stopped = false, abort = null, timer = null;
+    function poll() {
+      timer = null;
+      abort = new AbortController();
+      var started = Date.now();
+      global.fetch(ctx.url('/poll/' + ctx.uid, false), { cache: 'no-store', signal: abort.signal })
+        .then(function (res) {
+          if (!res.ok) throw new Error('HTTP ' + res.status);
+          return res.json();
+        })
+        .then(function (answer) {
+          if (stopped) return;
+          if (!ctx.hasOpened()) ctx.opened();
+          var n = applyPollAnswer(ctx, answer);
+          var wait = n ? 0 : Math.max(0, POLL_MIN_MS - (Date.now() - started));
+          if (!stopped) timer = setTimeout(poll, wait);
+        })
+        .catch(function (err) {
+          if (stopped) return;
+          stopped = true;
+          ctx.failed(String((err && err.message) || err));
+        });
+    }
+    poll();
+    return {
+      stop: function () {
+        stopped = true;
+        if (timer) clearTimeout(timer);
+        if (abort) abort.abort();
+      }
+    };
+  }
+
+  var TRANSPORTS = { ws: wsTransport, sse: sseTransport, poll: pollTransport };
+
+  function transportOrder(t) {
+    var order = t === undefined || t === null ? ORDER : typeof t === 'string' ? t.split(',') : t;
+    if (!order.length) throw new Error('httpdcnode: transports is empty');
+    order.forEach(function (name) {
+      if (!TRANSPORTS[name]) throw new Error('httpdcnode: unknown transport "' + name + '" (ws, sse, poll)');
+    });
+    return order.slice();
+  }
+
+  /* ---- The core. */
+  function connect(url, uid, opts) {
+    opts = opts || {};
+    if (!/^[1-9][0-9]*$/.test(String(uid)))
+      throw new Error('httpdcnode: the uid must be a positive integer, not "' + uid + '"');
+    var order = transportOrder(opts.transports);
+    var lastId = opts.since || null, last = parseId(lastId);
+    var idx = 0, current = null, currentCtx = null, timer = null, closed = false;
+    var attempts = 0;          /* backoff steps since the last healthy connection */
+    var streak = 0;            /* transports tried in a row without one opening */
+    var worked = {}, failures = {};
+
+    function call(fn, arg) { if (typeof fn === 'function') fn(arg); }
+    function status(state, detail) {
+      call(opts.onstatus, { state: state, transport: order[idx], detail: detail || '', lastId: lastId });
+    }
+
+    function deliver(id, data) {
+      var p = parseId(id);
+      if (p && last && p.epoch === last.epoch && p.seq <= last.seq)
+        return status('duplicate', id + ' was seen already: not shown again');
+      if (p) { last = p; lastId = id; }
+      attempts = 0;
+      call(opts.onmessage, { id: id, data: data });
+    }
+
+    function start() {
+      timer = null;
+      var name = order[idx];
+      var ctx = currentCtx = context(name);
+      status(worked[name] ? 'reconnecting' : 'connecting', lastId ? 'since ' + lastId : 'from now on');
+      try {
+        current = TRANSPORTS[name](ctx) || null;
+      } catch (err) {
+        ctx.failed(String((err && err.message) || err));
+      }
+      if (!ctx.live) current = null;
+    }
+
+    /* What a transport may call; calls from one already replaced are ignored. */
+    function context(name) {
+      var opened = false, openedAt = 0;
+      var ctx = {
+        live: true,
+        uid: uid,
+        url: function (path, websocket) {
+          var query = typeof opts.query === 'function' ? opts.query() : opts.query;
+          return endpoint(url, path, query, lastId, websocket);
+        },
+        since: function () { return lastId; },
+        hasOpened: function () { return opened; },
+        opened: function () {
+          if (!ctx.live) return;
+          opened = true;
+          openedAt = Date.now();
+          worked[name] = true;
+          failures[name] = 0;
+          streak = 0;
+          status('open', lastId ? 'resumed after ' + lastId : '');
+        },
+        message: function (id, data) { if (ctx.live) deliver(id, data); },
+        gap: function (l, f) {
+          if (!ctx.live) return;
+          status('gap', 'missed after ' + l + '; kept from ' + f);
+          call(opts.ongap, { last: l, first: f });
+        },
+        retrying: function (why) { if (ctx.live) status('reconnecting', why); },
+        error: function (why) { if (ctx.live) status('error', why); },
+        failed: function (why) {
+          if (!ctx.live) return;
+          ctx.live = false;
+          current = null;
+          if (openedAt && Date.now() - openedAt >= HEALTHY_MS) attempts = 0;
+          lost(name, why, opened);
+        }
+      };
+      return ctx;
+    }
+
+    function lost(name, why, opened) {
+      if (closed) return;
+      if (!opened) failures[name] = (failures[name] || 0) + 1;
+      var giveUp = order.length > 1 && !opened &&
+        failures[name] >= (worked[name] ? RETRIES_BEFORE_FALLBACK : 1);
+      if (giveUp) {
+        failures[name] = 0;
+        idx = (idx + 1) % order.length;
+        streak++;
+        status('fallback', name + ': ' + why + '; trying ' + order[idx]);
+        if (streak < order.length) {
+          timer = setTimeout(start, 0);
+          return;
+        }
+        streak = 0;
+      } else {
+        status('lost', name + ': ' + why);
+      }
+      var d = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * Math.pow(2, attempts++));
+      d = Math.round(d / 2 + Math.random() * d / 2);
+      status('waiting', 'next try in ' + d + ' ms');
+      timer = setTimeout(start, d);
+    }
+
+    start();
+    return {
+      close: function () {
+        if (closed) return;
+        closed = true;
+        if (timer) clearTimeout(timer);
+        timer = null;
+        if (currentCtx) currentCtx.live = false;
+        if (current) current.stop();
+        current = null;
+        status('closed', '');
+      },
+      get transport() { return order[idx]; },
+      get lastId() { return lastId; }
+    };
+  }
+
+  global.httpdcnode = {
+    connect: connect,
+    /* For tests and for whoever adapts a transport. */
+    parseId: parseId,
+    parseMetaFrame: parseMetaFrame,
+    transports: ORDER.slice()
+  };
+})(typeof window !== 'undefined' ? window : this);
