@@ -30,7 +30,11 @@
     X(http_too_big)     /* 503 uid above --max-users */                       \
     X(http_bad_method)  /* 405 */                                             \
     X(http_no_fds)      /* 503 because descriptors ran short */               \
-    X(http_header_timeout) /* closed: request not complete in --header-timeout */
+    X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
+    X(ws_refused)       /* WebSocket handshakes refused: 400, 403, 426 */    \
+    X(ws_ignored)       /* data messages WebSocket clients sent (ignored) */  \
+    X(ws_bad_frames)    /* WebSockets closed for a protocol error (1002, 1007, 1009) */ \
+    X(ws_dead)          /* WebSockets closed: no pong to two pings */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

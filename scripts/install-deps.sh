@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential pkg-config libevent-dev   # server and load client
+  libssl-dev libwslay-dev                   # WebSocket: handshake SHA-1, frame parsing
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests

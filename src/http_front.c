@@ -8,6 +8,7 @@
 #include "sse.h"
 #include "uid.h"
 #include "welcome.h"
+#include "ws.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -142,6 +143,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         serve_stream(req, path + 6, welcome_start);
     } else if (path && strncmp(path, "/sse/", 5) == 0) {
         serve_stream(req, path + 5, sse_start);
+    } else if (path && strncmp(path, "/ws/", 4) == 0) {
+        serve_stream(req, path + 4, ws_start);
     } else if (path && strcmp(path, "/stats") == 0) {
         reply_stats(req);
     } else if (path && strcmp(path, "/probe") == 0) {
