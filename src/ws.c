@@ -53,17 +53,19 @@ static void refuse(struct evhttp_request *req, int status, const char *why)
 
 /* ---------------------------------------------------------------- opening bytes */
 
-static int add_head(struct evbuffer *out, const struct ws_handshake *hs)
+/* The 101 head, into buf (room for it: 256 bytes). */
+static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
 {
-    return evbuffer_add_printf(out,
-                               "HTTP/1.1 101 Switching Protocols\r\n"
-                               "Upgrade: websocket\r\n"
-                               "Connection: Upgrade\r\n"
-                               "Sec-WebSocket-Accept: %s\r\n"
-                               "%s"
-                               "\r\n",
-                               hs->accept,
-                               hs->meta ? "Sec-WebSocket-Protocol: " WS_META_PROTOCOL "\r\n" : "");
+    int n = snprintf(buf, size,
+                     "HTTP/1.1 101 Switching Protocols\r\n"
+                     "Upgrade: websocket\r\n"
+                     "Connection: Upgrade\r\n"
+                     "Sec-WebSocket-Accept: %s\r\n"
+                     "%s"
+                     "\r\n",
+                     hs->accept,
+                     hs->meta ? "Sec-WebSocket-Protocol: " WS_META_PROTOCOL "\r\n" : "");
+    return (size_t)n;
 }
 
 /* The text frame "event: gap\n\n{"last":...,"first":...}", as SSE's event. */
@@ -94,19 +96,14 @@ static int add_message(struct evbuffer *out, uint8_t framing, const char *data, 
                : -1;
 }
 
-/* The head, then for a client resuming after the id asked: a gap frame if
- * it missed more than is kept, and what it missed. */
-static int opening_bytes(struct evbuffer *out, const struct ws_handshake *hs, uint8_t framing,
-                         uint32_t uid, const char *asked)
+/* For a client resuming after the id asked: a gap frame if it missed more
+ * than is kept, and what it missed. */
+static int replay_bytes(struct evbuffer *out, uint8_t framing, uint32_t uid, const char *asked)
 {
     static struct {
         struct history_replay r;
         uint64_t room[WS_REPLAY_MAX];
     } replay;
-    if (add_head(out, hs) < 0)
-        return -1;
-    if (!asked)
-        return 0;
     uint32_t epoch = 0, seq = 0;
     if (sse_parse_id(asked, &epoch, &seq) != 0)
         epoch = ~history_epoch();            /* unreadable: not ours, a gap */
@@ -124,9 +121,10 @@ static int opening_bytes(struct evbuffer *out, const struct ws_handshake *hs, ui
 
 /* ---------------------------------------------------------------- start */
 
-/* The socket leaves evhttp and the stream writes its opening bytes. */
-static int open_stream(struct evhttp_request *req, uint32_t uid, uint8_t framing,
-                       struct evbuffer *opening)
+/* The socket leaves evhttp and the stream writes the head and the replay
+ * (NULL: none). */
+static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws_handshake *hs,
+                       uint8_t framing, struct evbuffer *replay)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     int own = socket_export_reserve(evcon);
@@ -142,9 +140,11 @@ static int open_stream(struct evhttp_request *req, uint32_t uid, uint8_t framing
         return 0;
     }
     if (stream_import(s) == 0) {
-        size_t n = evbuffer_get_length(opening);
-        struct iovec iov = {evbuffer_pullup(opening, -1), n};
-        stream_send(s, &iov, 1, n);
+        char head[256];
+        size_t head_len = format_head(head, sizeof head, hs);
+        size_t n = replay ? evbuffer_get_length(replay) : 0;
+        struct iovec iov[2] = {{(void *)head, head_len}, {n ? evbuffer_pullup(replay, -1) : NULL, n}};
+        stream_send(s, iov, n ? 2 : 1, head_len + n);
     }
     return 0;
 }
@@ -171,13 +171,14 @@ int ws_start(struct evhttp_request *req, uint32_t uid)
         return 0;
     }
     uint8_t framing = hs.meta ? FRAMING_WS_META : FRAMING_WS;
-    struct evbuffer *opening = evbuffer_new();
-    int r = opening && opening_bytes(opening, &hs, framing, uid, since) == 0
-                ? open_stream(req, uid, framing, opening)
+    /* Nothing is allocated for a client that does not resume. */
+    struct evbuffer *replay = since ? evbuffer_new() : NULL;
+    int r = !since || (replay && replay_bytes(replay, framing, uid, since) == 0)
+                ? open_stream(req, uid, &hs, framing, replay)
                 : -1;
     evhttp_clear_headers(&query);
-    if (opening)
-        evbuffer_free(opening);
+    if (replay)
+        evbuffer_free(replay);
     return r;
 }
 
