@@ -33,7 +33,7 @@
     X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
     X(ws_refused)       /* WebSocket handshakes refused: 400, 403, 426 */    \
     X(ws_ignored)       /* data messages WebSocket clients sent (ignored) */  \
-    X(ws_bad_frames)    /* WebSockets closed for a protocol error (1002, 1007, 1009) */ \
+    X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */
 
 #define CNODE_STATS(X)                                                        \

@@ -89,7 +89,8 @@ void stream_release(struct stream *s, int client_left);
 /* Ends a stream on purpose (kick, eviction, shutdown): its framing's
  * terminator, then the close. The reason is counted by the caller. */
 void stream_end(struct stream *s);
-/* The same with other last bytes than the terminator (none: iov_len 0). */
+/* The same with other last bytes than the terminator (none: iov_len 0),
+ * for a LIVE stream (one still welcoming gets its terminator). */
 void stream_end_with(struct stream *s, struct iovec last);
 
 /* Writes whole framed messages (iov, total bytes), or queues them when the
