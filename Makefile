@@ -12,9 +12,12 @@ VERSION := 0.1.0
 EI_DIR   = $(shell erl -noshell -eval 'io:format("~s",[code:lib_dir(erl_interface)]),halt().' 2>/dev/null)
 EV_CFLAGS = $(shell pkg-config --cflags libevent libevent_pthreads)
 EV_LIBS   = $(shell pkg-config --libs libevent libevent_pthreads)
-# libcrypto (OpenSSL 3) for the HMAC of subscriber tokens.
+# libcrypto (OpenSSL 3): the HMAC of subscriber tokens, the SHA-1 and base64
+# of the WebSocket handshake; wslay (WebSocket frame parsing) ships no .pc
+# file in Debian.
 CRYPTO_CFLAGS = $(shell pkg-config --cflags libcrypto)
 CRYPTO_LIBS   = $(shell pkg-config --libs libcrypto)
+WSLAY_LIBS    = -lwslay
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 
@@ -34,7 +37,7 @@ SAN_FLAGS := -fsanitize=$(strip $(SANITIZE)) -fno-omit-frame-pointer -fno-saniti
 endif
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) \
              -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
-LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) -L$(EI_DIR)/lib -lei -lpthread
+LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
 # Server sources: everything in src/ except main.c also goes into the unit tests.
 SRV_LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))

@@ -6,7 +6,12 @@
  *   raw      HTTP/1.0: the payload as it is; the end is the close
  *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
  *            lines (framing_sse_body, made once per payload), a blank line
- *   poll     a long-poll: its one answer is made by poll.c, not framed */
+ *   poll     a long-poll: its one answer is made by longpoll.c, not framed
+ *   ws       WebSocket (RFC 6455): one unmasked frame per message, text
+ *            when the payload is valid UTF-8, else binary; the 2-10 byte
+ *            frame header is the prefix; ends with a close frame (1000)
+ *   ws_meta  the same, each frame's payload led by "id: EPOCH:SEQ\n\n"
+ *            (subprotocol ws+meta.httpdcnode) */
 #ifndef HTTPDCNODE_FRAMING_H
 #define HTTPDCNODE_FRAMING_H
 
@@ -19,11 +24,19 @@ enum framing_kind {
     FRAMING_RAW,
     FRAMING_SSE,
     FRAMING_POLL,
+    FRAMING_WS,
+    FRAMING_WS_META,
     FRAMING_KINDS
 };
 
-/* Bytes of a message's prefix at most ("id: ffffffff:4294967295\n"). */
-#define FRAMING_PREFIX_MAX 24
+static inline int framing_is_websocket(uint8_t kind)
+{
+    return kind == FRAMING_WS || kind == FRAMING_WS_META;
+}
+
+/* Bytes of a message's prefix at most: a 10-byte WebSocket frame header
+ * and "id: ffffffff:4294967295\n\n". */
+#define FRAMING_PREFIX_MAX 40
 /* iovecs one framed message takes at most. */
 #define FRAMING_IOV_MAX 3
 
@@ -33,9 +46,19 @@ struct framing_prefix {
     uint8_t len;
 };
 
-/* The prefix of the message seq (the uid's id) of payload_len bytes. */
+/* The prefix of the message seq (the uid's id) of payload_len bytes, for a
+ * framing that does not look at the payload's text (framing_checks_utf8). */
 void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
                     struct framing_prefix *out);
+/* Whether a framing's prefix depends on the payload being valid UTF-8
+ * (WebSocket: a text or a binary frame); if so it is made by
+ * framing_prefix_utf8, told so (utf8_valid, once per payload). */
+int framing_checks_utf8(uint8_t kind);
+void framing_prefix_utf8(uint8_t kind, uint32_t payload_len, uint32_t seq, int utf8,
+                         struct framing_prefix *out);
+/* A WebSocket frame header (FIN set, unmasked) for a payload of len
+ * bytes: 2, 4 or 10 bytes written to out, its length returned. */
+size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len);
 /* Whether a framing carries its payload re-encoded (framing_sse_body). */
 int framing_encodes_body(uint8_t kind);
 /* Fills iov[FRAMING_IOV_MAX] with the framed message (data: the payload,

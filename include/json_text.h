@@ -5,10 +5,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whether p[0..len) is valid UTF-8 (no overlongs, surrogates or code
- * points past U+10FFFF). */
-int utf8_valid(const char *p, size_t len);
-
 /* The bytes json_message writes at most for a payload of len bytes. */
 size_t json_message_max(uint32_t len);
 /* {"id":"EPOCH:SEQ","data":"..."} (or "data_base64") into out; its length. */

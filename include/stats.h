@@ -34,7 +34,11 @@
     X(http_bad_origin)  /* 403: a cross-origin request from an origin not allowed */ \
     X(auth_missing)     /* 403: no subscriber token */                        \
     X(auth_expired)     /* 403: a genuine token past its exp */               \
-    X(auth_bad)         /* 403: malformed, for another uid, or forged */
+    X(auth_bad)         /* 403: malformed, for another uid, or forged */ \
+    X(ws_refused)       /* WebSocket handshakes refused: 400, 403, 426 */    \
+    X(ws_ignored)       /* data messages WebSocket clients sent (ignored) */  \
+    X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
+    X(ws_dead)          /* WebSockets closed: no pong to two pings */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

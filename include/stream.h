@@ -55,7 +55,10 @@ struct stream {
     uint32_t uid;                    /* 4 */
     uint8_t state;                   /* 1: enum stream_state */
     uint8_t framing;                 /* 1: enum framing_kind */
-    uint16_t input_bytes;            /* 2: client bytes read since the request */
+    union {                          /* 2: */
+        uint16_t input_bytes;        /* client bytes read since the request */
+        uint16_t ws;                 /* WebSocket: ws_reader.c's (pings, frame) */
+    };
 };
 
 _Static_assert(sizeof(struct stream) == sizeof(struct event) + 24,
@@ -101,6 +104,9 @@ void stream_finish(struct stream *s);
 /* Ends a stream on purpose (kick, eviction, shutdown): its framing's
  * terminator, then the close. The reason is counted by the caller. */
 void stream_end(struct stream *s);
+/* The same with other last bytes than the terminator (none: iov_len 0),
+ * for a LIVE stream (one still welcoming gets its terminator). */
+void stream_end_with(struct stream *s, struct iovec last);
 
 /* Writes whole framed messages (iov, total bytes), or queues them when the
  * socket is not ours yet or has a backlog. What the socket does not take

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential pkg-config libevent-dev   # server and load client
-  libssl-dev                                # libcrypto: HMAC of subscriber tokens
+  libssl-dev libwslay-dev                   # libcrypto (token HMAC, WebSocket handshake), WebSocket frames
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests

@@ -9,6 +9,7 @@
 #include "outbound.h"
 #include "longpoll.h"
 #include "stream.h"
+#include "utf8.h"
 #include "write_pool.h"
 
 #include <assert.h>
@@ -122,6 +123,22 @@ static int encoded_body(const char **data, uint32_t *len)
     return 1;
 }
 
+/* Whether a payload is valid UTF-8 (a WebSocket text frame, else binary),
+ * found once per payload and batch, not once per stream. */
+static struct {
+    const char *payload;
+    int utf8;
+} last_text;
+
+static int payload_is_utf8(const char *data, uint32_t len)
+{
+    if (last_text.payload != data) {
+        last_text.payload = data;
+        last_text.utf8 = utf8_valid(data, len);
+    }
+    return last_text.utf8;
+}
+
 void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
 {
     assert(count < BATCH_MAX);          /* batch_room came first */
@@ -135,7 +152,10 @@ void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
     e->s = s;
     e->data = data;
     e->len = len;
-    framing_prefix(s->framing, len, seq, &e->prefix);
+    if (framing_checks_utf8(s->framing))
+        framing_prefix_utf8(s->framing, len, seq, payload_is_utf8(data, len), &e->prefix);
+    else
+        framing_prefix(s->framing, len, seq, &e->prefix);
 }
 
 /* Stable bottom-up merge sort by stream, into a static buffer: the hot
@@ -291,6 +311,7 @@ void batch_flush(void)
     if (nreceipts)
         observe_receipts();
     body_reset();
+    last_text.payload = NULL;       /* the ring may reuse the address */
     for (uint32_t i = 0; i < nacks; i++)
         outbound_ack(acks[i].reply, acks[i].reply_len, acks[i].n);
     nacks = 0;

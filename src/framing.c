@@ -45,6 +45,51 @@ static size_t sse_id_line(char *buf, uint32_t seq)
     return len;
 }
 
+size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len)
+{
+    out[0] = (char)(0x80 | opcode);                 /* FIN: never fragmented */
+    if (len < 126) {
+        out[1] = (char)len;
+        return 2;
+    }
+    if (len < 65536) {
+        out[1] = 126;
+        out[2] = (char)(len >> 8);
+        out[3] = (char)len;
+        return 4;
+    }
+    out[1] = 127;
+    for (int i = 0; i < 8; i++)
+        out[2 + i] = (char)(len >> (56 - 8 * i));
+    return 10;
+}
+
+/* A message frame: the header, then for ws_meta "id: EPOCH:SEQ\n\n" (the
+ * SSE id line and a blank line) ahead of the payload. */
+static size_t ws_prefix(char *buf, int meta, uint32_t payload_len, uint32_t seq, int utf8)
+{
+    char id[FRAMING_PREFIX_MAX];
+    size_t id_len = 0;
+    if (meta) {
+        id_len = sse_id_line(id, seq);
+        id[id_len++] = '\n';
+    }
+    size_t h = framing_ws_header(buf, utf8 ? 1 : 2, (uint64_t)payload_len + id_len);
+    memcpy(buf + h, id, id_len);
+    return h + id_len;
+}
+
+int framing_checks_utf8(uint8_t kind) { return framing_is_websocket(kind); }
+
+void framing_prefix_utf8(uint8_t kind, uint32_t payload_len, uint32_t seq, int utf8,
+                         struct framing_prefix *out)
+{
+    if (framing_is_websocket(kind))
+        out->len = (uint8_t)ws_prefix(out->bytes, kind == FRAMING_WS_META, payload_len, seq, utf8);
+    else
+        framing_prefix(kind, payload_len, seq, out);
+}
+
 void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
                     struct framing_prefix *out)
 {
@@ -59,8 +104,11 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
     case FRAMING_SSE:
         out->len = (uint8_t)sse_id_line(out->bytes, seq);
         return;
+    case FRAMING_WS:
+    case FRAMING_WS_META:
+        break;                  /* framing_prefix_utf8 */
     }
-    assert(!"unknown framing");
+    assert(!"unknown framing, or one that needs framing_prefix_utf8");
 }
 
 int framing_encodes_body(uint8_t kind) { return kind == FRAMING_SSE; }
@@ -127,7 +175,10 @@ int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *d
 struct iovec framing_terminator(uint8_t kind)
 {
     static const char last_chunk[] = "0\r\n\r\n";
+    static const char ws_close[] = "\x88\x02\x03\xe8";    /* close, 1000 */
     if (kind == FRAMING_CHUNKED)
         return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
+    if (framing_is_websocket(kind))
+        return (struct iovec){(void *)ws_close, sizeof ws_close - 1};
     return (struct iovec){NULL, 0};
 }

@@ -13,6 +13,7 @@
 #include "uid.h"
 #include "web.h"
 #include "welcome.h"
+#include "ws.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -123,6 +124,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         serve_stream(req, path + 6, welcome_start);
     } else if (path && strncmp(path, "/sse/", 5) == 0) {
         serve_stream(req, path + 5, sse_start);
+    } else if (path && strncmp(path, "/ws/", 4) == 0) {
+        serve_stream(req, path + 4, ws_start);
     } else if (path && strncmp(path, "/poll/", 6) == 0) {
         serve_stream(req, path + 6, poll_start);
     } else if (path && admin_on_public() && admin_route(req, path)) {

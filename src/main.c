@@ -17,6 +17,7 @@
 #include "stream.h"
 #include "uidtable.h"
 #include "write_pool.h"
+#include "ws.h"
 
 #include <event2/event.h>
 #include <signal.h>
@@ -120,7 +121,7 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
-        sse_init(base, opts.heartbeat) != 0 ||
+        sse_init(base, opts.heartbeat) != 0 || ws_init(base, &opts) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
@@ -138,6 +139,7 @@ int main(int argc, char **argv)
     event_free(sigterm);
     dispatch_stop();
     sse_free();
+    ws_free();
     stream_unconfigure();
     presence_free();
     event_base_free(base);

@@ -12,7 +12,7 @@ enum family {
     STREAMS_OPEN, UIDS_ONLINE, BACKLOG_BYTES, ERLANG_NODES, RESIDENT_MEMORY,
     STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
-    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, FAMILIES
+    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, WS_IGNORED, FAMILIES
 };
 
 static const struct {
@@ -42,6 +42,8 @@ static const struct {
     [HISTORY_ENTRIES] = {"history_messages", "gauge", "Messages kept for resume."},
     [HISTORY_EVICTED] = {"history_evicted_total", "counter",
                          "Kept messages pushed out for room."},
+    [WS_IGNORED] = {"websocket_client_messages_total", "counter",
+                    "Data messages WebSocket clients sent (ignored)."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -62,6 +64,8 @@ static const struct sample {
     {STREAMS_CLOSED, "evicted", "evicted"},
     {STREAMS_CLOSED, "slow", "slow_closed"},
     {STREAMS_CLOSED, "input", "input_closed"},
+    {STREAMS_CLOSED, "ws_protocol", "ws_bad_frames"},
+    {STREAMS_CLOSED, "ws_dead", "ws_dead"},
     {MESSAGES_RECEIVED, NULL, "msgs_in"},
     {MESSAGES_DROPPED, "no_conn", "dropped_no_conn"},
     {MESSAGES_DROPPED, "bad_term", "bad_terms"},
@@ -75,6 +79,8 @@ static const struct sample {
     {HTTP_REJECTED, "bad_method", "http_bad_method"},
     {HTTP_REJECTED, "no_fds", "http_no_fds"},
     {HTTP_REJECTED, "header_timeout", "http_header_timeout"},
+    {HTTP_REJECTED, "bad_origin", "http_bad_origin"},
+    {HTTP_REJECTED, "ws_handshake", "ws_refused"},
     {HTTP_REJECTED, "auth_missing", "auth_missing"},
     {HTTP_REJECTED, "auth_expired", "auth_expired"},
     {HTTP_REJECTED, "auth_bad", "auth_bad"},
@@ -85,6 +91,7 @@ static const struct sample {
     {HISTORY_BYTES, NULL, "history_bytes"},
     {HISTORY_ENTRIES, NULL, "history_entries"},
     {HISTORY_EVICTED, NULL, "history_evicted"},
+    {WS_IGNORED, NULL, "ws_ignored"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

@@ -8,6 +8,7 @@
 #include "pool.h"
 #include "stats.h"
 #include "uidtable.h"
+#include "ws_reader.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -80,6 +81,8 @@ static void stream_close(struct stream *s)
         return;
     case STREAM_LIVE:
     case STREAM_DRAINING:
+        if (framing_is_websocket(s->framing))
+            ws_reader_forget(s);
         uidtable_remove(s);
         backlog_free(&s->out);
         event_del(&s->u.ev);
@@ -162,7 +165,11 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
         idle_handlers[s->framing](s);
         return;
     }
-    if (what & EV_READ)
+    /* A WebSocket client talks (pings, pongs, close): its frames are read
+     * and checked; other clients only send stray bytes. */
+    if ((what & EV_READ) && framing_is_websocket(s->framing))
+        ws_reader_readable(s, fd);
+    else if (what & EV_READ)
         read_client(s, fd);
     int writing = s->state == STREAM_LIVE || s->state == STREAM_DRAINING;
     if ((what & EV_WRITE) && writing && s->out) {
@@ -321,7 +328,9 @@ int stream_import_idle(struct stream *s, const struct timeval *idle)
     return 0;
 }
 
-void stream_end(struct stream *s)
+void stream_end(struct stream *s) { stream_end_with(s, framing_terminator(s->framing)); }
+
+void stream_end_with(struct stream *s, struct iovec t)
 {
     if (s->state == STREAM_WELCOMING) {
         /* No socket of ours yet: finish once the welcome is out. */
@@ -331,7 +340,6 @@ void stream_end(struct stream *s)
     }
     if (s->state != STREAM_LIVE)
         return;
-    struct iovec t = framing_terminator(s->framing);
     if (t.iov_len) {
         /* Best effort: a stream whose client does not read loses its tail. */
         if (!s->out)

@@ -1,7 +1,7 @@
 /* The stream core (src/stream.c) and the write batch (src/batch.c), on
  * real sockets and a real event loop: a stream's life, the deferred free
  * that lets a batch hold a stream closed under it, the welcome-ending case,
- * eviction, framing, and --max-backlog-total. Both sources are included
+ * eviction, framing (WebSocket too), and --max-backlog-total. Both sources are included
  * to reach their statics. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -251,6 +251,51 @@ static void the_largest_backlog_goes_past_the_total(void **state)
     close(small_sv[1]);
 }
 
+/* A WebSocket stream: a frame per message, text or binary; the client's
+ * ping answered (read by ws_reader.c through the stream's event), its
+ * close answered with its code, and stream_end's close 1000. */
+static void websocket_streams_frame_answer_and_close(void **state)
+{
+    (void)state;
+    configure(1 << 20, 1 << 30, 8);
+    int a[2], b[2];
+    struct stream *s = live_stream(31, a, 0);
+    struct stream *t = live_stream(32, b, 0);
+    s->framing = t->framing = FRAMING_WS;
+    deliver(s, "caf\xc3\xa9");
+    deliver(s, "caf\xe9");
+    batch_flush();
+    char buf[64];
+    assert_int_equal(drain(a[1], buf, sizeof buf), 13);
+    assert_memory_equal(buf, "\x81\x05" "caf\xc3\xa9" "\x82\x04" "caf\xe9", 13);
+    /* A masked ping "hi" (mask 1,2,3,4), then a masked close 1001. */
+    assert_int_equal(send(a[1], "\x89\x82\x01\x02\x03\x04" "\x69\x6b", 8, 0), 8);
+    assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+    assert_int_equal(drain(a[1], buf, sizeof buf), 4);
+    assert_memory_equal(buf, "\x8a\x02hi", 4);
+    assert_int_equal(send(a[1], "\x88\x82\x00\x00\x00\x00\x03\xe9", 8, 0), 8);
+    assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+    assert_int_equal(drain(a[1], buf, sizeof buf), 4);
+    assert_memory_equal(buf, "\x88\x02\x03\xe9", 4);
+    assert_int_equal(s->state, STREAM_CLOSED);
+    assert_int_equal(loop_stats.client_closed, 1);
+    /* An unmasked frame: a protocol error, 1002. */
+    assert_int_equal(send(b[1], "\x81\x01x", 3, 0), 3);
+    assert_true(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);   /* 1: no event left */
+    assert_int_equal(drain(b[1], buf, sizeof buf), 4);
+    assert_memory_equal(buf, "\x88\x02\x03\xea", 4);
+    assert_int_equal(loop_stats.ws_bad_frames, 1);
+    int c[2];
+    struct stream *u = live_stream(33, c, 0);
+    u->framing = FRAMING_WS_META;
+    stream_end(u);
+    assert_int_equal(drain(c[1], buf, sizeof buf), 4);
+    assert_memory_equal(buf, "\x88\x02\x03\xe8", 4);
+    close(a[1]);
+    close(b[1]);
+    close(c[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +305,7 @@ int main(void)
         cmocka_unit_test_teardown(a_stream_closed_while_welcoming_waits_for_release, teardown),
         cmocka_unit_test_teardown(the_oldest_stream_of_a_uid_is_evicted, teardown),
         cmocka_unit_test_teardown(the_largest_backlog_goes_past_the_total, teardown),
+        cmocka_unit_test_teardown(websocket_streams_frame_answer_and_close, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

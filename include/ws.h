@@ -1,0 +1,26 @@
+/* GET /ws/N: WebSocket (RFC 6455, version 13). The handshake is checked
+ * (ws_handshake.c), then the socket leaves evhttp at once, as for SSE: the
+ * 101 head, a gap frame when the client missed more than is kept, and what
+ * it missed (after ?since=EPOCH:SEQ, with the ws+meta.httpdcnode
+ * subprotocol) are written by the stream itself; then every message as one
+ * frame (framing.c). What the client sends is ws_reader.c's. */
+#ifndef HTTPDCNODE_WS_H
+#define HTTPDCNODE_WS_H
+
+#include <event2/event.h>
+#include <stdint.h>
+
+struct evhttp_request;
+struct options;
+
+/* Pings every WebSocket each --heartbeat seconds (0: never) and ends the
+ * ones that answer none of two; --allow-origin is read from opts. */
+int ws_init(struct event_base *base, const struct options *opts);
+void ws_free(void);
+
+/* Starts the WebSocket of uid, or refuses the handshake (answered and
+ * counted here); -1, with nothing sent, when no descriptor or memory is
+ * left: the caller answers 503. */
+int ws_start(struct evhttp_request *req, uint32_t uid);
+
+#endif
