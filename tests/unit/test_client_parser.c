@@ -43,7 +43,7 @@ static void on_chunk(void *ctx, int has_ts, uint64_t ts)
     s->nchunks++;
 }
 
-static const struct resp_callbacks cbs = {on_headers, on_chunk};
+static const struct resp_callbacks cbs = {on_headers, on_chunk, NULL};
 
 static const char stream[] =
     "HTTP/1.1 200 OK\r\n"
