@@ -34,8 +34,8 @@ enum id_verdict ids_next(struct id_track *t, uint32_t epoch, uint32_t seq)
 
 int ids_format(const struct id_track *t, char *buf, unsigned size)
 {
-    if (!t->have)
+    /* "ffffffff:4294967295" and its NUL at most */
+    if (!t->have || size < 20)
         return 0;
-    int n = snprintf(buf, size, "%08x:%u", t->epoch, t->seq);
-    return n > 0 && (unsigned)n < size ? n : 0;
+    return sprintf(buf, "%08x:%u", t->epoch, t->seq);
 }

@@ -27,7 +27,8 @@ void ids_gap(struct id_track *t);
 /* Checks the next id and makes it the last one (a duplicate leaves the last
  * one as it is). */
 enum id_verdict ids_next(struct id_track *t, uint32_t epoch, uint32_t seq);
-/* "EPOCH:SEQ" of the last id into buf (at least 24 bytes); 0 when none. */
+/* "EPOCH:SEQ" of the last id into buf; returns its length, 0 when there
+ * is none or buf has less than 20 bytes. */
 int ids_format(const struct id_track *t, char *buf, unsigned size);
 
 #endif

@@ -23,7 +23,7 @@ static const char *const k_keys[] = {"messages", "gap", "id", "data"};
 #define FL_BAD_ID 0x04u
 #define FL_IN_LIST 0x08u    /* the container at D_LIST is "messages" */
 
-void poll_init(struct poll_parser *p)
+void pollp_init(struct poll_parser *p)
 {
     stamp_start(&p->ts);
     id_start(&p->id);
@@ -315,7 +315,7 @@ static int step(struct poll_parser *p, unsigned c, const struct poll_callbacks *
     }
 }
 
-enum poll_result poll_feed(struct poll_parser *p, const char *buf, size_t len,
+enum poll_result pollp_feed(struct poll_parser *p, const char *buf, size_t len,
                            const struct poll_callbacks *cb, void *ctx)
 {
     if (p->state == S_ERROR)

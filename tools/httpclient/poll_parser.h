@@ -43,10 +43,10 @@ struct poll_parser {
 
 enum poll_result { POLL_MORE = 0, POLL_DONE, POLL_ERROR };
 
-void poll_init(struct poll_parser *p);
+void pollp_init(struct poll_parser *p);
 /* Feeds len bytes; POLL_DONE once the object closed (whitespace may follow;
  * anything else is an error). */
-enum poll_result poll_feed(struct poll_parser *p, const char *buf, size_t len,
+enum poll_result pollp_feed(struct poll_parser *p, const char *buf, size_t len,
                            const struct poll_callbacks *cb, void *ctx);
 
 #endif

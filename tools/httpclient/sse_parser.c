@@ -23,7 +23,7 @@ enum { F_UNKNOWN, F_DATA, F_ID, F_EVENT, F_RETRY };
 
 static const char *const k_names[] = {"", "data", "id", "event", "retry"};
 
-void sse_init(struct sse_parser *p)
+void ssep_init(struct sse_parser *p)
 {
     stamp_start(&p->ts);
     id_start(&p->id);
@@ -174,7 +174,7 @@ static void line_end(struct sse_parser *p, unsigned c, sse_event_fn on_event, vo
     p->state = c == '\r' ? ST_LINE_LF : ST_LINE;
 }
 
-enum sse_result sse_feed(struct sse_parser *p, const char *buf, size_t len, sse_event_fn on_event,
+enum sse_result ssep_feed(struct sse_parser *p, const char *buf, size_t len, sse_event_fn on_event,
                          void *ctx)
 {
     if (p->state == ST_ERROR)

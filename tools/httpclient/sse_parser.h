@@ -44,10 +44,10 @@ enum sse_result { SSE_OK = 0, SSE_ERROR };
 
 typedef void (*sse_event_fn)(void *ctx, const struct sse_event *ev);
 
-void sse_init(struct sse_parser *p);
+void ssep_init(struct sse_parser *p);
 /* Feeds len bytes of the body; on_event is called for each dispatched
  * event. Once SSE_ERROR, it stays so. */
-enum sse_result sse_feed(struct sse_parser *p, const char *buf, size_t len, sse_event_fn on_event,
+enum sse_result ssep_feed(struct sse_parser *p, const char *buf, size_t len, sse_event_fn on_event,
                          void *ctx);
 
 #endif

@@ -69,7 +69,7 @@ static int g_body_error;
 static void sse_body(void *ctx, const char *data, size_t len)
 {
     struct conn *c = ctx;
-    if (sse_feed(&c->u.sse, data, len, sse_event, c) != SSE_OK)
+    if (ssep_feed(&c->u.sse, data, len, sse_event, c) != SSE_OK)
         g_body_error = 1;
 }
 
@@ -98,7 +98,7 @@ static const struct poll_callbacks k_poll_json = {poll_message_cb, poll_answer_c
 static void poll_body(void *ctx, const char *data, size_t len)
 {
     struct conn *c = ctx;
-    if (poll_feed(&c->u.poll, data, len, &k_poll_json, c) == POLL_ERROR)
+    if (pollp_feed(&c->u.poll, data, len, &k_poll_json, c) == POLL_ERROR)
         g_body_error = 1;
 }
 
@@ -107,7 +107,7 @@ static const struct resp_callbacks k_poll = {identity_headers, NULL, poll_body};
 /* The answer ended with its body: complete only if the JSON is. */
 static enum feed_result poll_ended(struct conn *c)
 {
-    return poll_feed(&c->u.poll, "", 0, &k_poll_json, c) == POLL_DONE ? FEED_ANSWER : FEED_ERROR;
+    return pollp_feed(&c->u.poll, "", 0, &k_poll_json, c) == POLL_DONE ? FEED_ANSWER : FEED_ERROR;
 }
 
 /* --- WebSocket ----------------------------------------------------------------- */
@@ -162,10 +162,10 @@ void transport_start(struct conn *c)
     rp_init(&c->rp);
     switch (conn_opts()->proto) {
     case PROTO_SSE:
-        sse_init(&c->u.sse);
+        ssep_init(&c->u.sse);
         break;
     case PROTO_POLL:
-        poll_init(&c->u.poll);
+        pollp_init(&c->u.poll);
         break;
     case PROTO_WS:
         ws_init(&c->u.ws);
