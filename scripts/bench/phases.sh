@@ -14,6 +14,14 @@ SRC_PUSH=127.0.11.1-127.0.11.20
 SRC_FANOUT=127.0.12.1-127.0.12.20
 SRC_CONNECT=127.0.13.1-127.0.13.20
 SRC_SMOKE=127.0.14.1-127.0.14.4
+# scripts/bench/transports.sh: memory, push and resume per transport.
+SRC_TMEM=127.0.15.1-127.0.15.20
+SRC_TPUSH=127.0.16.1-127.0.16.20
+SRC_TRESUME=127.0.17.1-127.0.17.20
+
+# Extra client options of push_run (--proto ...), empty for the chunked runs.
+PUSH_CLIENT_ARGS=()
+PUSH_SRC=$SRC_PUSH
 
 # Appends "streams server_rss kernel_bytes" to memory.dat: the stream count
 # and the RSS from the same /stats answer.
@@ -71,8 +79,8 @@ phase_memory() {
 # 1..10000, the client stopping once all arrived. Records KIND_RUN_* figures.
 push_run() {
   local kind=$1 run=$2 count=$3 rate=$4 out="$WORK/push-$1-$2" pub='' s0 s1
-  start_client "$out" -n 10000 -P 2 --src "$SRC_PUSH" --until-msgs "$count" \
-    --max-time "$(left 120)"
+  start_client "$out" -n 10000 -P 2 --src "$PUSH_SRC" --until-msgs "$count" \
+    --max-time "$(left 120)" "${PUSH_CLIENT_ARGS[@]}"
   local cpid=$CLI_PID
   if ! wait_streams 10000 60 "$cpid"; then
     broken "push $kind $run: 10,000 streams not reached"
@@ -415,4 +423,6 @@ phase_smoke() {
   for p in memory latency; do
     [[ -s $WORK/$p.png ]] || broken "no $p.png"
   done
+  smoke_transport sse
+  smoke_transport poll
 }
