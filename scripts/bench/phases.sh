@@ -147,8 +147,14 @@ push_run() {
   local deliveries=$(($(jget deliveries <<<"$s1") - $(jget deliveries <<<"$s0")))
   put "${kind}_${run}_server_deliveries" "$deliveries"
   # Server CPU (all its threads, user + system) per message delivered.
+  local cpu1
+  cpu1=$(cpu_ticks "$SRV_PID")
   ((deliveries > 0)) && put "${kind}_${run}_cpu_us" \
-    "$(calc "($(cpu_ticks "$SRV_PID") - $cpu0) * 1e6 / $(getconf CLK_TCK) / $deliveries" %.2f)"
+    "$(calc "($cpu1 - $cpu0) * 1e6 / $(getconf CLK_TCK) / $deliveries" %.2f)"
+  # The same per message received: long-polls answered at once from the
+  # history are not deliveries of the server's count.
+  ((${msgs:-0} > 0)) && put "${kind}_${run}_cpu_msg_us" \
+    "$(calc "($cpu1 - $cpu0) * 1e6 / $(getconf CLK_TCK) / $msgs" %.2f)"
   # The other CPU on the machine, per message: the client from its first
   # message on, the publisher's node while it sent and synced.
   local ccpu pcpu
@@ -180,7 +186,7 @@ put_probe() {
 push_medians() {
   local kind=$1 runs=$2 f r vals
   for f in received loss delivered_per_s pub_rate intake_rate ratio p50 p90 p99 max \
-           server_deliveries slow_closed cpu_us client_cpu_us pub_cpu_us \
+           server_deliveries slow_closed cpu_us cpu_msg_us client_cpu_us pub_cpu_us \
            received_p50 received_p99 applied_p50 applied_p99 written_p50 written_p99 \
            burst_p50 burst_p99 burst_max; do
     vals=()

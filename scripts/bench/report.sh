@@ -122,6 +122,12 @@ EOF
       sed 's/^/> - /' "$WORK/broken"
       echo
     fi
+    local load1
+    load1=$(get load | cut -d' ' -f1)
+    if isnum "$load1" && awk -v l="$load1" -v c="$(get cores)" 'BEGIN { exit !(l >= c / 2) }'; then
+      echo "> The machine was busy when this run started (load average $(get load) on $(get cores) cores): other work shared its cores, so the figures are noisier and lower than on an idle machine."
+      echo
+    fi
     if isnum "$loss_total" && ((loss_total != 0)); then
       echo "> **MESSAGES WERE LOST: $(n0 "$loss_total") messages never reached a client.**"
       echo

@@ -24,7 +24,7 @@ t_rate() { n0 "$(get "t_$1_blast_1_delivered_per_s")"; }
 t_loss() { n0 "$(get "t_$1_blast_1_loss")"; }
 t_ids() { echo "$(get "t_$1_blast_id_errors") / $(get "t_$1_blast_dup") / $(get "t_$1_blast_gaps")"; }
 t_lat() { echo "$(ms "$(get "t_$1_blast_1_p50")") / $(ms "$(get "t_$1_blast_1_p99")")"; }
-t_cpu() { echo "$(get "t_$1_blast_1_cpu_us") µs"; }
+t_cpu() { echo "$(get "t_$1_blast_1_cpu_msg_us") µs"; }
 t_caught_up() {
   local s
   s=$(get "t_$1_resume_resume_s")
@@ -82,7 +82,7 @@ TEXT
   printf '| flat out: lost | %s | %s\n' "$(n0 "$(get blast_loss_total)")" "$(t_cells t_loss)"
   printf '| flat out: id errors / duplicates / gaps | no ids | %s\n' "$(t_cells t_ids)"
   printf '| flat out: latency p50 / p99 | %s / %s | %s\n' "$(ms "$(get blast_p50)")" "$(ms "$(get blast_p99)")" "$(t_cells t_lat)"
-  printf '| flat out: server CPU per delivery | %s µs | %s\n' "$(get blast_cpu_us)" "$(t_cells t_cpu)"
+  printf '| flat out: server CPU per message received (all its threads) | %s µs | %s\n' "$(get blast_cpu_msg_us)" "$(t_cells t_cpu)"
   printf '| resume: all caught up after | no ids: cannot resume | %s\n' "$(t_cells t_caught_up)"
   printf '| resume: received of expected | | %s\n' "$(t_cells t_received)"
   printf '| resume: lost / doubled / gaps / id errors | | %s\n' "$(t_cells t_resume_ids)"
