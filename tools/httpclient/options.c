@@ -96,8 +96,8 @@ void opts_usage(FILE *out)
 "Cost: one connection takes %s\n"
 "(a 224-byte record: a 128-byte libevent event, the parsers and the last id;\n"
 "and libevent's per-fd entry; reads go through one shared buffer per process),\n"
-"plus the kernel's socket memory. With many TIME_WAIT sockets left from earlier runs, spread\n"
-"connections over --src addresses to keep connect() fast.\n"
+"plus the kernel's socket memory. With many TIME_WAIT sockets left from\n"
+"earlier runs, spread connections over --src addresses to keep connect() fast.\n"
 "\n"
 "Exit status: 0 done, 2 bad option or plan, 3 ended by --max-time, 1 error.\n",
             CONN_MAX_PER_PROC, CONN_COST_TEXT);
