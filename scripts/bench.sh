@@ -2,9 +2,11 @@
 # `make bench`: measures httpdcnode on loopback and writes BENCHMARKS.md and
 # bench/*.png at the repository root. Needs `make all` done.
 #
-#   scripts/bench.sh           the full run (1.5-2 minutes here; at most 9.5)
+#   scripts/bench.sh           the full run (4-6 minutes here; at most 9.5)
 #   scripts/bench.sh --smoke   a tiny run (300 streams, 3,300 messages, one
-#                              multicast, the plots) that writes nothing in the
+#                              multicast, the plots; then 1,000 messages to
+#                              100 streams of --proto sse and of --proto poll,
+#                              ids checked) that writes nothing in the
 #                              repository; exits non-zero only when something is
 #                              broken (loss, a crash, a tool failing), never on
 #                              timings. Last line: "bench smoke: P passed, F failed".
@@ -29,13 +31,15 @@ mode=full
 case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
-  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
 source scripts/bench/lib.sh
 source scripts/bench/phases.sh
+source scripts/bench/transports.sh
 source scripts/bench/report.sh
+source scripts/bench/report_transports.sh
 source scripts/bench/plots.sh
 
 START=$(date +%s)
@@ -95,6 +99,7 @@ phase_push 3 200000 20000 10
 phase_one_writer 200000
 phase_connect 100
 phase_floor
+phase_transports 200000
 put duration_s $(($(date +%s) - START))
 
 mkdir -p bench

@@ -14,6 +14,14 @@ SRC_PUSH=127.0.11.1-127.0.11.20
 SRC_FANOUT=127.0.12.1-127.0.12.20
 SRC_CONNECT=127.0.13.1-127.0.13.20
 SRC_SMOKE=127.0.14.1-127.0.14.4
+# scripts/bench/transports.sh: memory, push and resume per transport.
+SRC_TMEM=127.0.15.1-127.0.15.20
+SRC_TPUSH=127.0.16.1-127.0.16.20
+SRC_TRESUME=127.0.17.1-127.0.17.20
+
+# Extra client options of push_run (--proto ...), empty for the chunked runs.
+PUSH_CLIENT_ARGS=()
+PUSH_SRC=$SRC_PUSH
 
 # Appends "streams server_rss kernel_bytes" to memory.dat: the stream count
 # and the RSS from the same /stats answer.
@@ -71,8 +79,8 @@ phase_memory() {
 # 1..10000, the client stopping once all arrived. Records KIND_RUN_* figures.
 push_run() {
   local kind=$1 run=$2 count=$3 rate=$4 out="$WORK/push-$1-$2" pub='' s0 s1
-  start_client "$out" -n 10000 -P 2 --src "$SRC_PUSH" --until-msgs "$count" \
-    --max-time "$(left 120)"
+  start_client "$out" -n 10000 -P 2 --src "$PUSH_SRC" --until-msgs "$count" \
+    --max-time "$(left 120)" "${PUSH_CLIENT_ARGS[@]}"
   local cpid=$CLI_PID
   if ! wait_streams 10000 60 "$cpid"; then
     broken "push $kind $run: 10,000 streams not reached"
@@ -139,8 +147,14 @@ push_run() {
   local deliveries=$(($(jget deliveries <<<"$s1") - $(jget deliveries <<<"$s0")))
   put "${kind}_${run}_server_deliveries" "$deliveries"
   # Server CPU (all its threads, user + system) per message delivered.
+  local cpu1
+  cpu1=$(cpu_ticks "$SRV_PID")
   ((deliveries > 0)) && put "${kind}_${run}_cpu_us" \
-    "$(calc "($(cpu_ticks "$SRV_PID") - $cpu0) * 1e6 / $(getconf CLK_TCK) / $deliveries" %.2f)"
+    "$(calc "($cpu1 - $cpu0) * 1e6 / $(getconf CLK_TCK) / $deliveries" %.2f)"
+  # The same per message received: long-polls answered at once from the
+  # history are not deliveries of the server's count.
+  ((${msgs:-0} > 0)) && put "${kind}_${run}_cpu_msg_us" \
+    "$(calc "($cpu1 - $cpu0) * 1e6 / $(getconf CLK_TCK) / $msgs" %.2f)"
   # The other CPU on the machine, per message: the client from its first
   # message on, the publisher's node while it sent and synced.
   local ccpu pcpu
@@ -172,7 +186,7 @@ put_probe() {
 push_medians() {
   local kind=$1 runs=$2 f r vals
   for f in received loss delivered_per_s pub_rate intake_rate ratio p50 p90 p99 max \
-           server_deliveries slow_closed cpu_us client_cpu_us pub_cpu_us \
+           server_deliveries slow_closed cpu_us cpu_msg_us client_cpu_us pub_cpu_us \
            received_p50 received_p99 applied_p50 applied_p99 written_p50 written_p99 \
            burst_p50 burst_p99 burst_max; do
     vals=()
@@ -415,4 +429,6 @@ phase_smoke() {
   for p in memory latency; do
     [[ -s $WORK/$p.png ]] || broken "no $p.png"
   done
+  smoke_transport sse
+  smoke_transport poll
 }

@@ -122,6 +122,12 @@ EOF
       sed 's/^/> - /' "$WORK/broken"
       echo
     fi
+    local load1
+    load1=$(get load | cut -d' ' -f1)
+    if isnum "$load1" && awk -v l="$load1" -v c="$(get cores)" 'BEGIN { exit !(l >= c / 2) }'; then
+      echo "> The machine was busy when this run started (load average $(get load) on $(get cores) cores): other work shared its cores, so the figures are noisier and lower than on an idle machine."
+      echo
+    fi
     if isnum "$loss_total" && ((loss_total != 0)); then
       echo "> **MESSAGES WERE LOST: $(n0 "$loss_total") messages never reached a client.**"
       echo
@@ -160,6 +166,9 @@ The run took $(get duration_s) s.
 | 20k msg/s paced p99 ≤ 1 ms | $(ms "$(get paced_p99)") | $(verdict "$(get paced_p99)" "<=" 1000) |
 | fan-out ≥ 400,000 deliveries/s (multicast to 10k, until the last delivery) | $(n0 "$mc_rate") /s | $(verdict "$mc_rate" ">=" 400000) |
 | broadcast to 18k < 50 ms (until the last delivery) | $(ms "$(get bc_last_us)") | $(verdict "$(get bc_last_us)" "<" 50000) |
+EOF
+    transport_target_rows
+    cat <<EOF
 
 ## 1. Memory per idle stream
 
@@ -379,6 +388,9 @@ What these and the tables of section 2 say about each target not met:
   wake-ups on its way (the C-node thread, the event loop, the client) besides Erlang's own.
   Identical runs differ by as much as the target (see "each run" in section 2).
 
+EOF
+    transport_section
+    cat <<EOF
 ## Optimisations
 
 What each change bought, and the command that shows it:

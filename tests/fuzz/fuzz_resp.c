@@ -33,7 +33,7 @@ static void on_chunk(void *ctx, int has_ts, uint64_t ts)
     s->chunks++;
 }
 
-static const struct resp_callbacks cbs = {on_headers, on_chunk};
+static const struct resp_callbacks cbs = {on_headers, on_chunk, NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

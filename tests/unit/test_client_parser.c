@@ -43,7 +43,7 @@ static void on_chunk(void *ctx, int has_ts, uint64_t ts)
     s->nchunks++;
 }
 
-static const struct resp_callbacks cbs = {on_headers, on_chunk};
+static const struct resp_callbacks cbs = {on_headers, on_chunk, NULL};
 
 static const char stream[] =
     "HTTP/1.1 200 OK\r\n"
@@ -260,6 +260,52 @@ static void malformed_responses_are_errors(void **state)
     }
 }
 
+/* Bodies that are not chunked reach on_body whole, in the pieces they came
+ * in, and nothing of the head does. */
+struct body {
+    char text[64];
+    size_t len;
+};
+
+static void on_body(void *ctx, const char *data, size_t len)
+{
+    struct body *b = ctx;
+    assert_true(b->len + len < sizeof b->text);
+    memcpy(b->text + b->len, data, len);
+    b->len += len;
+}
+
+static void bodies_reach_on_body(void **state)
+{
+    (void)state;
+    static const struct resp_callbacks body_cbs = {NULL, NULL, on_body};
+    const char by_length[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloNEXT";
+    const char by_close[] = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nretry: 3000\n\n";
+    for (size_t step = 1; step < sizeof by_close; step++) {
+        struct resp_parser p;
+        struct body b = {{0}, 0};
+        enum rp_result r = RP_MORE;
+        rp_init(&p);
+        for (size_t i = 0; i < sizeof by_length - 1 && r == RP_MORE; i += step) {
+            size_t n = sizeof by_length - 1 - i < step ? sizeof by_length - 1 - i : step;
+            r = rp_feed(&p, by_length + i, n, &body_cbs, &b);
+        }
+        assert_int_equal(r, RP_DONE);
+        assert_int_equal(b.len, 5);
+        assert_memory_equal(b.text, "hello", 5);
+
+        memset(&b, 0, sizeof b);
+        rp_init(&p);
+        for (size_t i = 0; i < sizeof by_close - 1; i += step) {
+            size_t n = sizeof by_close - 1 - i < step ? sizeof by_close - 1 - i : step;
+            assert_int_equal(rp_feed(&p, by_close + i, n, &body_cbs, &b), RP_MORE);
+        }
+        assert_int_equal(rp_eof(&p), RP_DONE);
+        assert_int_equal(b.len, 13);
+        assert_memory_equal(b.text, "retry: 3000\n\n", 13);
+    }
+}
+
 static void the_state_is_small(void **state)
 {
     (void)state;
@@ -281,6 +327,7 @@ int main(void)
         cmocka_unit_test(only_a_well_formed_stamp_counts),
         cmocka_unit_test(a_large_chunk_is_one_chunk),
         cmocka_unit_test(malformed_responses_are_errors),
+        cmocka_unit_test(bodies_reach_on_body),
         cmocka_unit_test(the_state_is_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

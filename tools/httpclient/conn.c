@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "transport.h"
 
 /* Callbacks get the conn as their argument; the set is found here instead of
  * in every conn (one set per process, 8 bytes saved per connection). */
@@ -16,8 +17,10 @@ static struct conn_set *g_set;
 
 /* One read buffer for every connection of the process. */
 static char g_rbuf[65536];
-/* CLOCK_REALTIME of the current read, taken when a stamped chunk needs it. */
+/* CLOCK_REALTIME of the current read, taken when a stamped message needs it. */
 static uint64_t g_now_real;
+
+static void on_connect(evutil_socket_t fd, short what, void *arg);
 
 static size_t index_of(const struct conn *c)
 {
@@ -27,6 +30,11 @@ static size_t index_of(const struct conn *c)
 static uint64_t global_of(const struct conn *c)
 {
     return g_set->worker + (uint64_t)index_of(c) * g_set->procs;
+}
+
+const struct client_opts *conn_opts(void)
+{
+    return g_set->o;
 }
 
 int conn_set_init(struct conn_set *cs, struct event_base *base, const struct client_opts *o,
@@ -54,15 +62,38 @@ static void changed(void)
         g_set->on_change(g_set->arg);
 }
 
+/* A masked close frame (1000, normal) before a clean close of a WebSocket
+ * that is up: the only frame this client sends. */
+static void ws_say_goodbye(struct conn *c, int fd)
+{
+    static uint32_t mask = 0x9e3779b9u;
+    if (g_set->o->proto != PROTO_WS || !c->u.ws.upgraded || fd < 0)
+        return;
+    uint8_t frame[WS_CLOSE_FRAME_LEN];
+    mask ^= mask << 13;         /* xorshift32: masks vary from frame to frame */
+    mask ^= mask >> 17;
+    mask ^= mask << 5;
+    ws_close_frame(frame, 1000, mask);
+    (void)send(fd, frame, sizeof frame, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* Closes c's socket, if any. */
+static void close_socket(struct conn *c)
+{
+    int fd = event_get_fd(&c->ev);
+    event_del(&c->ev);
+    if (fd >= 0)
+        close(fd);
+    event_assign(&c->ev, g_set->base, -1, 0, on_connect, c);
+    g_set->st->open--;
+}
+
 /* Ends c. Counts it in *if_pending (and failed) if it was not welcomed yet,
  * else in *if_streaming (when not NULL). */
 static void finish(struct conn *c, uint64_t *if_pending, uint64_t *if_streaming)
 {
     struct worker_stats *st = g_set->st;
-    int fd = event_get_fd(&c->ev);
-    event_del(&c->ev);
-    if (fd >= 0)
-        close(fd);
+    close_socket(c);
     if (c->phase == CP_STREAMING) {
         if (if_streaming)
             (*if_streaming)++;
@@ -72,47 +103,216 @@ static void finish(struct conn *c, uint64_t *if_pending, uint64_t *if_streaming)
         (*if_pending)++;
     }
     c->phase = CP_CLOSED;
-    st->open--;
 }
 
-static int on_headers(void *ctx, unsigned status, int chunked)
+void conn_welcome(struct conn *c)
 {
-    (void)ctx;
-    (void)chunked;
-    return status != 200;
-}
-
-static void on_chunk(void *ctx, int has_ts, uint64_t ts)
-{
-    struct conn *c = ctx;
     struct worker_stats *st = g_set->st;
+    /* Streaming now, no timeout any more. */
+    c->phase = CP_STREAMING;
     st->chunks++;
-    if (c->phase == CP_WAIT_WELCOME) {
-        /* The welcome chunk: streaming now, no timeout any more. */
-        c->phase = CP_STREAMING;
-        st->welcomed++;
-        g_set->pending--;
-        event_del(&c->ev);
-        /* --no-read: the socket stays open, unread, until the end. */
-        if (!g_set->o->no_read)
-            event_add(&c->ev, NULL);
+    st->welcomed++;
+    g_set->pending--;
+    event_del(&c->ev);
+    /* --no-read: the socket stays open, unread, until the end. */
+    if (!g_set->o->no_read)
+        event_add(&c->ev, NULL);
+}
+
+/* The message's id against the connection's last one. */
+static void check_id(struct conn *c, const struct msg_info *m)
+{
+    struct worker_stats *st = g_set->st;
+    int first = (c->flags & CF_FIRST) != 0;
+    c->flags &= (uint8_t)~CF_FIRST;
+    if (!m->has_id) {
+        st->id_errors++;
         return;
     }
+    switch (ids_next(&c->ids, m->epoch, m->seq)) {
+    case ID_OK:
+        break;
+    case ID_DUP:
+        st->dup++;
+        break;
+    default:
+        /* A poll answer says whether it has a gap after its messages. */
+        if (first && g_set->o->proto == PROTO_POLL)
+            c->flags |= CF_JUMP;
+        else
+            st->id_errors++;
+        break;
+    }
+}
+
+void conn_message(struct conn *c, const struct msg_info *m)
+{
+    struct worker_stats *st = g_set->st;
     uint64_t now = mono_ns();
+    st->chunks++;
     st->msgs++;
     if (!st->first_msg_ns) {
         st->first_msg_ns = now;
         st->first_msg_cpu_us = cpu_us();   /* once: CPU spent on messages only */
     }
     st->last_msg_ns = now;
-    if (has_ts) {
+    if (m->has_ts) {
         if (!g_now_real)
             g_now_real = real_ns();
-        hist_record(&st->lat, g_now_real > ts ? (g_now_real - ts) / 1000 : 0);
+        hist_record(&st->lat, g_now_real > m->ts ? (g_now_real - m->ts) / 1000 : 0);
+    }
+    if (g_set->o->proto != PROTO_CHUNKED)
+        check_id(c, m);
+    c->msgs++;
+    if (g_set->o->reconnect_after && c->msgs >= g_set->o->reconnect_after &&
+        !(c->flags & CF_RECONNECTED))
+        c->flags |= CF_DROP;
+}
+
+void conn_gap(struct conn *c)
+{
+    g_set->st->gaps++;
+    ids_gap(&c->ids);
+}
+
+void conn_answer(struct conn *c, int gap)
+{
+    g_set->st->polls++;
+    if (gap) {
+        g_set->st->gaps++;
+        ids_gap(&c->ids);   /* for a next answer's first id too: it may repeat the jump */
+    } else if (c->flags & CF_JUMP) {
+        g_set->st->id_errors++;
+    }
+    c->flags &= (uint8_t)~CF_JUMP;
+}
+
+/* Writes the request in one send: it is at most OPT_MAX_REQUEST bytes and the
+ * socket's send buffer is empty, so a short write means the socket is broken.
+ * A connection with an id seen resumes from it. */
+static int send_request(int fd, struct conn *c)
+{
+    const struct client_opts *o = g_set->o;
+    char req[OPT_MAX_REQUEST + 64], id[32];
+    int idlen = ids_format(&c->ids, id, sizeof id);
+    size_t len = o->req_pre_len;
+    memcpy(req, o->req_pre, len);
+    if (o->path_has_uid)
+        len += (size_t)snprintf(req + len, 32, "%llu",
+                                (unsigned long long)opts_uid_of(o, global_of(c)));
+    memcpy(req + len, o->req_post, o->req_post_len);
+    len += o->req_post_len;
+    if (idlen && (o->proto == PROTO_WS || o->proto == PROTO_POLL))
+        len += (size_t)snprintf(req + len, 48, "%csince=%s", o->path_has_query ? '&' : '?', id);
+    memcpy(req + len, o->req_tail, o->req_tail_len);
+    len += o->req_tail_len;
+    if (idlen && o->proto == PROTO_SSE)
+        len += (size_t)snprintf(req + len, 48, "Last-Event-ID: %s\r\n", id);
+    memcpy(req + len, "\r\n", 2);
+    len += 2;
+    c->flags &= (uint8_t)~CF_ANSWER_BYTES;
+    transport_start(c);
+    ssize_t n = send(fd, req, len, MSG_NOSIGNAL);
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+/* A socket connecting to the server for c, its event on the connect.
+ * Returns -1 on failure (nothing left open). */
+static int connect_socket(struct conn *c)
+{
+    const struct client_opts *o = g_set->o;
+    int fd = socket(o->dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (o->nsrc) {
+        struct sockaddr_in src;
+        int one = 1;
+        memset(&src, 0, sizeof src);
+        src.sin_family = AF_INET;
+        src.sin_addr = o->src[global_of(c) % o->nsrc];
+        /* Let connect() pick the port knowing the destination, so one source
+         * address can reuse a port towards different servers. */
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *)&src, sizeof src))
+            goto fail;
+    }
+    if (connect(fd, (const struct sockaddr *)&o->dst, o->dst_len) && errno != EINPROGRESS)
+        goto fail;
+    g_set->st->attempted++;
+    g_set->st->open++;
+    event_assign(&c->ev, g_set->base, fd, EV_WRITE, on_connect, c);
+    event_add(&c->ev, &g_set->timeout);
+    return 0;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* The next poll of a loop: on the same socket after a keep-alive answer,
+ * else on a new one. Not a new stream: no welcome, not pending. */
+static void poll_again(struct conn *c, int same_socket)
+{
+    if (same_socket) {
+        if (send_request(event_get_fd(&c->ev), c) == 0)
+            return;
+        finish(c, &g_set->st->fail_closed, &g_set->st->stream_errors);
+        return;
+    }
+    close_socket(c);
+    if (connect_socket(c) != 0) {
+        g_set->st->stream_errors++;
+        c->phase = CP_CLOSED;
     }
 }
 
-static const struct resp_callbacks k_callbacks = {on_headers, on_chunk};
+/* --reconnect-after: c is closed and opened again resuming from its last
+ * id, at once or, with --reconnect-on-signal, once SIGUSR1 came. */
+static void drop(struct conn *c)
+{
+    struct conn_set *cs = g_set;
+    ws_say_goodbye(c, event_get_fd(&c->ev));
+    close_socket(c);
+    c->flags = (uint8_t)((c->flags & ~CF_DROP) | CF_RECONNECTED);
+    cs->st->reconnects++;
+    if (cs->o->reconnect_on_signal && !cs->resume_signalled) {
+        c->phase = CP_PARKED;
+        cs->st->parked++;
+        return;
+    }
+    c->phase = CP_CLOSED;
+    conn_open(cs, index_of(c));
+}
+
+/* What the transport said about the bytes read or the close. */
+static void handle(struct conn *c, enum feed_result r, int eof)
+{
+    struct worker_stats *st = g_set->st;
+    switch (r) {
+    case FEED_MORE:
+        break;
+    case FEED_STATUS:
+        finish(c, &st->fail_status, &st->stream_errors);
+        break;
+    case FEED_ENDED:
+        if (!eof)
+            ws_say_goodbye(c, event_get_fd(&c->ev));    /* the answer to its close */
+        finish(c, &st->fail_closed, &st->closed_by_server);
+        break;
+    case FEED_ANSWER:
+        poll_again(c, !eof);
+        break;
+    case FEED_RETRY:
+        /* A kept-alive connection the server closed as the next poll went. */
+        if (c->phase == CP_STREAMING)
+            poll_again(c, 0);
+        else
+            finish(c, &st->fail_closed, NULL);
+        break;
+    default:
+        finish(c, &st->fail_closed, &st->stream_errors);
+        break;
+    }
+}
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
@@ -132,18 +332,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         ssize_t n = recv(fd, g_rbuf, sizeof g_rbuf, 0);
         if (n > 0) {
             st->bytes += (uint64_t)n;
-            enum rp_result r = rp_feed(&c->rp, g_rbuf, (size_t)n, &k_callbacks, c);
-            if (r == RP_STOPPED) {
-                finish(c, &st->fail_status, NULL);
+            enum feed_result r = transport_feed(c, g_rbuf, (size_t)n);
+            if (c->flags & CF_DROP) {
+                drop(c);
                 break;
             }
-            if (r == RP_DONE) {
-                /* The terminating chunk (or a complete non-streaming body). */
-                finish(c, &st->fail_closed, &st->closed_by_server);
-                break;
-            }
-            if (r == RP_ERROR) {
-                finish(c, &st->fail_closed, &st->stream_errors);
+            if (r != FEED_MORE) {
+                handle(c, r, 0);
                 break;
             }
             if (c->phase == CP_STREAMING && g_set->o->no_read)
@@ -157,27 +352,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         if (n < 0 && errno == EINTR)
             continue;
         /* EOF or an error such as a reset. */
-        finish(c, &st->fail_closed, &st->closed_by_server);
+        handle(c, n == 0 ? transport_eof(c) : FEED_ENDED, 1);
         break;
     }
     if (c->phase != before)
         changed();
-}
-
-/* Writes the request in one send: it is at most OPT_MAX_REQUEST bytes and the
- * socket's send buffer is empty, so a short write means the socket is broken. */
-static int send_request(int fd, uint64_t uid)
-{
-    const struct client_opts *o = g_set->o;
-    char req[OPT_MAX_REQUEST + 32];
-    size_t len = o->req_pre_len;
-    memcpy(req, o->req_pre, len);
-    if (o->path_has_uid)
-        len += (size_t)snprintf(req + len, 32, "%llu", (unsigned long long)uid);
-    memcpy(req + len, o->req_post, o->req_post_len);
-    len += o->req_post_len;
-    ssize_t n = send(fd, req, len, MSG_NOSIGNAL);
-    return n == (ssize_t)len ? 0 : -1;
 }
 
 static void on_connect(evutil_socket_t fd, short what, void *arg)
@@ -188,25 +367,30 @@ static void on_connect(evutil_socket_t fd, short what, void *arg)
     socklen_t len = sizeof err;
 
     if (what & EV_TIMEOUT) {
-        finish(c, &st->fail_timeout, NULL);
+        finish(c, &st->fail_timeout, &st->stream_errors);
         changed();
         return;
     }
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) || err) {
-        finish(c, &st->fail_connect, NULL);
+        finish(c, &st->fail_connect, &st->stream_errors);
         changed();
         return;
     }
     uint64_t now = mono_ns();
     st->connected++;
     st->last_connect_ns = now;
-    if (send_request(fd, opts_uid_of(g_set->o, global_of(c)))) {
-        finish(c, &st->fail_closed, NULL);
+    if (send_request(fd, c)) {
+        finish(c, &st->fail_closed, &st->stream_errors);
         changed();
         return;
     }
+    if (c->phase == CP_STREAMING) {
+        /* The next poll of a loop: it may wait up to the server's timeout. */
+        event_assign(&c->ev, g_set->base, fd, EV_READ | EV_PERSIST, on_read, c);
+        event_add(&c->ev, NULL);
+        return;
+    }
     c->phase = CP_WAIT_WELCOME;
-    rp_init(&c->rp);
     /* The timeout left of --timeout is not tracked: the welcome gets a full
      * one, so a connection fails after at most twice --timeout. */
     event_assign(&c->ev, g_set->base, fd, EV_READ | EV_PERSIST, on_read, c);
@@ -217,43 +401,23 @@ void conn_open(struct conn_set *cs, size_t i)
 {
     struct conn *c = &cs->conns[i];
     struct worker_stats *st = cs->st;
-    const struct client_opts *o = cs->o;
-    uint64_t g = global_of(c);
 
-    st->attempted++;
     if (!st->first_connect_ns)
         st->first_connect_ns = mono_ns();
+    if (c->phase == CP_PARKED)
+        st->parked--;
     cs->pending++;
-    st->open++;
     c->phase = CP_CONNECTING;
+    c->msgs = 0;
+    /* c->ids stay: a reconnection resumes from them (calloc made them empty). */
+    c->flags &= (uint8_t)~(CF_FIRST | CF_JUMP | CF_DROP);
     /* An fd of -1 in the event until the socket exists, for finish(). */
     event_assign(&c->ev, cs->base, -1, 0, on_connect, c);
-
-    int fd = socket(o->dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        goto fail;
-    if (o->nsrc) {
-        struct sockaddr_in src;
-        int one = 1;
-        memset(&src, 0, sizeof src);
-        src.sin_family = AF_INET;
-        src.sin_addr = o->src[g % o->nsrc];
-        /* Let connect() pick the port knowing the destination, so one source
-         * address can reuse a port towards different servers. */
-        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-        if (bind(fd, (struct sockaddr *)&src, sizeof src))
-            goto fail_fd;
+    if (connect_socket(c) != 0) {
+        st->attempted++;
+        st->open++;     /* finish() counts it closed */
+        finish(c, &st->fail_connect, NULL);
     }
-    if (connect(fd, (const struct sockaddr *)&o->dst, o->dst_len) && errno != EINPROGRESS)
-        goto fail_fd;
-    event_assign(&c->ev, cs->base, fd, EV_WRITE, on_connect, c);
-    event_add(&c->ev, &cs->timeout);
-    return;
-
-fail_fd:
-    close(fd);
-fail:
-    finish(c, &st->fail_connect, NULL);
 }
 
 int conn_churn(struct conn_set *cs, size_t i, int reset)
@@ -262,16 +426,16 @@ int conn_churn(struct conn_set *cs, size_t i, int reset)
     if (c->phase != CP_STREAMING)
         return -1;
     int fd = event_get_fd(&c->ev);
-    event_del(&c->ev);
-    if (reset) {
+    if (reset && fd >= 0) {
         /* Linger on, timeout 0: close() sends RST instead of FIN. */
         struct linger lg = {1, 0};
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
         cs->st->churn_reset++;
+    } else {
+        ws_say_goodbye(c, fd);
     }
-    close(fd);
+    close_socket(c);
     cs->st->churn_closed++;
-    cs->st->open--;
     c->phase = CP_CLOSED;
     conn_open(cs, i);
     return 0;
@@ -281,13 +445,11 @@ void conn_close_all(struct conn_set *cs)
 {
     for (size_t i = 0; i < cs->n; i++) {
         struct conn *c = &cs->conns[i];
-        if (c->phase == CP_IDLE || c->phase == CP_CLOSED)
+        if (c->phase == CP_IDLE || c->phase == CP_CLOSED || c->phase == CP_PARKED)
             continue;
-        int fd = event_get_fd(&c->ev);
-        event_del(&c->ev);
-        if (fd >= 0)
-            close(fd);
+        if (c->phase == CP_STREAMING)
+            ws_say_goodbye(c, event_get_fd(&c->ev));
+        close_socket(c);
         c->phase = CP_CLOSED;
-        cs->st->open--;
     }
 }

@@ -1,6 +1,7 @@
 /* One streaming connection: socket, connect, request, reading the response
- * through resp_parser, counting into the worker's stats. Raw sockets and one
- * libevent event each; no bufferevent, no per-connection buffers. */
+ * through its transport's parser (transport.h), counting into the worker's
+ * stats, checking its message ids. Raw sockets and one libevent event each;
+ * no bufferevent, no per-connection buffers. */
 #ifndef HTTPCLIENT_CONN_H
 #define HTTPCLIENT_CONN_H
 
@@ -9,23 +10,50 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ids.h"
 #include "options.h"
+#include "poll_parser.h"
 #include "resp_parser.h"
+#include "sse_parser.h"
 #include "stats.h"
+#include "ws_parser.h"
 
 /* The process limit is 20000 open files: keep room for the rest. */
 #define CONN_MAX_PER_PROC 19000
-/* Measured with RSS of a worker at 2,000 and 18,000 idle streams. */
+/* Measured by make bench: the slope of the workers' RSS from 2,000 to
+ * 18,000 idle streams was 246 bytes (sizeof(struct conn) is 224). */
 #define CONN_COST_TEXT \
-    "about 215 bytes of client memory: a worker's RSS\n" \
-    "was 2.2 MB at 2,000 and 5.6 MB at 18,000 idle streams"
+    "about 250 bytes of client memory: a worker's RSS\n" \
+    "grows by that much per idle stream (make bench, section 1)"
 
-enum conn_phase { CP_IDLE, CP_CONNECTING, CP_WAIT_WELCOME, CP_STREAMING, CP_CLOSED };
+enum conn_phase { CP_IDLE, CP_CONNECTING, CP_WAIT_WELCOME, CP_STREAMING, CP_CLOSED, CP_PARKED };
+
+#define CF_DROP 0x01u           /* --reconnect-after reached: the rest of this read is not counted */
+#define CF_RECONNECTED 0x02u    /* dropped by --reconnect-after once already */
+#define CF_ANSWER_BYTES 0x04u   /* poll: bytes of the current answer arrived */
+#define CF_FIRST 0x08u          /* poll: the next message is the answer's first */
+#define CF_JUMP 0x10u           /* poll: the answer's first id jumped: an error unless it says gap */
 
 struct conn {
     struct event ev;            /* holds the fd; 128 bytes in libevent 2.1 */
-    struct resp_parser rp;      /* 24 bytes */
+    struct resp_parser rp;      /* the HTTP head, chunks (chunked, sse, poll) */
+    union {
+        struct sse_parser sse;
+        struct poll_parser poll;
+        struct ws_parser ws;
+    } u;
+    struct id_track ids;        /* also what a reconnection resumes from */
+    uint32_t msgs;              /* since it was opened, for --reconnect-after */
     uint8_t phase;
+    uint8_t flags;
+};
+
+/* A message as a transport parsed it. */
+struct msg_info {
+    int has_id, bad_id;
+    uint32_t epoch, seq;
+    int has_ts;
+    uint64_t ts;
 };
 
 /* All connections of one worker process. */
@@ -37,8 +65,9 @@ struct conn_set {
     size_t n;
     unsigned worker, procs;     /* conns[i] is global connection worker + i * procs */
     size_t pending;             /* connecting or awaiting the welcome */
+    int resume_signalled;       /* SIGUSR1 came: parked connections may reconnect */
     struct timeval timeout;
-    /* Called after a connection was welcomed, failed or closed. */
+    /* Called after a connection was welcomed, failed, closed or parked. */
     void (*on_change)(void *arg);
     void *arg;
 };
@@ -46,12 +75,20 @@ struct conn_set {
 /* Allocates n connections. One conn_set per process. Returns -1 on ENOMEM. */
 int conn_set_init(struct conn_set *cs, struct event_base *base, const struct client_opts *o,
                   struct worker_stats *st, size_t n, unsigned worker, unsigned procs);
-/* Starts connecting conns[i]. */
+/* Starts connecting conns[i] (also a parked or closed one). */
 void conn_open(struct conn_set *cs, size_t i);
 /* Ends streaming conns[i] (a reset if reset is set, else a clean close) and
  * opens it again at once for the same uid. Returns -1 if it was not streaming. */
 int conn_churn(struct conn_set *cs, size_t i, int reset);
 /* Closes every open connection. */
 void conn_close_all(struct conn_set *cs);
+
+/* For the transports (transport.c): what a response said. */
+void conn_welcome(struct conn *c);
+void conn_message(struct conn *c, const struct msg_info *m);
+void conn_gap(struct conn *c);
+/* A poll answer ended; gap: it said so. */
+void conn_answer(struct conn *c, int gap);
+const struct client_opts *conn_opts(void);
 
 #endif

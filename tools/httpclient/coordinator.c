@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "options.h"
 #include "report.h"
 #include "stats.h"
 #include "worker.h"
@@ -36,6 +37,7 @@ struct coord {
     struct worker_stats *last;  /* latest report of each worker */
     struct worker_stats sum;
     uint64_t start_ns, stop_ns, all_up_ns;
+    uint64_t resume_ns;         /* the first SIGUSR1 */
     uint64_t tick_msgs, tick_ns;
     const char *stopped_by;
     int stopping;
@@ -158,7 +160,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     c->tick_ns = now;
     c->tick_msgs = c->sum.msgs;
     if (!c->o->quiet) {
-        struct run_info ri = {c->o->conns, c->n, since_start(c, now), ""};
+        struct run_info ri = {c->o->conns, c->n, since_start(c, now), "",
+                              opts_proto_name(c->o->proto), c->resume_ns};
         report_progress(stderr, &c->sum, &ri, rate);
     }
 }
@@ -168,6 +171,19 @@ static void on_signal(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     finish(arg, "signal");
+}
+
+/* --reconnect-on-signal: the workers reconnect what they parked. */
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct coord *c = arg;
+    (void)fd;
+    (void)what;
+    if (!c->resume_ns)
+        c->resume_ns = mono_ns();
+    for (unsigned i = 0; i < c->n; i++)
+        if (!c->kids[i].ended)
+            kill(c->kids[i].pid, SIGUSR1);
 }
 
 static void on_max_time(evutil_socket_t fd, short what, void *arg)
@@ -250,6 +266,7 @@ int coordinator_run(const struct client_opts *o)
     sigemptyset(&stops);
     sigaddset(&stops, SIGINT);
     sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGUSR1);
     sigprocmask(SIG_BLOCK, &stops, NULL);
 
     if (spawn(&c)) {
@@ -272,8 +289,10 @@ int coordinator_run(const struct client_opts *o)
     event_add(tick, &one);
     struct event *sigint = evsignal_new(c.base, SIGINT, on_signal, &c);
     struct event *sigterm = evsignal_new(c.base, SIGTERM, on_signal, &c);
+    struct event *sigusr1 = evsignal_new(c.base, SIGUSR1, on_resume, &c);
     event_add(sigint, NULL);
     event_add(sigterm, NULL);
+    event_add(sigusr1, NULL);
     sigprocmask(SIG_UNBLOCK, &stops, NULL);
     struct event *bound = NULL;
     arm(&c, &bound, o->max_time, on_max_time);
@@ -289,7 +308,8 @@ int coordinator_run(const struct client_opts *o)
     reap(&c, c.n);
 
     report_sum(&c.sum, c.last, c.n);
-    struct run_info ri = {o->conns, c.n, since_start(&c, c.stop_ns), c.stopped_by};
+    struct run_info ri = {o->conns, c.n, since_start(&c, c.stop_ns), c.stopped_by,
+                          opts_proto_name(o->proto), c.resume_ns};
     report_summary(stdout, &c.sum, &ri, o->json);
     return strcmp(c.stopped_by, "max-time") == 0 ? 3 : 0;
 }

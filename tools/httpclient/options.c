@@ -10,18 +10,34 @@
 #include <string.h>
 
 #include "conn.h"
+#include "ws_parser.h"
+
+static const char *const k_protos[] = {"chunked", "sse", "ws", "poll"};
+static const char *const k_default_paths[] = {"/test/%d", "/sse/%d", "/ws/%d", "/poll/%d"};
+
+const char *opts_proto_name(enum client_proto p)
+{
+    return k_protos[p];
+}
 
 void opts_usage(FILE *out)
 {
     fprintf(out,
 "Usage: httpclient [options]\n"
 "Opens many streaming HTTP connections (GET PATH, chunked response) to a comet\n"
-"server, counts what arrives and measures message latency.\n"
+"server, counts what arrives and measures message latency. With --proto, the\n"
+"streams are Server-Sent Events, WebSockets or long-polls instead, and the\n"
+"message ids of each are checked.\n"
 "\n"
+"      --proto P        chunked (default): GET /test/N, one chunk per message;\n"
+"                       sse: GET /sse/N, text/event-stream, one event each;\n"
+"                       ws: GET /ws/N, WebSocket, subprotocol ws+meta.httpdcnode;\n"
+"                       poll: GET /poll/N?since=ID in a loop, JSON answers\n"
 "  -n, --conns N        connections to open (default 1000)\n"
 "      --host HOST      server address (default 127.0.0.1)\n"
 "  -p, --port PORT      server port (default 8000)\n"
-"      --path TEMPLATE  request path, %%d is the uid (default /test/%%d)\n"
+"      --path TEMPLATE  request path, %%d is the uid (default /test/%%d, or\n"
+"                       /sse/%%d, /ws/%%d, /poll/%%d as --proto says)\n"
 "      --uid-base U     uid of the first connection (default 1)\n"
 "      --uids K         wrap uids over K values, so several connections share a\n"
 "                       uid (default: every connection its own uid)\n"
@@ -46,6 +62,13 @@ void opts_usage(FILE *out)
 "                       or was closed is opened again in its turn (default 0)\n"
 "      --churn-reset P  P%% of those disconnects are resets (SO_LINGER 0: RST),\n"
 "                       the others clean closes (default 50)\n"
+"      --reconnect-after K  drop each connection once, after its first K\n"
+"                       messages, and reconnect it resuming from the last id\n"
+"                       (sse: Last-Event-ID; ws, poll: ?since=)\n"
+"      --reconnect-on-signal  with --reconnect-after: the dropped connections\n"
+"                       wait for SIGUSR1 (to this process) before reconnecting;\n"
+"                       resume_s is then the time from the signal to the last\n"
+"                       message\n"
 "      --no-read        stop reading each stream after its welcome: a client\n"
 "                       that never reads, for the server's --max-backlog\n"
 "      --json           print the summary as one JSON line on stdout\n"
@@ -59,13 +82,22 @@ void opts_usage(FILE *out)
 "histogram, ~1.6%% precision, 1 us..10 s). msgs/s is counted from the first to\n"
 "the last message. With --churn, connected and welcomed include the\n"
 "reconnections; churn_closed counts the disconnects, churn_reset those that\n"
-"were resets.\n"
+"were resets. A reconnection (--churn, --reconnect-after) resumes from the\n"
+"last id seen, as a browser does.\n"
+"\n"
+"The welcome: chunked, the first chunk; sse, the first event block (the\n"
+"server's \"retry:\"); ws, the 101 answer; poll, the first answer's head.\n"
+"Ids (sse, ws, poll) are checked per connection, a poll loop being one:\n"
+"each must be the previous + 1 in its epoch unless a gap was reported\n"
+"before it (gaps); id_errors counts ids missing without a gap, another\n"
+"epoch without a gap, and messages without a readable id; dup counts ids\n"
+"not after the previous one (a message seen twice). polls counts answers.\n"
 "\n"
 "Cost: one connection takes %s\n"
-"(a 128-byte libevent event, a 24-byte response parser and libevent's per-fd\n"
-"entry; reads go through one shared buffer per process), plus the kernel's\n"
-"socket memory. With many TIME_WAIT sockets left from earlier runs, spread\n"
-"connections over --src addresses to keep connect() fast.\n"
+"(a 224-byte record: a 128-byte libevent event, the parsers and the last id;\n"
+"and libevent's per-fd entry; reads go through one shared buffer per process),\n"
+"plus the kernel's socket memory. With many TIME_WAIT sockets left from\n"
+"earlier runs, spread connections over --src addresses to keep connect() fast.\n"
 "\n"
 "Exit status: 0 done, 2 bad option or plan, 3 ended by --max-time, 1 error.\n",
             CONN_MAX_PER_PROC, CONN_COST_TEXT);
@@ -155,6 +187,7 @@ static int set_path(struct client_opts *o, const char *path)
         return -1;
     o->req_pre_len = o->req_post_len = 0;
     o->path_has_uid = 0;
+    o->path_has_query = strchr(path, '?') != NULL;
     if (append(o->req_pre, &o->req_pre_len, "GET ", 4))
         return -1;
     for (const char *p = path; *p; p++) {
@@ -208,7 +241,14 @@ static int resolve(struct client_opts *o)
     return 0;
 }
 
-/* Finishes req_post: " HTTP/1.1", Host, the extra headers, blank line. */
+/* Headers the transport asks for: EventSource's Accept, the upgrade. */
+static const char *proto_headers(enum client_proto p)
+{
+    return p == PROTO_SSE ? "Accept: text/event-stream\r\nCache-Control: no-cache\r\n"
+         : p == PROTO_WS ? WS_REQUEST_HEADERS : "";
+}
+
+/* req_tail: " HTTP/1.1", Host, the transport's and the extra headers. */
 static int finish_request(struct client_opts *o, char **headers, size_t nheaders)
 {
     char host[300];
@@ -216,24 +256,36 @@ static int finish_request(struct client_opts *o, char **headers, size_t nheaders
                                  : snprintf(host, sizeof host, "%s:%u", o->host, o->port);
     if (n < 0 || (size_t)n >= sizeof host)
         return -1;
-    char *post = o->req_post;
-    size_t *len = &o->req_post_len;
-    if (append(post, len, " HTTP/1.1\r\nHost: ", 17) || append(post, len, host, (size_t)n)
-        || append(post, len, "\r\n", 2))
+    char *tail = o->req_tail;
+    size_t *len = &o->req_tail_len;
+    const char *ph = proto_headers(o->proto);
+    *len = 0;
+    if (append(tail, len, " HTTP/1.1\r\nHost: ", 17) || append(tail, len, host, (size_t)n)
+        || append(tail, len, "\r\n", 2) || append(tail, len, ph, strlen(ph)))
         return -1;
     for (size_t i = 0; i < nheaders; i++)
-        if (append(post, len, headers[i], strlen(headers[i])) || append(post, len, "\r\n", 2))
+        if (append(tail, len, headers[i], strlen(headers[i])) || append(tail, len, "\r\n", 2))
             return -1;
-    if (append(post, len, "\r\n", 2))
-        return -1;
-    /* 20 digits of uid at most. */
-    return o->req_pre_len + o->req_post_len + 20 < OPT_MAX_REQUEST ? 0 : -1;
+    /* 20 digits of uid, "?since=" or "Last-Event-ID: " with an id, the
+     * blank line: 64 bytes at most. */
+    return o->req_pre_len + o->req_post_len + o->req_tail_len + 64 < OPT_MAX_REQUEST ? 0 : -1;
 }
 
 enum {
     O_HOST = 256, O_PATH, O_UID_BASE, O_UIDS, O_SRC, O_PENDING, O_TIMEOUT, O_HOLD,
-    O_UNTIL, O_MAX_TIME, O_JSON, O_CHURN, O_CHURN_RESET, O_NO_READ
+    O_UNTIL, O_MAX_TIME, O_JSON, O_CHURN, O_CHURN_RESET, O_NO_READ, O_PROTO,
+    O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL
 };
+
+static int parse_proto(const char *s, enum client_proto *out)
+{
+    for (unsigned i = 0; i < sizeof k_protos / sizeof k_protos[0]; i++)
+        if (strcmp(s, k_protos[i]) == 0) {
+            *out = (enum client_proto)i;
+            return 0;
+        }
+    return -1;
+}
 
 int opts_parse(struct client_opts *o, int argc, char **argv)
 {
@@ -257,13 +309,16 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         {"churn", required_argument, NULL, O_CHURN},
         {"churn-reset", required_argument, NULL, O_CHURN_RESET},
         {"no-read", no_argument, NULL, O_NO_READ},
+        {"proto", required_argument, NULL, O_PROTO},
+        {"reconnect-after", required_argument, NULL, O_RECONNECT_AFTER},
+        {"reconnect-on-signal", no_argument, NULL, O_RECONNECT_ON_SIGNAL},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     static char *headers[64];
     size_t nheaders = 0;
-    const char *path = "/test/%d";
+    const char *path = NULL;
     int max_time_set = 0;
     unsigned long v;
 
@@ -364,6 +419,18 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         case O_NO_READ:
             o->no_read = 1;
             break;
+        case O_PROTO:
+            if (parse_proto(optarg, &o->proto))
+                return bad("--proto", optarg, "want chunked, sse, ws or poll");
+            break;
+        case O_RECONNECT_AFTER:
+            if (parse_ulong(optarg, 1, ~0ul, &v))
+                return bad("--reconnect-after", optarg, "want a positive integer");
+            o->reconnect_after = v;
+            break;
+        case O_RECONNECT_ON_SIGNAL:
+            o->reconnect_on_signal = 1;
+            break;
         case 'q':
             o->quiet = 1;
             break;
@@ -382,6 +449,19 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         fprintf(stderr, "httpclient: unexpected argument '%s' (see --help)\n", argv[optind]);
         return -1;
     }
+    if (o->reconnect_on_signal && !o->reconnect_after) {
+        fprintf(stderr, "httpclient: --reconnect-on-signal needs --reconnect-after\n");
+        return -1;
+    }
+    if (o->reconnect_after && o->proto == PROTO_CHUNKED)
+        fprintf(stderr, "httpclient: note: chunked streams carry no ids: a reconnection "
+                        "cannot resume\n");
+    if (o->no_read && o->proto == PROTO_POLL) {
+        fprintf(stderr, "httpclient: --no-read makes no sense with --proto poll\n");
+        return -1;
+    }
+    if (!path)
+        path = k_default_paths[o->proto];
     if (set_path(o, path))
         return bad("--path", path, "want /..., no spaces, at most one %d (%% for a '%')");
     if (finish_request(o, headers, nheaders)) {

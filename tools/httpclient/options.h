@@ -12,6 +12,9 @@
 /* One send() must carry the whole request into an empty socket buffer. */
 #define OPT_MAX_REQUEST 8192
 
+/* How messages arrive (--proto). */
+enum client_proto { PROTO_CHUNKED = 0, PROTO_SSE, PROTO_WS, PROTO_POLL };
+
 struct client_opts {
     char host[256];
     unsigned port;
@@ -40,12 +43,23 @@ struct client_opts {
     unsigned churn_reset_pct;           /* share of them that reset instead of closing */
     int no_read;                        /* stop reading after the welcome */
 
-    /* The request is req_pre + uid + req_post, built from the path template. */
+    enum client_proto proto;
+    uint64_t reconnect_after;           /* --reconnect-after K, 0: never */
+    int reconnect_on_signal;            /* wait for SIGUSR1 before that reconnection */
+
+    /* The request is req_pre + uid + req_post (the rest of the path), then
+     * "since=" the last id for a resumption (ws, poll), then req_tail (the
+     * version and headers), then Last-Event-ID (sse) and the blank line. */
     char req_pre[OPT_MAX_REQUEST];
     char req_post[OPT_MAX_REQUEST];
-    size_t req_pre_len, req_post_len;
+    char req_tail[OPT_MAX_REQUEST];
+    size_t req_pre_len, req_post_len, req_tail_len;
     int path_has_uid;
+    int path_has_query;                 /* since= joins with '&' */
 };
+
+/* "chunked", "sse", "ws", "poll". */
+const char *opts_proto_name(enum client_proto p);
 
 /* Parses argv into o. Returns 0 to go on, 1 when --help was printed (exit 0),
  * -1 on a bad option (a message was printed; exit 2). */

@@ -1,6 +1,7 @@
 /* Totals and their printing: see report.h. */
 #include "report.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void min_nonzero(uint64_t *dst, uint64_t v)
@@ -35,6 +36,12 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
         out->stream_errors += w->stream_errors;
         out->churn_closed += w->churn_closed;
         out->churn_reset += w->churn_reset;
+        out->reconnects += w->reconnects;
+        out->parked += w->parked;
+        out->id_errors += w->id_errors;
+        out->gaps += w->gaps;
+        out->dup += w->dup;
+        out->polls += w->polls;
         out->open += w->open;
         out->chunks += w->chunks;
         out->msgs += w->msgs;
@@ -85,6 +92,9 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                        p99 = hist_percentile(&s->lat, 99), pmax = s->lat.max_us;
     double msg_rate = report_msg_rate(s, ri->elapsed_s);
     double conn_rate = report_connect_rate(s);
+    char resume[32] = "null";
+    if (ri->resume_ns && s->last_msg_ns > ri->resume_ns)
+        snprintf(resume, sizeof resume, "%.3f", (double)(s->last_msg_ns - ri->resume_ns) / 1e9);
     if (json) {
         fprintf(out,
                 "{\"conns\":%lu,\"connected\":%llu,\"welcomed\":%llu,\"failed\":%llu,"
@@ -95,6 +105,8 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 "\"lat_p50_us\":%llu,\"lat_p90_us\":%llu,\"lat_p99_us\":%llu,\"lat_max_us\":%llu,"
                 "\"connect_rate\":%.1f,\"procs\":%u,\"client_rss_bytes\":%llu,"
                 "\"cpu_us\":%llu,\"msgs_cpu_us\":%llu,\"churn_closed\":%llu,\"churn_reset\":%llu,"
+                "\"proto\":\"%s\",\"id_errors\":%llu,\"gaps\":%llu,\"dup\":%llu,"
+                "\"polls\":%llu,\"reconnects\":%llu,\"resume_s\":%s,"
                 "\"stopped_by\":\"%s\"}\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
                 (unsigned long long)s->failed, (unsigned long long)s->fail_connect,
@@ -105,7 +117,10 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 (unsigned long long)s->lat.total, p50, p90, p99, pmax, conn_rate, ri->procs,
                 (unsigned long long)s->rss_bytes, (unsigned long long)s->cpu_us,
                 (unsigned long long)s->msgs_cpu_us, (unsigned long long)s->churn_closed,
-                (unsigned long long)s->churn_reset, ri->stopped_by);
+                (unsigned long long)s->churn_reset, ri->proto, (unsigned long long)s->id_errors,
+                (unsigned long long)s->gaps, (unsigned long long)s->dup,
+                (unsigned long long)s->polls, (unsigned long long)s->reconnects, resume,
+                ri->stopped_by);
     } else {
         fprintf(out, "connections: %lu requested, %llu connected, %llu welcomed, %llu failed\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
@@ -119,6 +134,13 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
         if (s->churn_closed)
             fprintf(out, "  churn: %llu disconnects (%llu resets), each reconnected\n",
                     (unsigned long long)s->churn_closed, (unsigned long long)s->churn_reset);
+        if (s->reconnects)
+            fprintf(out, "  reconnect-after: %llu drops, each reconnected resuming; "
+                         "from SIGUSR1 to the last message: %s s\n",
+                    (unsigned long long)s->reconnects, resume);
+        fprintf(out, "%s: ids %llu errors, %llu duplicates, %llu gaps reported; %llu poll answers\n",
+                ri->proto, (unsigned long long)s->id_errors, (unsigned long long)s->dup,
+                (unsigned long long)s->gaps, (unsigned long long)s->polls);
         fprintf(out, "messages: %llu (%llu chunks, %llu bytes), %.0f msg/s\n",
                 (unsigned long long)s->msgs, (unsigned long long)s->chunks,
                 (unsigned long long)s->bytes, msg_rate);

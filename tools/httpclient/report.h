@@ -3,6 +3,7 @@
 #ifndef HTTPCLIENT_REPORT_H
 #define HTTPCLIENT_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "stats.h"
@@ -12,6 +13,8 @@ struct run_info {
     unsigned procs;
     double elapsed_s;
     const char *stopped_by;     /* until-msgs, hold, done, signal, max-time */
+    const char *proto;          /* --proto */
+    uint64_t resume_ns;         /* when SIGUSR1 came (CLOCK_MONOTONIC), 0: never */
 };
 
 /* out = the sum of n workers' stats (earliest first_*, latest last_*). */

@@ -328,12 +328,18 @@ enum rp_result rp_feed(struct resp_parser *p, const char *buf, size_t len,
                 goto bad;
             p->state = ST_DONE;
             break;
-        case ST_BODY_LEN:
-            i += skip_data(p, len - i);
+        case ST_BODY_LEN: {
+            size_t n = skip_data(p, len - i);
+            if (cb->on_body)
+                cb->on_body(ctx, buf + i, n);
+            i += n;
             if (p->remain == 0)
                 p->state = ST_DONE;
             continue;
+        }
         case ST_BODY_EOF:
+            if (cb->on_body)
+                cb->on_body(ctx, buf + i, len - i);
             return RP_MORE;
         case ST_DONE:
             return RP_DONE;

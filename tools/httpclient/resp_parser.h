@@ -3,7 +3,8 @@
  * Its whole state is 24 bytes per connection: it never buffers input, bytes
  * are looked at once as they arrive, in pieces of any size.
  *
- * For each complete chunk it reports whether the chunk's data starts with
+ * The bytes of a body that is not chunked are passed on as they come
+ * (Server-Sent Events, long-poll answers). For each complete chunk it reports whether the chunk's data starts with
  * "t=<decimal>;" and that number (the publisher's send time in nanoseconds). */
 #ifndef HTTPCLIENT_RESP_PARSER_H
 #define HTTPCLIENT_RESP_PARSER_H
@@ -28,6 +29,9 @@ struct resp_callbacks {
     /* A data chunk is complete (never called for the terminating 0 chunk).
      * has_ts: its data started with "t=<digits>;", ts holds the number. */
     void (*on_chunk)(void *ctx, int has_ts, uint64_t ts);
+    /* Bytes of a body that is not chunked (Content-Length or until the
+     * close), as they come; may be NULL. */
+    void (*on_body)(void *ctx, const char *data, size_t len);
 };
 
 enum rp_result {

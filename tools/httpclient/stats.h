@@ -28,6 +28,12 @@ struct worker_stats {
     uint64_t stream_errors;     /* after the welcome: malformed, closed by us */
     uint64_t churn_closed;      /* --churn disconnects (each reconnected) */
     uint64_t churn_reset;       /* of those, resets (SO_LINGER 0) */
+    uint64_t reconnects;        /* --reconnect-after drops (each reconnected, resuming) */
+    uint64_t parked;            /* dropped, waiting for SIGUSR1 now */
+    uint64_t id_errors;         /* ids missing without a gap, another epoch, no id */
+    uint64_t gaps;              /* gaps the server reported */
+    uint64_t dup;               /* ids not after the previous one */
+    uint64_t polls;             /* long-poll answers */
     uint64_t open;              /* sockets open now */
     uint64_t chunks;            /* all chunks, the welcome included */
     uint64_t msgs;              /* chunks after the welcome */

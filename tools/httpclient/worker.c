@@ -32,7 +32,8 @@ struct worker {
     uint64_t churn_start_ns;    /* 0 until every connection of the worker is resolved */
     uint64_t churned;           /* disconnects done (or skipped) */
     size_t churn_next;          /* connection to end next, in turn */
-    struct event *pace_ev, *report_ev, *stop_ev, *sigint_ev, *sigterm_ev, *bound_ev;
+    size_t resume_next;         /* next parked connection to reconnect after SIGUSR1 */
+    struct event *pace_ev, *report_ev, *stop_ev, *sigint_ev, *sigterm_ev, *sigusr1_ev, *bound_ev;
     int stopping;
     int told_up;                /* the report with every connection resolved went */
 };
@@ -90,11 +91,16 @@ static void open_more(struct worker *w)
     }
     while (w->next < due && w->cs.pending < w->max_pending)
         conn_open(&w->cs, w->next++);
+    /* After SIGUSR1: the parked connections, within the pending limit. */
+    while (w->cs.resume_signalled && w->resume_next < w->cs.n && w->cs.pending < w->max_pending)
+        if (w->cs.conns[w->resume_next++].phase == CP_PARKED)
+            conn_open(&w->cs, w->resume_next - 1);
     /* The tick also paces --churn. */
-    if (w->next == w->cs.n && w->pace_ev && w->churn_rate <= 0)
+    if (w->next == w->cs.n && w->pace_ev && w->churn_rate <= 0 &&
+        !(w->cs.resume_signalled && w->resume_next < w->cs.n))
         event_del(w->pace_ev);
     /* Every connection opened and ended: nothing left to wait for. */
-    if (w->next == w->cs.n && w->st.open == 0)
+    if (w->next == w->cs.n && w->st.open == 0 && w->st.parked == 0)
         stop(w);
 }
 
@@ -177,6 +183,20 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     stop(w);
 }
 
+static void on_resume(evutil_socket_t sig, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)sig;
+    (void)what;
+    w->cs.resume_signalled = 1;
+    /* The pace tick goes on until every parked connection is open again. */
+    if (w->pace_ev && !event_pending(w->pace_ev, EV_TIMEOUT, NULL)) {
+        struct timeval tv = {0, PACE_TICK_US};
+        event_add(w->pace_ev, &tv);
+    }
+    open_more(w);
+}
+
 static struct event *add_timer(struct worker *w, double seconds, short flags, event_callback_fn cb)
 {
     struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)};
@@ -217,17 +237,21 @@ int worker_run(const struct client_opts *o, unsigned id, unsigned procs, int soc
     w.stop_ev = event_new(w.base, sock, EV_READ, on_stop, &w);
     w.sigint_ev = evsignal_new(w.base, SIGINT, on_signal, &w);
     w.sigterm_ev = evsignal_new(w.base, SIGTERM, on_signal, &w);
-    if (!w.pace_ev || !w.report_ev || !w.bound_ev || !w.stop_ev || !w.sigint_ev || !w.sigterm_ev)
+    w.sigusr1_ev = evsignal_new(w.base, SIGUSR1, on_resume, &w);
+    if (!w.pace_ev || !w.report_ev || !w.bound_ev || !w.stop_ev || !w.sigint_ev ||
+        !w.sigterm_ev || !w.sigusr1_ev)
         return 1;
     event_add(w.stop_ev, NULL);
     event_add(w.sigint_ev, NULL);
     event_add(w.sigterm_ev, NULL);
+    event_add(w.sigusr1_ev, NULL);
     /* The parent forked us with these blocked: a stop sent before the
      * handlers existed is delivered now instead of killing us. */
     sigset_t stops;
     sigemptyset(&stops);
     sigaddset(&stops, SIGINT);
     sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGUSR1);
     sigprocmask(SIG_UNBLOCK, &stops, NULL);
 
     open_more(&w);

@@ -1,0 +1,151 @@
+/* Incremental scanners shared by the transport parsers: the publisher's
+ * "t=<ns>;" stamp at the start of a payload, and a message id
+ * "EPOCH:SEQ" (8 hex digits, ':', decimal). Each takes one byte at a time,
+ * so a parser can feed them as bytes arrive and never buffers. */
+#ifndef HTTPCLIENT_STAMP_H
+#define HTTPCLIENT_STAMP_H
+
+#include <stdint.h>
+
+/* 2^64 > 10^19: ns since the epoch has 19 digits until the year 2286. */
+#define STAMP_MAX_DIGITS 19
+
+enum { STAMP_T, STAMP_EQ, STAMP_DIGITS, STAMP_FOUND, STAMP_NONE };
+
+struct stamp_scan {
+    uint64_t ts;
+    uint8_t phase;
+    uint8_t digits;
+};
+
+static inline void stamp_start(struct stamp_scan *s)
+{
+    s->ts = 0;
+    s->phase = STAMP_T;
+    s->digits = 0;
+}
+
+/* Whether more bytes can still change the outcome. */
+static inline int stamp_open(const struct stamp_scan *s)
+{
+    return s->phase < STAMP_FOUND;
+}
+
+static inline int stamp_found(const struct stamp_scan *s)
+{
+    return s->phase == STAMP_FOUND;
+}
+
+static inline void stamp_byte(struct stamp_scan *s, unsigned c)
+{
+    switch (s->phase) {
+    case STAMP_T:
+        s->phase = c == 't' ? STAMP_EQ : STAMP_NONE;
+        break;
+    case STAMP_EQ:
+        s->phase = c == '=' ? STAMP_DIGITS : STAMP_NONE;
+        break;
+    case STAMP_DIGITS:
+        if (c >= '0' && c <= '9' && s->digits < STAMP_MAX_DIGITS) {
+            s->ts = s->ts * 10 + (c - '0');
+            s->digits++;
+        } else {
+            s->phase = c == ';' && s->digits ? STAMP_FOUND : STAMP_NONE;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* An id in the making. pos: hex digits of the epoch seen (0..8), then 9
+ * after the ':', then 10 + decimal digits of the sequence. */
+struct id_scan {
+    uint32_t epoch;
+    uint32_t seq;
+    uint8_t pos;
+    uint8_t bad;
+};
+
+static inline void id_start(struct id_scan *s)
+{
+    s->epoch = s->seq = 0;
+    s->pos = 0;
+    s->bad = 0;
+}
+
+static inline int hex_digit(unsigned c)
+{
+    if (c >= '0' && c <= '9')
+        return (int)(c - '0');
+    if (c >= 'a' && c <= 'f')
+        return (int)(c - 'a' + 10);
+    if (c >= 'A' && c <= 'F')
+        return (int)(c - 'A' + 10);
+    return -1;
+}
+
+static inline void id_byte(struct id_scan *s, unsigned c)
+{
+    if (s->bad)
+        return;
+    if (s->pos < 8) {
+        int h = hex_digit(c);
+        if (h < 0)
+            s->bad = 1;
+        else
+            s->epoch = s->epoch << 4 | (uint32_t)h;
+        s->pos++;
+    } else if (s->pos == 8) {
+        s->bad = c != ':';
+        s->pos++;
+    } else if (c >= '0' && c <= '9' && s->seq <= (UINT32_MAX - (c - '0')) / 10 && s->pos < 255) {
+        s->seq = s->seq * 10 + (c - '0');
+        s->pos++;
+    } else {
+        s->bad = 1;
+    }
+}
+
+/* A complete, well-formed id: 8 hex digits, ':', at least one digit. */
+static inline int id_ok(const struct id_scan *s)
+{
+    return !s->bad && s->pos > 9;
+}
+
+/* UTF-8 well-formedness (RFC 3629), a byte at a time. *state (0 at a
+ * character's start) holds the continuation bytes still expected (low 2
+ * bits) and a narrower range for the next one (bits 2-4: 1 = A0..BF,
+ * 2 = 80..9F, 3 = 90..BF, 4 = 80..8F), which rules out overlong forms,
+ * surrogates and code points past U+10FFFF. Returns 0 on a bad byte. */
+static inline int utf8_byte(uint8_t *state, unsigned c)
+{
+    unsigned left = *state & 3u, range = *state >> 2;
+    if (left) {
+        unsigned lo = range == 1 ? 0xa0 : range == 3 ? 0x90 : 0x80;
+        unsigned hi = range == 2 ? 0x9f : range == 4 ? 0x8f : 0xbf;
+        if (c < lo || c > hi)
+            return 0;
+        *state = (uint8_t)(left - 1);
+        return 1;
+    }
+    if (c < 0x80)
+        return 1;
+    if (c < 0xc2 || c > 0xf4)
+        return 0;
+    if (c < 0xe0)
+        *state = 1;
+    else if (c < 0xf0)
+        *state = (uint8_t)(2 | (c == 0xe0 ? 1u << 2 : c == 0xed ? 2u << 2 : 0));
+    else
+        *state = (uint8_t)(3 | (c == 0xf0 ? 3u << 2 : c == 0xf4 ? 4u << 2 : 0));
+    return 1;
+}
+
+/* Whether a character is complete (no continuation byte expected). */
+static inline int utf8_complete(uint8_t state)
+{
+    return (state & 3u) == 0;
+}
+
+#endif
