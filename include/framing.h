@@ -6,7 +6,8 @@
  *   raw      HTTP/1.0: the payload as it is; the end is the close
  *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
  *            lines (framing_sse_body, made once per payload), a blank line
- *   poll     a long-poll: its one answer is made by longpoll.c, not framed
+ *   poll     a long-poll: its one answer is made by longpoll.c, not framed;
+ *            ended early (kick, shutdown), it answers "ended":true
  *   ws       WebSocket (RFC 6455): one unmasked frame per message, text
  *            when the payload is valid UTF-8, else binary; the 2-10 byte
  *            frame header is the prefix; ends with a close frame (1000)

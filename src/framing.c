@@ -176,8 +176,13 @@ struct iovec framing_terminator(uint8_t kind)
 {
     static const char last_chunk[] = "0\r\n\r\n";
     static const char ws_close[] = "\x88\x02\x03\xe8";    /* close, 1000 */
+    /* A waiting poll's head is out: its body says it was ended (kick,
+     * shutdown) rather than leave the client with no JSON at all. */
+    static const char poll_ended[] = "{\"messages\":[],\"gap\":false,\"ended\":true}\n";
     if (kind == FRAMING_CHUNKED)
         return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
+    if (kind == FRAMING_POLL)
+        return (struct iovec){(void *)poll_ended, sizeof poll_ended - 1};
     if (framing_is_websocket(kind))
         return (struct iovec){(void *)ws_close, sizeof ws_close - 1};
     return (struct iovec){NULL, 0};

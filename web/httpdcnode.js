@@ -155,11 +155,13 @@
       global.fetch(ctx.url('/poll/' + ctx.uid, false), { cache: 'no-store', signal: abort.signal })
         .then(function (res) {
           if (!res.ok) throw new Error('HTTP ' + res.status);
+          /* The head comes at once, also when the poll waits: from here
+           * the server keeps what comes for this poll or the next. */
+          if (!stopped && !ctx.hasOpened()) ctx.opened();
           return res.json();
         })
         .then(function (answer) {
           if (stopped) return;
-          if (!ctx.hasOpened()) ctx.opened();
           var n = applyPollAnswer(ctx, answer);
           var wait = n ? 0 : Math.max(0, POLL_MIN_MS - (Date.now() - started));
           if (!stopped) timer = setTimeout(poll, wait);

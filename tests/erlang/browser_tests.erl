@@ -17,11 +17,14 @@ browser_test_() ->
     [httpdcnode_test_lib:server_test("GET / and /httpdcnode.js: the built-in files, their "
                                      "headers, 304 on a matching ETag", #{}, 30,
                                      fun web_files/1),
-     httpdcnode_test_lib:server_test("page over SSE: messages with ids, the page reconnects "
-                                     "by itself after a kick, every message once and in order",
-                                     #{}, 120, fun resume/1),
-     httpdcnode_test_lib:server_test("page over SSE: a gap shown when history was exceeded",
-                                     #{extra_args => ["--history", "2"]}, 120, fun gap/1),
+     [httpdcnode_test_lib:server_test("page over " ++ T ++ ": messages with ids, the page "
+                                      "goes on by itself after a kick, every message once and "
+                                      "in order", #{}, 120, fun(S) -> resume(S, T) end)
+      || T <- ["sse", "ws", "poll"]],
+     [httpdcnode_test_lib:server_test("page over " ++ T ++ ": a gap shown when history was "
+                                      "exceeded", #{extra_args => ["--history", "2"]}, 120,
+                                      fun(S) -> gap(S, T) end)
+      || T <- ["sse", "ws"]],
      httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
                                      #{}, 120, fun first_that_works/1)].
 
@@ -71,8 +74,10 @@ header(#{headers := H}, Name) -> httpdcnode_test_lib:header(H, Name).
 
 %%% ---------------------------------------------------------------- the page
 
-resume(S) ->
-    with_page(S, "?uid=60&transport=sse", fun(P) ->
+%% A long-poll that is kicked answers "ended" and the page polls again; a
+%% stream (SSE, WebSocket) is closed and the page reconnects, resuming.
+resume(S, T) ->
+    with_page(S, "?uid=60&transport=" ++ T, fun(P) ->
         wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
         send_range(S, 60, 1, 3),
         wait_messages(P, 3),
@@ -80,7 +85,8 @@ resume(S) ->
         %% waits in the uid's history.
         send(S, {kick, 60}),
         send_range(S, 60, 4, 6),
-        wait_log(P, fun(L) -> count(<<"open">>, L) >= 2 end, "the page's stream open again"),
+        T =:= "poll" orelse
+            wait_log(P, fun(L) -> count(<<"open">>, L) >= 2 end, "the page's stream open again"),
         wait_messages(P, 6),
         send(S, {60, <<"m7\nwith two lines">>}),
         wait_messages(P, 7),
@@ -92,16 +98,20 @@ resume(S) ->
                 || {I, D} <- [{I, m(I)} || I <- lists:seq(1, 6)] ++ [{7, <<"m7\nwith two lines">>}]],
         ?assertEqual(Want, Shown),
         Kinds = [K || #{<<"kind">> := K} <- Log],
-        ?assert(lists:member(<<"reconnecting">>, Kinds)),
         ?assertEqual(0, count(<<"duplicate">>, Log)),
         ?assertEqual(0, count(<<"gap">>, Log)),
-        Resumed = <<"open (sse): resumed after ", Epoch/binary, ":3">>,
-        ?assert(lists:member(Resumed, [T || #{<<"text">> := T} <- Log])),
+        case T of
+            "poll" -> ok;
+            _ ->
+                ?assert(lists:member(<<"reconnecting">>, Kinds)),
+                Resumed = iolist_to_binary(["open (", T, "): resumed after ", Epoch, ":3"]),
+                ?assert(lists:member(Resumed, [X || #{<<"text">> := X} <- Log]))
+        end,
         no_script_errors(P)
     end).
 
-gap(S) ->
-    with_page(S, "?uid=61&transport=sse", fun(P) ->
+gap(S, T) ->
+    with_page(S, "?uid=61&transport=" ++ T, fun(P) ->
         wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
         send(S, {61, m(1)}),
         wait_messages(P, 1),
@@ -114,7 +124,7 @@ gap(S) ->
         Epoch = epoch(Id1),
         Id = fun(I) -> <<Epoch/binary, ":", (integer_to_binary(I))/binary>> end,
         ?assertEqual([#{<<"id">> => Id(I), <<"data">> => m(I)} || I <- [1, 5, 6]], Shown),
-        [GapText] = [T || #{<<"kind">> := <<"gap">>, <<"text">> := T} <- Log],
+        [GapText] = [X || #{<<"kind">> := <<"gap">>, <<"text">> := X} <- Log],
         ?assertNotEqual(nomatch, binary:match(GapText, <<"after ", (Id(1))/binary>>)),
         ?assertNotEqual(nomatch, binary:match(GapText, <<"at ", (Id(5))/binary>>)),
         no_script_errors(P)

@@ -17,6 +17,8 @@ poll_test_() ->
      httpdcnode_test_lib:server_test("nothing new before --poll-timeout: an empty answer",
                                      #{extra_args => ["--poll-timeout", "1"]}, 30,
                                      fun timeout/1),
+     httpdcnode_test_lib:server_test("kick and SIGTERM end a waiting poll with \"ended\":true",
+                                     #{}, 30, fun ended/1),
      httpdcnode_test_lib:server_test("binary payloads come as data_base64; text is escaped",
                                      #{}, 30, fun payloads/1),
      httpdcnode_test_lib:server_test("no cross-origin reads without --allow-origin, but plain "
@@ -63,6 +65,19 @@ timeout(S) ->
     T0 = erlang:monotonic_time(millisecond),
     ?assertEqual(#{<<"messages">> => [], <<"gap">> => false}, poll(S, "/poll/7")),
     ?assert(erlang:monotonic_time(millisecond) - T0 >= 900).
+
+ended(S) ->
+    Kicked = spawn_poll(S, "/poll/12"),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    send(S, {kick, 12}),
+    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false, <<"ended">> => true},
+                 answer(Kicked)),
+    Waiting = spawn_poll(S, "/poll/13"),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    httpdcnode_test_lib:signal(S, "TERM"),
+    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false, <<"ended">> => true},
+                 answer(Waiting)),
+    ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
 
 payloads(S) ->
     Poller = spawn_poll(S, "/poll/8"),
