@@ -104,8 +104,8 @@ static void whole_stream_in_one_piece(void **state)
     struct seen s = {0};
     int up = 0;
     build_stream();
-    ws_init(&p);
-    assert_int_equal(ws_feed(&p, (const char *)g_stream, g_len, &cbs, &s, &up), WS_CLOSED);
+    ws_parser_init(&p);
+    assert_int_equal(ws_parser_feed(&p, (const char *)g_stream, g_len, &cbs, &s, &up), WS_CLOSED);
     assert_true(up);
     assert_int_equal(p.close_code, 1000);
     check(&s);
@@ -120,10 +120,10 @@ static void same_events_for_every_piece_size(void **state)
         struct seen s = {0};
         enum ws_result r = WS_MORE;
         int up, ups = 0;
-        ws_init(&p);
+        ws_parser_init(&p);
         for (size_t i = 0; i < g_len && r == WS_MORE; i += step) {
             size_t n = g_len - i < step ? g_len - i : step;
-            r = ws_feed(&p, (const char *)g_stream + i, n, &cbs, &s, &up);
+            r = ws_parser_feed(&p, (const char *)g_stream + i, n, &cbs, &s, &up);
             ups += up;
         }
         assert_int_equal(r, WS_CLOSED);
@@ -145,8 +145,8 @@ static void a_long_frame_and_a_close_without_code(void **state)
     memcpy(payload, "id: 00000001:9\n\nt=1;", 20);
     frame(buf, &len, 0x81, payload, sizeof payload);
     frame(buf, &len, 0x88, "", 0);
-    ws_init(&p);
-    assert_int_equal(ws_feed(&p, (const char *)buf, len, &cbs, &s, NULL), WS_CLOSED);
+    ws_parser_init(&p);
+    assert_int_equal(ws_parser_feed(&p, (const char *)buf, len, &cbs, &s, NULL), WS_CLOSED);
     assert_int_equal(s.n, 1);
     assert_int_equal(s.m[0].seq, 9);
     assert_int_equal(p.close_code, 1005);
@@ -161,9 +161,9 @@ static void other_statuses_are_reported(void **state)
     for (size_t i = 0; i < 2; i++) {
         struct ws_parser p;
         struct seen s = {0};
-        ws_init(&p);
-        assert_int_equal(ws_feed(&p, answers[i], strlen(answers[i]), &cbs, &s, NULL), WS_STATUS);
-        assert_int_equal(ws_status(&p), want[i]);
+        ws_parser_init(&p);
+        assert_int_equal(ws_parser_feed(&p, answers[i], strlen(answers[i]), &cbs, &s, NULL), WS_STATUS);
+        assert_int_equal(ws_parser_status(&p), want[i]);
     }
 }
 
@@ -194,8 +194,8 @@ static void a_handshake_missing_a_header_is_an_error(void **state)
         struct ws_parser p;
         struct seen s = {0};
         int up = 0;
-        ws_init(&p);
-        assert_int_equal(ws_feed(&p, bad[i], strlen(bad[i]), &cbs, &s, &up), WS_ERROR);
+        ws_parser_init(&p);
+        assert_int_equal(ws_parser_feed(&p, bad[i], strlen(bad[i]), &cbs, &s, &up), WS_ERROR);
         assert_false(up);
     }
 }
@@ -224,12 +224,12 @@ static void forbidden_frames_are_errors(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct ws_parser p;
         struct seen s = {0};
-        ws_init(&p);
-        assert_int_equal(ws_feed(&p, head, sizeof head - 1, &cbs, &s, NULL), WS_MORE);
-        assert_int_equal(ws_feed(&p, bad[i].bytes, bad[i].len, &cbs, &s, NULL), WS_ERROR);
+        ws_parser_init(&p);
+        assert_int_equal(ws_parser_feed(&p, head, sizeof head - 1, &cbs, &s, NULL), WS_MORE);
+        assert_int_equal(ws_parser_feed(&p, bad[i].bytes, bad[i].len, &cbs, &s, NULL), WS_ERROR);
         assert_int_equal(s.n, 0);
         /* Once broken, it stays broken. */
-        assert_int_equal(ws_feed(&p, "\x81\x00", 2, &cbs, &s, NULL), WS_ERROR);
+        assert_int_equal(ws_parser_feed(&p, "\x81\x00", 2, &cbs, &s, NULL), WS_ERROR);
     }
 }
 
@@ -240,9 +240,9 @@ static void a_message_without_the_id_prefix_has_no_id(void **state)
     for (size_t i = 0; i < 3; i++) {
         struct ws_parser p;
         struct seen s = {0};
-        ws_init(&p);
-        ws_feed(&p, head, sizeof head - 1, &cbs, &s, NULL);
-        assert_int_equal(ws_feed(&p, frames[i], 2 + (size_t)(unsigned char)frames[i][1], &cbs, &s,
+        ws_parser_init(&p);
+        ws_parser_feed(&p, head, sizeof head - 1, &cbs, &s, NULL);
+        assert_int_equal(ws_parser_feed(&p, frames[i], 2 + (size_t)(unsigned char)frames[i][1], &cbs, &s,
                                  NULL), WS_MORE);
         assert_int_equal(s.n, 1);
         assert_false(s.m[0].has_id);
@@ -254,7 +254,7 @@ static void the_close_frame_is_masked(void **state)
 {
     (void)state;
     uint8_t f[WS_CLOSE_FRAME_LEN];
-    ws_close_frame(f, 1000, 0x01020304u);
+    ws_parser_close_frame(f, 1000, 0x01020304u);
     assert_int_equal(f[0], 0x88);
     assert_int_equal(f[1], 0x82);
     assert_int_equal(f[2], 1);

@@ -73,7 +73,7 @@ static void ws_say_goodbye(struct conn *c, int fd)
     mask ^= mask << 13;         /* xorshift32: masks vary from frame to frame */
     mask ^= mask >> 17;
     mask ^= mask << 5;
-    ws_close_frame(frame, 1000, mask);
+    ws_parser_close_frame(frame, 1000, mask);
     (void)send(fd, frame, sizeof frame, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 

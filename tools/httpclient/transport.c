@@ -132,7 +132,7 @@ static enum feed_result ws_bytes(struct conn *c, const char *buf, size_t len)
         /* Feed the head a byte at a time up to the upgrade, so that the
          * welcome is counted before any message. */
         for (; i < len && !up; i++) {
-            enum ws_result r = ws_feed(&c->u.ws, buf + i, 1, &k_ws, c, &up);
+            enum ws_result r = ws_parser_feed(&c->u.ws, buf + i, 1, &k_ws, c, &up);
             if (r == WS_STATUS)
                 return FEED_STATUS;
             if (r != WS_MORE)
@@ -143,7 +143,7 @@ static enum feed_result ws_bytes(struct conn *c, const char *buf, size_t len)
         if (c->phase == CP_WAIT_WELCOME)
             conn_welcome(c);
     }
-    switch (ws_feed(&c->u.ws, buf + i, len - i, &k_ws, c, &up)) {
+    switch (ws_parser_feed(&c->u.ws, buf + i, len - i, &k_ws, c, &up)) {
     case WS_MORE:
         return FEED_MORE;
     case WS_CLOSED:
@@ -168,7 +168,7 @@ void transport_start(struct conn *c)
         pollp_init(&c->u.poll);
         break;
     case PROTO_WS:
-        ws_init(&c->u.ws);
+        ws_parser_init(&c->u.ws);
         break;
     default:
         break;

@@ -24,7 +24,7 @@ static unsigned lower(unsigned c)
     return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 }
 
-void ws_init(struct ws_parser *p)
+void ws_parser_init(struct ws_parser *p)
 {
     p->upgraded = 0;
     p->close_code = 0;
@@ -35,7 +35,7 @@ void ws_init(struct ws_parser *p)
     p->u.hs.got = 0;
 }
 
-unsigned ws_status(const struct ws_parser *p)
+unsigned ws_parser_status(const struct ws_parser *p)
 {
     return p->upgraded ? 101 : p->u.hs.status;
 }
@@ -424,7 +424,7 @@ bad:
     return WS_ERROR;
 }
 
-enum ws_result ws_feed(struct ws_parser *p, const char *buf, size_t len,
+enum ws_result ws_parser_feed(struct ws_parser *p, const char *buf, size_t len,
                        const struct ws_callbacks *cb, void *ctx, int *upgraded_now)
 {
     const unsigned char *b = (const unsigned char *)buf;
@@ -465,7 +465,7 @@ enum ws_result ws_feed(struct ws_parser *p, const char *buf, size_t len,
     return frames(p, b + i, len - i, cb, ctx);
 }
 
-void ws_close_frame(uint8_t out[WS_CLOSE_FRAME_LEN], uint16_t code, uint32_t mask)
+void ws_parser_close_frame(uint8_t out[WS_CLOSE_FRAME_LEN], uint16_t code, uint32_t mask)
 {
     out[0] = FIN | OP_CLOSE;
     out[1] = 0x80u | 2u;            /* masked, 2 bytes of payload */

@@ -76,19 +76,19 @@ struct ws_parser {
 
 enum ws_result {
     WS_MORE = 0,    /* everything consumed, go on */
-    WS_STATUS,      /* the answer was not 101: ws_status() says what */
+    WS_STATUS,      /* the answer was not 101: ws_parser_status() says what */
     WS_CLOSED,      /* the server sent a close frame (bytes after it are ignored) */
     WS_ERROR        /* a malformed answer or frame */
 };
 
-void ws_init(struct ws_parser *p);
+void ws_parser_init(struct ws_parser *p);
 /* Feeds len bytes: the handshake answer, then frames. *upgraded_now is set
  * when the handshake completed within these bytes (it may be NULL). */
-enum ws_result ws_feed(struct ws_parser *p, const char *buf, size_t len,
+enum ws_result ws_parser_feed(struct ws_parser *p, const char *buf, size_t len,
                        const struct ws_callbacks *cb, void *ctx, int *upgraded_now);
 /* The status of a handshake answer that was not 101. */
-unsigned ws_status(const struct ws_parser *p);
+unsigned ws_parser_status(const struct ws_parser *p);
 /* A masked close frame with this code, into out[WS_CLOSE_FRAME_LEN]. */
-void ws_close_frame(uint8_t out[WS_CLOSE_FRAME_LEN], uint16_t code, uint32_t mask);
+void ws_parser_close_frame(uint8_t out[WS_CLOSE_FRAME_LEN], uint16_t code, uint32_t mask);
 
 #endif
