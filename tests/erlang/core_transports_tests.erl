@@ -1,0 +1,136 @@
+%% Every transport at once: a multicast and a broadcast reach the chunked
+%% stream, SSE, WebSocket and a waiting long-poll alike; and a client that
+%% comes back to a restarted server (a new epoch) is told of a gap.
+-module(core_transports_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [send/2, port_of/1, open_stream/2, expect_chunk/2, close/1,
+                              request_bytes/4, wait_stat/4, json_decode/1]).
+
+-define(T, 5000).
+
+transports_test_() ->
+    [httpdcnode_test_lib:server_test("multicast and broadcast reach chunked, SSE, WebSocket "
+                                     "and long-poll clients at once", #{}, 30, fun all_at_once/1),
+     {"SSE after a server restart: a gap (the epoch changed), then the new ids",
+      {timeout, 60, fun after_restart/0}}].
+
+all_at_once(S) ->
+    Chunked = open_stream(S, 1),
+    Sse = sse(S, 2, []),
+    Ws = ws(S, 3),
+    send(S, {[1, 2, 3], <<"to three">>}),
+    ?assertEqual(<<"to three">>, expect_chunk(Chunked, ?T)),
+    ?assertMatch([<<"id: ", _/binary>>, <<"data: to three">>], sse_event(Sse)),
+    ?assertEqual(<<"to three">>, ws_text(Ws)),
+    Poll = spawn_poll(S, 4),
+    wait_stat(S, streams_open, fun(V) -> V =:= 4 end, ?T),
+    send(S, {broadcast, <<"to all">>}),
+    ?assertEqual(<<"to all">>, expect_chunk(Chunked, ?T)),
+    ?assertMatch([<<"id: ", _/binary>>, <<"data: to all">>], sse_event(Sse)),
+    ?assertEqual(<<"to all">>, ws_text(Ws)),
+    #{<<"messages">> := [#{<<"data">> := <<"to all">>}]} = poll_answer(Poll),
+    close(Chunked),
+    gen_tcp:close(Sse),
+    gen_tcp:close(Ws).
+
+after_restart() ->
+    S1 = httpdcnode_test_lib:start_server(#{}),
+    Id = try
+             Sock = sse(S1, 9, []),
+             send(S1, {9, <<"before">>}),
+             [<<"id: ", I/binary>>, <<"data: before">>] = sse_event(Sock),
+             gen_tcp:close(Sock),
+             I
+         after
+             httpdcnode_test_lib:stop_server(S1)
+         end,
+    S2 = httpdcnode_test_lib:start_server(#{}),
+    try
+        Sock2 = sse(S2, 9, ["Last-Event-ID: " ++ binary_to_list(Id)]),
+        Gap = iolist_to_binary(["event: gap\ndata: {\"last\":\"", Id, "\",\"first\":null}"]),
+        ?assertEqual(binary:split(Gap, <<"\n">>), sse_event(Sock2)),
+        send(S2, {9, <<"after">>}),
+        [<<"id: ", New/binary>>, <<"data: after">>] = sse_event(Sock2),
+        [E1, _] = binary:split(Id, <<":">>),
+        [E2, <<"1">>] = binary:split(New, <<":">>),
+        ?assertNotEqual(E1, E2),
+        gen_tcp:close(Sock2)
+    after
+        httpdcnode_test_lib:stop_server(S2)
+    end.
+
+%%% ---------------------------------------------------------------- clients
+
+connect(S, Req) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+    ok = gen_tcp:send(Sock, Req),
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    put({buf, Sock}, Rest),
+    {Sock, Head}.
+
+sse(S, Uid, Headers) ->
+    {Sock, Head} = connect(S, request_bytes("GET", "/sse/" ++ integer_to_list(Uid), "HTTP/1.1",
+                                            Headers)),
+    ?assertMatch(<<"HTTP/1.1 200 OK", _/binary>>, Head),
+    [<<"retry: 3000">>] = sse_event(Sock),
+    Sock.
+
+%% The next event's lines.
+sse_event(Sock) ->
+    {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
+    put({buf, Sock}, Rest),
+    binary:split(Event, <<"\n">>, [global]).
+
+ws(S, Uid) ->
+    {Sock, Head} = connect(S, request_bytes("GET", "/ws/" ++ integer_to_list(Uid), "HTTP/1.1",
+                                            ["Upgrade: websocket", "Connection: Upgrade",
+                                             "Sec-WebSocket-Version: 13",
+                                             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="])),
+    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
+    ?assertNotEqual(nomatch, binary:match(Head, <<"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=">>)),
+    Sock.
+
+%% The next frame: a text frame of fewer than 126 bytes, unmasked.
+ws_text(Sock) ->
+    {<<16#81, Len>>, Rest} = take(Sock, 2, get({buf, Sock})),
+    ?assert(Len < 126),
+    {Payload, Rest2} = take(Sock, Len, Rest),
+    put({buf, Sock}, Rest2),
+    Payload.
+
+take(_Sock, N, Acc) when byte_size(Acc) >= N -> split_binary(Acc, N);
+take(Sock, N, Acc) ->
+    {ok, More} = gen_tcp:recv(Sock, 0, ?T),
+    take(Sock, N, <<Acc/binary, More/binary>>).
+
+spawn_poll(S, Uid) ->
+    Self = self(),
+    Port = port_of(S),
+    spawn_link(fun() ->
+                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+                       ok = gen_tcp:send(Sock, request_bytes("GET", "/poll/" ++ integer_to_list(Uid),
+                                                             "HTTP/1.1", [])),
+                       Self ! {poll, self(), read_all(Sock, <<>>)}
+               end).
+
+poll_answer(P) ->
+    receive {poll, P, Bytes} ->
+            [_, Body] = binary:split(Bytes, <<"\r\n\r\n">>),
+            json_decode(Body)
+    after ?T -> erlang:error(no_poll_answer)
+    end.
+
+read_all(Sock, Acc) ->
+    case gen_tcp:recv(Sock, 0, ?T) of
+        {ok, B} -> read_all(Sock, <<Acc/binary, B/binary>>);
+        {error, closed} -> Acc
+    end.
+
+read_until(Sock, Sep, Acc) ->
+    case binary:split(Acc, Sep) of
+        [Before, After] -> {Before, After};
+        [_] ->
+            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
+            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
+    end.
