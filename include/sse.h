@@ -11,10 +11,10 @@
 
 struct evhttp_request;
 
-/* heartbeat: seconds between the comment lines every SSE stream gets (0
- * none), so that proxies that cut idle connections keep it open. */
-int sse_init(struct event_base *base, uint32_t heartbeat_s);
-void sse_free(void);
+struct stream;
+
+/* The comment line an SSE stream gets at each heartbeat (heartbeat.c). */
+void sse_heartbeat(struct stream *s);
 
 /* Starts the SSE stream of uid; -1, with nothing sent, when no descriptor
  * or memory is left: the caller answers 503. */

@@ -11,6 +11,7 @@
 #include "options.h"
 #include "outbound.h"
 #include "presence.h"
+#include "heartbeat.h"
 #include "sse.h"
 #include "longpoll.h"
 #include "cors.h"
@@ -121,7 +122,7 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
-        sse_init(base, opts.heartbeat) != 0 || ws_init(base, &opts) != 0 ||
+        heartbeat_start(base, opts.heartbeat) != 0 || ws_init(base, &opts) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
@@ -138,7 +139,7 @@ int main(int argc, char **argv)
     event_free(sigint);
     event_free(sigterm);
     dispatch_stop();
-    sse_free();
+    heartbeat_stop();
     ws_free();
     stream_unconfigure();
     presence_free();

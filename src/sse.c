@@ -30,8 +30,6 @@ static const char head_start[] =
     "X-Accel-Buffering: no\r\n";
 static const char head_end[] = "Connection: close\r\n\r\n";
 
-static struct event *heartbeat_ev;
-
 int sse_parse_id(const char *text, uint32_t *epoch, uint32_t *seq)
 {
     uint32_t e = 0, s = 0;
@@ -192,35 +190,9 @@ int sse_start(struct evhttp_request *req, uint32_t uid)
     return 0;
 }
 
-static void on_heartbeat(evutil_socket_t fd, short what, void *arg)
+void sse_heartbeat(struct stream *s)
 {
-    (void)fd;
-    (void)what;
-    (void)arg;
     static const char comment[] = ":\n\n";
     struct iovec iov = {(void *)comment, sizeof comment - 1};
-    for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid))
-        for (struct stream *s = uidtable_first(uid); s; s = s->next)
-            if (s->framing == FRAMING_SSE)
-                stream_send(s, &iov, 1, iov.iov_len);
-}
-
-int sse_init(struct event_base *base, uint32_t heartbeat_s)
-{
-    if (!heartbeat_s)
-        return 0;
-    heartbeat_ev = event_new(base, -1, EV_PERSIST, on_heartbeat, NULL);
-    struct timeval every = {heartbeat_s, 0};
-    if (!heartbeat_ev || event_add(heartbeat_ev, &every) != 0) {
-        log_msg(LOG_ERROR, "cannot start the SSE heartbeat: out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-void sse_free(void)
-{
-    if (heartbeat_ev)
-        event_free(heartbeat_ev);
-    heartbeat_ev = NULL;
+    stream_send(s, &iov, 1, iov.iov_len);
 }

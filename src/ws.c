@@ -25,7 +25,6 @@
 #define WS_REPLAY_MAX 4096
 
 static const struct options *options;
-static struct event *heartbeat_ev;
 
 static void refuse(struct evhttp_request *req, int status, const char *why)
 {
@@ -186,39 +185,15 @@ int ws_start(struct evhttp_request *req, uint32_t uid)
 
 /* ---------------------------------------------------------------- heartbeat */
 
-static void on_heartbeat(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid)) {
-        struct stream *s = uidtable_first(uid), *next;
-        for (; s; s = next) {
-            next = s->next;
-            if (framing_is_websocket(s->framing) && s->state == STREAM_LIVE)
-                ws_reader_heartbeat(s);
-        }
-    }
-}
 
 int ws_init(struct event_base *base, const struct options *opts)
 {
+    (void)base;
     options = opts;
-    if (!opts->heartbeat)
-        return 0;
-    heartbeat_ev = event_new(base, -1, EV_PERSIST, on_heartbeat, NULL);
-    struct timeval every = {opts->heartbeat, 0};
-    if (!heartbeat_ev || event_add(heartbeat_ev, &every) != 0) {
-        log_msg(LOG_ERROR, "cannot start the WebSocket heartbeat: out of memory");
-        return -1;
-    }
     return 0;
 }
 
 void ws_free(void)
 {
-    if (heartbeat_ev)
-        event_free(heartbeat_ev);
-    heartbeat_ev = NULL;
     ws_reader_free();
 }
