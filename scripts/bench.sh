@@ -5,7 +5,7 @@
 #   scripts/bench.sh           the full run (4-6 minutes here; at most 9.5)
 #   scripts/bench.sh --smoke   a tiny run (300 streams, 3,300 messages, one
 #                              multicast, the plots; then 1,000 messages to
-#                              100 streams of --proto sse and of --proto poll,
+#                              100 streams of --proto sse, ws and poll,
 #                              ids checked) that writes nothing in the
 #                              repository; exits non-zero only when something is
 #                              broken (loss, a crash, a tool failing), never on

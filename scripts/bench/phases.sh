@@ -431,4 +431,5 @@ phase_smoke() {
   done
   smoke_transport sse
   smoke_transport poll
+  smoke_transport ws
 }

@@ -33,7 +33,7 @@ static const char head[] =
     "HTTP/1.1 101 Switching Protocols\r\n"
     "Upgrade: WebSocket\r\n"
     "Connection: keep-alive, Upgrade\r\n"
-    "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kZGzzzgoo+xOo=\r\n"
+    "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
     "Sec-WebSocket-Protocol: ws+meta.httpdcnode\r\n"
     "\r\n";
 
@@ -173,18 +173,18 @@ static void a_handshake_missing_a_header_is_an_error(void **state)
     const char *bad[] = {
         /* no protocol */
         "HTTP/1.1 101 x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kZGzzzgoo+xOo=\r\n\r\n",
+        "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
         /* a wrong accept */
         "HTTP/1.1 101 x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kZGzzzgoo+xOo\r\n"
         "Sec-WebSocket-Protocol: ws+meta.httpdcnode\r\n\r\n",
         /* another protocol */
         "HTTP/1.1 101 x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kZGzzzgoo+xOo=\r\n"
+        "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
         "Sec-WebSocket-Protocol: ws+meta.other\r\n\r\n",
         /* no Connection: upgrade */
         "HTTP/1.1 101 x\r\nUpgrade: websocket\r\nConnection: close\r\n"
-        "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kZGzzzgoo+xOo=\r\n"
+        "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
         "Sec-WebSocket-Protocol: ws+meta.httpdcnode\r\n\r\n",
         /* not HTTP */
         "HTTX/1.1 101 x\r\n\r\n",

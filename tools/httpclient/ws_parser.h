@@ -21,7 +21,7 @@
 #include "stamp.h"
 
 #define WS_KEY "dGhlIHNhbXBsZSBub25jZQ=="
-#define WS_ACCEPT "s3pPLMBiTxaQ9kZGzzzgoo+xOo="
+#define WS_ACCEPT "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 #define WS_PROTOCOL "ws+meta.httpdcnode"
 /* The request headers of the upgrade (each line ends in CRLF). */
 #define WS_REQUEST_HEADERS \
