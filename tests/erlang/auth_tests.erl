@@ -49,6 +49,7 @@ cases() ->
      {"GET /sse/N needs a token too; with one it streams, with since= as well",
       fun sse_token/1},
      {"GET /poll/N needs a token too", fun poll_token/1},
+     {"GET /ws/N needs a token too", fun ws_token/1},
      {"eviction attack with tokens: the attacker gets 403, the victim keeps receiving",
       fun attack_with_tokens/1}].
 
@@ -214,6 +215,19 @@ sse_token(#{s := S, secret := K}) ->
                                           "HTTP/1.1", [])),
     {ok, Head} = gen_tcp:recv(Sock, 0, ?T),
     ?assertMatch(<<"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", _/binary>>, Head),
+    gen_tcp:close(Sock).
+
+ws_token(#{s := S, secret := K}) ->
+    Upgrade = ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="],
+    refused(S, "/ws/14", Upgrade, ?MISSING),
+    refused(S, "/ws/14?" ++ query(K, 15, now_s() + 60), Upgrade, ?FORGED),
+    refused(S, "/ws/14?" ++ query(K, 14, now_s() - 1), Upgrade, ?EXPIRED),
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+    ok = gen_tcp:send(Sock, request_bytes("GET", "/ws/14?" ++ query(K, 14, now_s() + 60),
+                                          "HTTP/1.1", Upgrade)),
+    {ok, Head} = gen_tcp:recv(Sock, 0, ?T),
+    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
     gen_tcp:close(Sock).
 
 poll_token(#{s := S, secret := K}) ->
