@@ -13,9 +13,9 @@
 struct evhttp_request;
 struct options;
 
-/* Pings every WebSocket each --heartbeat seconds (0: never) and ends the
- * ones that answer none of two; --allow-origin is read from opts. */
-int ws_init(struct event_base *base, const struct options *opts);
+/* The options WebSocket handshakes follow (--allow-origin); the pings
+ * are heartbeat.c's. */
+int ws_init(const struct options *opts);
 void ws_free(void);
 
 /* Starts the WebSocket of uid, or refuses the handshake (answered and

@@ -4,11 +4,8 @@
 #include "framing.h"
 #include "history.h"
 #include "http_guard.h"
-#include "log.h"
 #include "socket_export.h"
-#include "stats.h"
 #include "stream.h"
-#include "uidtable.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>

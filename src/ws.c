@@ -9,7 +9,6 @@
 #include "sse.h"
 #include "stats.h"
 #include "stream.h"
-#include "uidtable.h"
 #include "utf8.h"
 #include "ws_handshake.h"
 #include "ws_reader.h"
@@ -186,9 +185,8 @@ int ws_start(struct evhttp_request *req, uint32_t uid)
 /* ---------------------------------------------------------------- heartbeat */
 
 
-int ws_init(struct event_base *base, const struct options *opts)
+int ws_init(const struct options *opts)
 {
-    (void)base;
     options = opts;
     return 0;
 }
