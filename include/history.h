@@ -54,6 +54,15 @@ struct history_replay {
 void history_since(uint32_t uid, int known, uint32_t epoch, uint32_t seq,
                    struct history_replay *r, uint32_t max);
 
+/* Parses "EPOCH:SEQ" (8 hex digits, a decimal); -1 when malformed. */
+int history_parse_id(const char *text, uint32_t *epoch, uint32_t *seq);
+
+/* A gap told to a client, the same on every transport:
+ * {"last":"E:S","first":"E:S"} with the id it asked from (null when
+ * unreadable) and the oldest still kept (null when none); its length. */
+#define HISTORY_GAP_JSON_MAX 96
+size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq);
+
 /* The kept message at pos (from a replay made in the same loop turn). */
 const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq);
 

@@ -20,7 +20,4 @@ void sse_heartbeat(struct stream *s);
  * or memory is left: the caller answers 503. */
 int sse_start(struct evhttp_request *req, uint32_t uid);
 
-/* Parses "EPOCH:SEQ" (8 hex digits, a decimal); -1 when malformed. */
-int sse_parse_id(const char *text, uint32_t *epoch, uint32_t *seq);
-
 #endif

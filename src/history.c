@@ -242,3 +242,41 @@ const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq)
     *len = e->len;
     return (const char *)(e + 1);
 }
+
+int history_parse_id(const char *text, uint32_t *epoch_out, uint32_t *seq_out)
+{
+    uint32_t e = 0, s = 0;
+    for (int i = 0; i < 8; i++) {
+        char c = text[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        e = e << 4 | (uint32_t)d;
+    }
+    if (text[8] != ':' || text[9] < '0' || text[9] > '9')
+        return -1;
+    for (const char *p = text + 9; *p; p++) {
+        if (*p < '0' || *p > '9' || s > (UINT32_MAX - (uint32_t)(*p - '0')) / 10)
+            return -1;
+        s = s * 10 + (uint32_t)(*p - '0');
+    }
+    *epoch_out = e;
+    *seq_out = s;
+    return 0;
+}
+
+size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq)
+{
+    char last[32], first[32];
+    uint32_t e, s;
+    if (asked && history_parse_id(asked, &e, &s) == 0)
+        snprintf(last, sizeof last, "\"%08x:%u\"", e, s);
+    else
+        strcpy(last, "null");
+    if (first_seq)
+        snprintf(first, sizeof first, "\"%s:%u\"", epoch_hex, first_seq);
+    else
+        strcpy(first, "null");
+    return (size_t)snprintf(out, HISTORY_GAP_JSON_MAX, "{\"last\":%s,\"first\":%s}", last, first);
+}

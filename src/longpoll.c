@@ -7,7 +7,6 @@
 #include "json_text.h"
 #include "log.h"
 #include "socket_export.h"
-#include "sse.h"
 #include "stats.h"
 #include "stream.h"
 
@@ -172,7 +171,7 @@ int poll_start(struct evhttp_request *req, uint32_t uid)
         evhttp_parse_query_str(q, &query);
     const char *since = evhttp_find_header(&query, "since");
     uint32_t epoch = 0, seq = 0;
-    if (since && sse_parse_id(since, &epoch, &seq) != 0)
+    if (since && history_parse_id(since, &epoch, &seq) != 0)
         epoch = ~history_epoch();              /* unreadable: not ours, a gap */
     history_since(uid, since != NULL, epoch, seq, &replay.r, POLL_REPLAY_MAX);
     evhttp_clear_headers(&query);

@@ -27,28 +27,6 @@ static const char head_start[] =
     "X-Accel-Buffering: no\r\n";
 static const char head_end[] = "Connection: close\r\n\r\n";
 
-int sse_parse_id(const char *text, uint32_t *epoch, uint32_t *seq)
-{
-    uint32_t e = 0, s = 0;
-    for (int i = 0; i < 8; i++) {
-        char c = text[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0)
-            return -1;
-        e = e << 4 | (uint32_t)d;
-    }
-    if (text[8] != ':' || text[9] < '0' || text[9] > '9')
-        return -1;
-    for (const char *p = text + 9; *p; p++) {
-        if (*p < '0' || *p > '9' || s > (UINT32_MAX - (uint32_t)(*p - '0')) / 10)
-            return -1;
-        s = s * 10 + (uint32_t)(*p - '0');
-    }
-    *epoch = e;
-    *seq = s;
-    return 0;
-}
 
 /* The id the client saw last: Last-Event-ID (sent by EventSource when it
  * reconnects), else ?since= (a first connect cannot set headers). */
@@ -94,19 +72,12 @@ static int text_add(struct text *t, const char *s, size_t n)
 /* "event: gap" with the id asked from and the first still kept. */
 static int add_gap(struct text *t, const char *asked, uint32_t first_seq)
 {
-    char buf[128], last[32], first[32];
-    uint32_t e, s;
-    if (asked && sse_parse_id(asked, &e, &s) == 0)
-        snprintf(last, sizeof last, "\"%08x:%u\"", e, s);
-    else
-        strcpy(last, "null");
-    if (first_seq)
-        snprintf(first, sizeof first, "\"%s:%u\"", history_epoch_hex(), first_seq);
-    else
-        strcpy(first, "null");
-    int n = snprintf(buf, sizeof buf, "event: gap\ndata: {\"last\":%s,\"first\":%s}\n\n", last,
-                     first);
-    return text_add(t, buf, (size_t)n);
+    char json[HISTORY_GAP_JSON_MAX];
+    size_t n = history_gap_json(json, asked, first_seq);
+    return text_add(t, "event: gap\ndata: ", 17) == 0 && text_add(t, json, n) == 0 &&
+                   text_add(t, "\n\n", 2) == 0
+               ? 0
+               : -1;
 }
 
 static int add_message(struct text *t, const char *data, uint32_t len, uint32_t seq)
@@ -132,7 +103,7 @@ static int opening_bytes(struct text *t, uint32_t uid, const char *asked, const 
     char retry[32];
     uint32_t epoch = 0, seq = 0;
     int known = asked != NULL;
-    if (known && sse_parse_id(asked, &epoch, &seq) != 0)
+    if (known && history_parse_id(asked, &epoch, &seq) != 0)
         epoch = ~history_epoch();            /* unreadable: not ours, a gap */
     history_since(uid, known, epoch, seq, &replay.r, SSE_REPLAY_MAX);
 

@@ -6,7 +6,6 @@
 #include "log.h"
 #include "options.h"
 #include "socket_export.h"
-#include "sse.h"
 #include "stats.h"
 #include "stream.h"
 #include "utf8.h"
@@ -70,19 +69,14 @@ static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
 /* The text frame "event: gap\n\n{"last":...,"first":...}", as SSE's event. */
 static int add_gap(struct evbuffer *out, const char *asked, uint32_t first_seq)
 {
-    char body[128], last[32], first[32], head[10];
-    uint32_t e, s;
-    if (asked && sse_parse_id(asked, &e, &s) == 0)
-        snprintf(last, sizeof last, "\"%08x:%u\"", e, s);
-    else
-        strcpy(last, "null");
-    if (first_seq)
-        snprintf(first, sizeof first, "\"%s:%u\"", history_epoch_hex(), first_seq);
-    else
-        strcpy(first, "null");
-    int n = snprintf(body, sizeof body, "event: gap\n\n{\"last\":%s,\"first\":%s}", last, first);
-    size_t h = framing_ws_header(head, 1, (uint64_t)n);
-    return evbuffer_add(out, head, h) == 0 && evbuffer_add(out, body, (size_t)n) == 0 ? 0 : -1;
+    static const char event[] = "event: gap\n\n";
+    char json[HISTORY_GAP_JSON_MAX], head[10];
+    size_t n = history_gap_json(json, asked, first_seq);
+    size_t h = framing_ws_header(head, 1, (uint64_t)(sizeof event - 1 + n));
+    return evbuffer_add(out, head, h) == 0 && evbuffer_add(out, event, sizeof event - 1) == 0 &&
+                   evbuffer_add(out, json, n) == 0
+               ? 0
+               : -1;
 }
 
 static int add_message(struct evbuffer *out, uint8_t framing, const char *data, uint32_t len,
@@ -104,7 +98,7 @@ static int replay_bytes(struct evbuffer *out, uint8_t framing, uint32_t uid, con
         uint64_t room[WS_REPLAY_MAX];
     } replay;
     uint32_t epoch = 0, seq = 0;
-    if (sse_parse_id(asked, &epoch, &seq) != 0)
+    if (history_parse_id(asked, &epoch, &seq) != 0)
         epoch = ~history_epoch();            /* unreadable: not ours, a gap */
     history_since(uid, 1, epoch, seq, &replay.r, WS_REPLAY_MAX);
     if (replay.r.gap && add_gap(out, asked, replay.r.first_seq) != 0)
