@@ -16,8 +16,23 @@ struct backlog;
  * memory: nothing is appended then. */
 int backlog_append(struct backlog **b, void *owner, const struct iovec *iov, int iovcnt,
                    size_t skip, size_t max);
-/* Sends *b to fd: 1 when all went (and *b is freed), 0 when the socket is
- * full, -1 on an error (errno says which). */
+/* Room for n more bytes at the end of *b (made if NULL): where to write
+ * them, then backlog_commit. NULL when *b would pass max, or out of memory. */
+char *backlog_room(struct backlog **b, void *owner, size_t n, size_t max);
+void backlog_commit(struct backlog *b, size_t n);
+/* Unsent bytes (0 for NULL). */
+size_t backlog_pending(const struct backlog *b);
+
+/* A replay (replay.h) rides on a backlog: its bytes are made as the socket
+ * takes the ones before them. backlog_start_replay makes *b if needed (-1:
+ * out of memory); backlog_replay is the one under way, NULL when none. */
+struct replay;
+int backlog_start_replay(struct backlog **b, void *owner, const struct replay *r);
+struct replay *backlog_replay(struct backlog *b);
+
+/* Sends *b to fd: 1 when all went (and *b is freed, unless a replay rides
+ * on it: then it is kept, empty), 0 when the socket is full, -1 on an
+ * error (errno says which). */
 int backlog_send(struct backlog **b, int fd);
 /* Drops *b, unsent bytes and all. */
 void backlog_free(struct backlog **b);

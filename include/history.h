@@ -54,14 +54,39 @@ struct history_replay {
 void history_since(uint32_t uid, int known, uint32_t epoch, uint32_t seq,
                    struct history_replay *r, uint32_t max);
 
+/* Where a replay stands in a uid's history: the id it gives next. It
+ * holds no reference: a message pushed out meanwhile is found missing. */
+struct history_cursor {
+    uint64_t pos;           /* position + 1 of that id's entry, 0: look it up */
+    uint32_t seq;           /* that id */
+};
+
+/* A client that saw up to epoch:seq comes back (known = 0: it gave no id):
+ * c is set at the first id to give it (past the newest when there is
+ * nothing to replay), *first_seq to the oldest kept one it gets (0: none).
+ * Returns 1 when it missed more than is kept (a gap), else 0. O(messages
+ * kept for uid), at most --history steps; nothing is copied. */
+int history_resume(uint32_t uid, int known, uint32_t epoch, uint32_t seq,
+                   struct history_cursor *c, uint32_t *first_seq);
+
+/* The message at c (data, len, seq), and c moves past it: 1. 0 when c is
+ * past the uid's newest id (caught up). -1 when c's id is no longer
+ * kept (pushed out, or more than --history behind the newest): c moves to
+ * the oldest still kept (past the newest when none), a gap to tell. */
+int history_next(uint32_t uid, struct history_cursor *c, const char **data, uint32_t *len,
+                 uint32_t *seq);
+
 /* Parses "EPOCH:SEQ" (8 hex digits, a decimal); -1 when malformed. */
 int history_parse_id(const char *text, uint32_t *epoch, uint32_t *seq);
 
 /* A gap told to a client, the same on every transport:
- * {"last":"E:S","first":"E:S"} with the id it asked from (null when
- * unreadable) and the oldest still kept (null when none); its length. */
-#define HISTORY_GAP_JSON_MAX 96
-size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq);
+ * {"last":"E:S","first":"E:S","next":"E:S"} with the id it asked from
+ * (null when unreadable), the oldest still kept that it gets (null when
+ * none) and the id to come back with if it leaves before the rest (the one
+ * before first, else the uid's newest); its length. */
+#define HISTORY_GAP_JSON_MAX 128
+size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq,
+                        uint32_t next_seq);
 
 /* The kept message at pos (from a replay made in the same loop turn). */
 const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq);

@@ -22,6 +22,9 @@
     X(history_bytes)    /* bytes of kept messages, headers included */        \
     X(history_entries)  /* messages kept */                                   \
     X(history_evicted)  /* kept messages pushed out for room */               \
+    X(replays)          /* resumes that replayed from the history (or told a gap) */ \
+    X(replayed)         /* messages replayed */                               \
+    X(replay_gaps)      /* gaps told to resuming clients */                   \
     X(deliveries)       /* chunks written (or queued) to streams */           \
     X(bytes_out)        /* payload bytes delivered */                         \
     X(dropped_no_conn)  /* message for a uid with no stream */                \
@@ -73,7 +76,7 @@ struct stat_pair {
 
 /* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
  * Call on the loop thread. */
-#define STATS_MAX_PAIRS 48
+#define STATS_MAX_PAIRS 64
 size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
 
 /* The pairs as one JSON object line; returns its length. */

@@ -15,7 +15,11 @@
  * Ended while WELCOMING it becomes ENDING (terminator after the import);
  * closed while evhttp holds it, ABANDONED until welcome.c releases it.
  * A stream that has said all it had to (a long-poll's answer) is finished:
- * DRAINING until what it wrote has gone out, then closed. */
+ * DRAINING until what it wrote has gone out, then closed.
+ *
+ * A call that may end the stream says so: it returns -1 (or, for
+ * stream_end, always ends it), and its caller touches nothing of the
+ * stream's after that but its state (the record lives till the reaper). */
 #ifndef HTTPDCNODE_STREAM_H
 #define HTTPDCNODE_STREAM_H
 
@@ -97,9 +101,22 @@ void stream_on_idle(uint8_t framing, stream_idle_fn fn);
 /* stream_import, with an idle timeout (see stream_on_idle). */
 int stream_import_idle(struct stream *s, const struct timeval *idle);
 
-/* The stream has nothing more to say: out of the uid table now, closed
- * once what it wrote (or queued) has gone out. */
-void stream_finish(struct stream *s);
+/* The stream has nothing more to say: closed once what it wrote (or
+ * queued) has gone out; till then DRAINING, still counted in the uid's
+ * streams (--max-conns-per-uid) but given no message. -1 when it is
+ * closed (now or before), 0 while it drains. */
+int stream_finish(struct stream *s);
+
+/* For a LIVE stream whose head is written: replays what its client missed
+ * after the id asked (replay.h), as its socket takes it; a long-poll
+ * answers with at most budget bytes of messages and finishes. 1 when
+ * there is nothing to replay and no gap (a long-poll then waits), 0 when
+ * under way (or done), -1 when the stream ended. */
+int stream_replay(struct stream *s, const char *asked, uint32_t budget);
+
+/* Whether a replay is under way: the stream takes no live message then
+ * (the replay reaches it in the history). */
+int stream_replaying(const struct stream *s);
 
 /* Ends a stream on purpose (kick, eviction, shutdown): its framing's
  * terminator, then the close. The reason is counted by the caller. */

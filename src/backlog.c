@@ -1,6 +1,7 @@
 /* Backlogs: see backlog.h. */
 #include "backlog.h"
 #include "log.h"
+#include "replay.h"
 #include "stats.h"
 
 #include <errno.h>
@@ -8,13 +9,15 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* 40 bytes of header plus the data; exists only while backlogged. */
+/* 64 bytes of header plus the data; exists only while backlogged, or
+ * while a replay rides on it (then possibly empty). */
 struct backlog {
     struct backlog *prev, *next;   /* all backlogs */
     void *owner;
     uint32_t off;                  /* first unsent byte */
     uint32_t len;                  /* end of unsent bytes */
     uint32_t cap;
+    struct replay replay;          /* 24: active while a replay is under way */
     char data[];
 };
 
@@ -73,10 +76,37 @@ static int make_room(struct backlog **bp, void *owner, size_t n, size_t max)
     if (!b) {
         grown->off = grown->len = 0;
         grown->owner = owner;
+        grown->replay = (struct replay){0};
     }
     grown->cap = (uint32_t)want;
     link_backlog(grown);
     *bp = grown;
+    return 0;
+}
+
+size_t backlog_pending(const struct backlog *b) { return pending(b); }
+
+char *backlog_room(struct backlog **bp, void *owner, size_t n, size_t max)
+{
+    if (pending(*bp) + n > max || make_room(bp, owner, n, max) != 0)
+        return NULL;
+    return (*bp)->data + (*bp)->len;
+}
+
+void backlog_commit(struct backlog *b, size_t n)
+{
+    b->len += (uint32_t)n;
+    loop_stats.backlog_bytes += n;
+}
+
+struct replay *backlog_replay(struct backlog *b) { return b && b->replay.active ? &b->replay : NULL; }
+
+int backlog_start_replay(struct backlog **bp, void *owner, const struct replay *r)
+{
+    if (!*bp && make_room(bp, owner, 1, 4096) != 0)
+        return -1;
+    (*bp)->replay = *r;
+    (*bp)->replay.active = 1;
     return 0;
 }
 
@@ -119,7 +149,10 @@ int backlog_send(struct backlog **bp, int fd)
         b->off += (uint32_t)n;
         loop_stats.backlog_bytes -= (uint64_t)n;
     }
-    backlog_free(bp);
+    if (b->replay.active)
+        b->off = b->len = 0;       /* kept, empty, for the replay's next bytes */
+    else
+        backlog_free(bp);
     return 1;
 }
 

@@ -139,15 +139,15 @@ static int payload_is_utf8(const char *data, uint32_t len)
     return last_text.utf8;
 }
 
-void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
+int batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
 {
     assert(count < BATCH_MAX);          /* batch_room came first */
-    if (s->framing == FRAMING_POLL) {
-        poll_answer(s, data, len, seq);  /* a whole answer, at once */
-        return;
-    }
+    if (s->out && stream_replaying(s))
+        return 0;
+    if (s->framing == FRAMING_POLL)
+        return poll_answer(s, data, len, seq);  /* a whole answer, at once */
     if (framing_encodes_body(s->framing) && !encoded_body(&data, &len))
-        return;
+        return 0;
     struct entry *e = &entries[count++];
     e->s = s;
     e->data = data;
@@ -156,6 +156,7 @@ void batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
         framing_prefix_utf8(s->framing, len, seq, payload_is_utf8(data, len), &e->prefix);
     else
         framing_prefix(s->framing, len, seq, &e->prefix);
+    return 1;
 }
 
 /* Stable bottom-up merge sort by stream, into a static buffer: the hot

@@ -24,16 +24,17 @@ static struct event *wakeup_ev;
 static struct event *more_ev;     /* drains again once the sockets were polled */
 static struct handoff *inbox;
 
-/* Queues uid's message seq for every stream of uid; returns how many. */
+/* Queues uid's message seq for every stream of uid that takes it; returns
+ * how many. */
 static uint32_t queue(uint32_t uid, const char *data, uint32_t len, uint32_t seq)
 {
-    uint32_t n = uidtable_count(uid);
-    batch_room(n);
+    uint32_t n = 0;
+    batch_room(uidtable_count(uid));
     /* next first: a stream may leave the uid's list as it is given its
-     * message (a long-poll answers and is done). */
+     * message (a long-poll whose answer goes out at once). */
     for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
         next = s->next;
-        batch_add(s, data, len, seq);
+        n += (uint32_t)batch_add(s, data, len, seq);
     }
     return n;
 }
@@ -53,7 +54,7 @@ static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *d
     uint32_t n = 0;
     for (uint32_t i = 0; i < nuids; i++) {
         uint32_t k = queue(uids[i], data, len, history_append_shared(uids[i], shared));
-        if (k == 0)
+        if (k == 0 && !uidtable_first(uids[i]))
             loop_stats.dropped_no_conn++;
         n += k;
     }
@@ -93,7 +94,7 @@ static int apply(void *body, size_t size, void *ctx)
     switch (c->kind) {
     case CMD_UNICAST:
         n = deliver(c->uid, cmd_payload(c), c->payload_len);
-        if (n == 0)
+        if (n == 0 && !uidtable_first(c->uid))
             loop_stats.dropped_no_conn++;
         break;
     case CMD_MULTICAST:

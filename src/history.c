@@ -24,12 +24,15 @@ struct uid_history {
 
 _Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per uid slot");
 
-/* 24 bytes, then the payload, padded to 8. A payload sent to many uids (a
+/* 32 bytes, then the payload, padded to 8. A payload sent to many uids (a
  * multicast, a broadcast) is kept once, as a shared entry (uid 0), and each
  * uid's entry holds its position instead (8 bytes): such an entry is kept
- * while the shared one is, which is older and leaves first. */
+ * while the shared one is, which is older and leaves first. A uid's entries
+ * are chained both ways: back for a resume's start, forward for a replay
+ * cursor to step in O(1). */
 struct entry {
     uint64_t prev;          /* position + 1 of the uid's previous kept message */
+    uint64_t next;          /* position + 1 of the uid's next one, 0: none yet */
     uint32_t uid;           /* 0: a shared payload */
     uint32_t seq;
     uint32_t stamp_s;       /* monotonic seconds when kept */
@@ -136,6 +139,8 @@ static void make_room(size_t size)
         push_out_oldest();
 }
 
+static const struct entry *kept_entry(uint64_t p, uint32_t uid);
+
 /* Writes an entry of uid (0: shared) with body[0..len) at the tail;
  * returns its position + 1, 0 when it is too large to keep. */
 static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void *body,
@@ -153,6 +158,9 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
     tail += size;
     loop_stats.history_bytes += size;
     if (uid) {
+        struct entry *before = (struct entry *)kept_entry(uids[uid].newest, uid);
+        if (before)
+            before->next = at;
         uids[uid].newest = at;
         loop_stats.history_entries++;
     }
@@ -180,7 +188,7 @@ uint32_t history_append_shared(uint32_t uid, uint64_t shared)
 }
 
 /* The entry at position+1 p, if it and its payload are still kept, for uid. */
-static const struct entry *kept(uint64_t p, uint32_t uid)
+static const struct entry *kept_entry(uint64_t p, uint32_t uid)
 {
     if (p == 0 || p - 1 < head)
         return NULL;
@@ -211,7 +219,7 @@ void history_since(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
     uint32_t oldest_ok_s = now_s() - config.ttl_s;
     uint32_t expect = last;                   /* ids are walked newest first, contiguous */
     const struct entry *e;
-    for (uint64_t p = uids[uid].newest; (e = kept(p, uid)) != NULL; p = e->prev) {
+    for (uint64_t p = uids[uid].newest; (e = kept_entry(p, uid)) != NULL; p = e->prev) {
         if (e->seq != expect || e->seq < want || r->n == limit ||
             (int32_t)(e->stamp_s - oldest_ok_s) < 0)
             break;
@@ -228,6 +236,77 @@ void history_since(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
         r->first_seq = entry_at(r->pos[0])->seq;
     /* Nothing missed, or all of it kept: no gap. */
     r->gap = !ours || (last >= want && (r->n == 0 || r->first_seq != want));
+}
+
+/* The oldest of the uid's newest kept messages that a replay may give: at
+ * or after id want, contiguous up to the newest, at most --history of them
+ * (and, when fresh_only, none past the TTL). Its position + 1 (0: none)
+ * and its id. O(what it walks), at most --history steps. */
+static uint64_t oldest_replayable(uint32_t uid, uint32_t want, int fresh_only, uint32_t *seq)
+{
+    uint32_t expect = uids[uid].seq, n = 0;
+    uint32_t oldest_ok_s = now_s() - config.ttl_s;
+    uint64_t found = 0;
+    const struct entry *e;
+    for (uint64_t p = uids[uid].newest; (e = kept_entry(p, uid)) != NULL; p = e->prev) {
+        if (e->seq != expect || e->seq < want || n == config.per_uid ||
+            (fresh_only && (int32_t)(e->stamp_s - oldest_ok_s) < 0))
+            break;
+        found = p;
+        *seq = e->seq;
+        expect--;
+        n++;
+    }
+    return found;
+}
+
+int history_resume(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
+                   struct history_cursor *c, uint32_t *first_seq)
+{
+    uint32_t last = uids[uid].seq;
+    *c = (struct history_cursor){.pos = 0, .seq = last + 1};
+    *first_seq = 0;
+    if (!known)
+        return 0;                             /* a first connect: live messages only */
+    int ours = from_epoch == epoch && seq <= last;
+    uint32_t want = ours ? seq + 1 : 1;       /* the oldest id the client lacks */
+    uint32_t oldest = 0;
+    uint64_t p = oldest_replayable(uid, want, 1, &oldest);
+    if (p) {
+        *c = (struct history_cursor){.pos = p, .seq = oldest};
+        *first_seq = oldest;
+    }
+    /* Nothing missed, or all of it kept: no gap. */
+    return !ours || (last >= want && (p == 0 || oldest != want));
+}
+
+int history_next(uint32_t uid, struct history_cursor *c, const char **data, uint32_t *len,
+                 uint32_t *seq)
+{
+    uint32_t last = uids[uid].seq;
+    if (c->seq > last)
+        return 0;                             /* caught up */
+    const struct entry *e = kept_entry(c->pos, uid);
+    int gap = 0;
+    if (!e || e->seq != c->seq || last - c->seq >= config.per_uid) {
+        /* Not linked yet (kept after the cursor moved), pushed out, or
+         * more than --history behind: found again from the newest. */
+        uint32_t oldest = 0;
+        uint64_t p = oldest_replayable(uid, c->seq, 0, &oldest);
+        if (!p) {
+            *c = (struct history_cursor){.pos = 0, .seq = last + 1};
+            return -1;
+        }
+        gap = oldest != c->seq;
+        *c = (struct history_cursor){.pos = p, .seq = oldest};
+        if (gap)
+            return -1;
+        e = entry_at(p - 1);
+    }
+    *data = history_message(c->pos - 1, len, seq);
+    c->seq++;
+    c->pos = e->next;
+    return 1;
 }
 
 const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq)
@@ -266,7 +345,8 @@ int history_parse_id(const char *text, uint32_t *epoch_out, uint32_t *seq_out)
     return 0;
 }
 
-size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq)
+size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq,
+                        uint32_t next_seq)
 {
     char last[32], first[32];
     uint32_t e, s;
@@ -278,5 +358,6 @@ size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint3
         snprintf(first, sizeof first, "\"%s:%u\"", epoch_hex, first_seq);
     else
         strcpy(first, "null");
-    return (size_t)snprintf(out, HISTORY_GAP_JSON_MAX, "{\"last\":%s,\"first\":%s}", last, first);
+    return (size_t)snprintf(out, HISTORY_GAP_JSON_MAX, "{\"last\":%s,\"first\":%s,\"next\":\"%s:%u\"}",
+                            last, first, epoch_hex, next_seq);
 }

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
                 opts.max_users);
         return 1;
     }
-    poll_init(opts.poll_timeout);
+    poll_init(opts.poll_timeout, opts.max_backlog);
     cors_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .per_uid = opts.history,

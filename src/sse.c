@@ -2,7 +2,6 @@
 #include "sse.h"
 #include "cors.h"
 #include "framing.h"
-#include "history.h"
 #include "http_guard.h"
 #include "socket_export.h"
 #include "stream.h"
@@ -13,12 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Browsers retry after this many ms when the stream drops. */
-#define SSE_RETRY_MS 3000
-/* Messages replayed at most (--history is at most this). */
-#define SSE_REPLAY_MAX 4096
 
 static const char head_start[] =
     "HTTP/1.1 200 OK\r\n"
@@ -36,91 +32,26 @@ static const char *last_seen_id(struct evhttp_request *req, struct evkeyvalq *qu
     return id ? id : evhttp_find_header(query, "since");
 }
 
-/* A growing buffer of the opening bytes. */
-struct text {
-    char *p;
-    size_t len, cap;
-};
+/* The retry advice: a random delay in [RETRY_MIN_MS, RETRY_MAX_MS] per
+ * stream, so that the clients of a server that restarts do not all come
+ * back in the same instant. */
+#define RETRY_MIN_MS 1000
+#define RETRY_MAX_MS 5000
 
-/* Room for n more bytes at the end; NULL when out of memory. */
-static char *text_room(struct text *t, size_t n)
+static uint32_t retry_ms(void)
 {
-    if (t->len + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + n)
-            cap *= 2;
-        char *grown = realloc(t->p, cap);
-        if (!grown)
-            return NULL;
-        t->p = grown;
-        t->cap = cap;
+    static uint64_t state;            /* xorshift64*, seeded once */
+    if (!state) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        state = ((uint64_t)t.tv_sec * 1000000007u) ^ (uint64_t)t.tv_nsec ^ (uint64_t)getpid() << 32;
+        state |= 1;
     }
-    char *at = t->p + t->len;
-    t->len += n;
-    return at;
-}
-
-static int text_add(struct text *t, const char *s, size_t n)
-{
-    char *at = text_room(t, n);
-    if (!at)
-        return -1;
-    memcpy(at, s, n);
-    return 0;
-}
-
-/* "event: gap" with the id asked from and the first still kept. */
-static int add_gap(struct text *t, const char *asked, uint32_t first_seq)
-{
-    char json[HISTORY_GAP_JSON_MAX];
-    size_t n = history_gap_json(json, asked, first_seq);
-    return text_add(t, "event: gap\ndata: ", 17) == 0 && text_add(t, json, n) == 0 &&
-                   text_add(t, "\n\n", 2) == 0
-               ? 0
-               : -1;
-}
-
-static int add_message(struct text *t, const char *data, uint32_t len, uint32_t seq)
-{
-    struct framing_prefix prefix;
-    framing_prefix(FRAMING_SSE, len, seq, &prefix);
-    if (text_add(t, prefix.bytes, prefix.len) != 0)
-        return -1;
-    char *body = text_room(t, framing_sse_body_len(data, len));
-    if (!body)
-        return -1;
-    framing_sse_body(data, len, body);
-    return 0;
-}
-
-/* The head, the retry advice, a gap event if any, and what was missed. */
-static int opening_bytes(struct text *t, uint32_t uid, const char *asked, const char *cors)
-{
-    static struct {
-        struct history_replay r;
-        uint64_t room[SSE_REPLAY_MAX];
-    } replay;
-    char retry[32];
-    uint32_t epoch = 0, seq = 0;
-    int known = asked != NULL;
-    if (known && history_parse_id(asked, &epoch, &seq) != 0)
-        epoch = ~history_epoch();            /* unreadable: not ours, a gap */
-    history_since(uid, known, epoch, seq, &replay.r, SSE_REPLAY_MAX);
-
-    int n = snprintf(retry, sizeof retry, "retry: %u\n\n", SSE_RETRY_MS);
-    if (text_add(t, head_start, sizeof head_start - 1) != 0 ||
-        text_add(t, cors, strlen(cors)) != 0 || text_add(t, head_end, sizeof head_end - 1) != 0 ||
-        text_add(t, retry, (size_t)n) != 0)
-        return -1;
-    if (replay.r.gap && add_gap(t, asked, replay.r.first_seq) != 0)
-        return -1;
-    for (uint32_t i = 0; i < replay.r.n; i++) {
-        uint32_t len, s;
-        const char *m = history_message(replay.r.pos[i], &len, &s);
-        if (add_message(t, m, len, s) != 0)
-            return -1;
-    }
-    return 0;
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    uint64_t r = state * 2685821657736338717ull;
+    return RETRY_MIN_MS + (uint32_t)((r >> 33) % (RETRY_MAX_MS - RETRY_MIN_MS + 1));
 }
 
 int sse_start(struct evhttp_request *req, uint32_t uid)
@@ -130,31 +61,32 @@ int sse_start(struct evhttp_request *req, uint32_t uid)
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     if (q)
         evhttp_parse_query_str(q, &query);
-    struct text t = {0};
-    char cors[512];
-    cors[cors_headers(req, 1, cors, sizeof cors)] = '\0';
-    int r = opening_bytes(&t, uid, last_seen_id(req, &query), cors);
+    /* The id, copied: the request is gone once the socket leaves evhttp. */
+    char asked[32];
+    const char *id = last_seen_id(req, &query);
+    if (id)
+        snprintf(asked, sizeof asked, "%s", strlen(id) < sizeof asked ? id : "-");
     evhttp_clear_headers(&query);
-    int own = r == 0 ? socket_export_reserve(evcon) : -1;
+    char head[1024], cors[512];
+    cors[cors_headers(req, 1, cors, sizeof cors)] = '\0';
+    int n = snprintf(head, sizeof head, "%s%s%sretry: %u\n\n", head_start, cors, head_end,
+                     retry_ms());
+    int own = socket_export_reserve(evcon);
     struct stream *s = own >= 0 ? stream_open(uid, FRAMING_SSE, NULL, own) : NULL;
     if (!s) {
         if (own >= 0)
             close(own);
-        free(t.p);
         return -1;
     }
     /* From here the request and its connection are gone. */
     http_guard_release(req);
     if (socket_export(evcon) != 0) {
         stream_release(s, 0);
-        free(t.p);
         return 0;
     }
-    if (stream_import(s) == 0) {
-        struct iovec iov = {t.p, t.len};
-        stream_send(s, &iov, 1, t.len);
-    }
-    free(t.p);
+    struct iovec iov = {head, (size_t)n};
+    if (stream_import(s) == 0 && stream_send(s, &iov, 1, (size_t)n) == 0)
+        stream_replay(s, id ? asked : NULL, UINT32_MAX);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "framing.h"
 #include "log.h"
 #include "pool.h"
+#include "replay.h"
 #include "stats.h"
 #include "uidtable.h"
 #include "ws_reader.h"
@@ -30,10 +31,15 @@ static struct pool streams = POOL_INIT(sizeof(struct stream), 1024);
 
 static struct stream *closed_streams;   /* CLOSED, waiting for the reaper */
 static stream_idle_fn idle_handlers[FRAMING_KINDS];
+static struct timeval idle_after[FRAMING_KINDS];   /* their stream_import_idle time */
 static struct event *reap_ev;           /* frees them after the current callback */
-static struct event *trim_ev;           /* ends the largest backlogs */
 
 static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
+
+static int stream_gone(const struct stream *s)
+{
+    return s->state == STREAM_ABANDONED || s->state == STREAM_CLOSED;
+}
 
 /* ---------------------------------------------------------------- closing */
 
@@ -105,24 +111,36 @@ void stream_release(struct stream *s, int client_left)
 
 /* ---------------------------------------------------------------- backlog limits */
 
-/* The sum of unsent bytes passed --max-backlog-total: close the streams
- * holding the most until it is back under. */
-static void on_trim(evutil_socket_t fd, short what, void *arg)
+/* Room for n more unsent bytes under --max-backlog-total, made before they
+ * are copied: the streams holding the most are ended until there is, with
+ * a sixteenth of the cap to spare, so that a server at its cap does not
+ * sort its backlogs on every write. -1 when s itself was ended. */
+static int total_room(struct stream *s, size_t n)
 {
-    (void)fd;
-    (void)what;
-    (void)arg;
-    size_t n, ended = 0;
-    void **owners = backlog_owners_largest_first(&n);
-    for (size_t i = 0; i < n && loop_stats.backlog_bytes > config.max_backlog_total; i++) {
+    uint64_t cap = config.max_backlog_total;
+    if (loop_stats.backlog_bytes + n <= cap)
+        return 0;
+    uint64_t target = cap - cap / 16;
+    target = target > n ? target - n : 0;
+    size_t count, ended = 0;
+    void **owners = backlog_owners_largest_first(&count);
+    for (size_t i = 0; i < count && loop_stats.backlog_bytes > target; i++) {
+        struct stream *o = owners[i];
+        if (stream_gone(o))
+            continue;
         loop_stats.slow_closed++;
-        stream_close(owners[i]);
+        stream_close(o);
         ended++;
     }
     free(owners);
     static struct log_ratelimit rl;
-    log_limited(&rl, LOG_INFO, "unsent bytes passed --max-backlog-total: ended the %zu "
+    log_limited(&rl, LOG_INFO, "unsent bytes would pass --max-backlog-total: ended the %zu "
                 "streams holding the most", ended);
+    if (!stream_gone(s) && loop_stats.backlog_bytes + n > cap) {
+        loop_stats.slow_closed++;         /* even alone it does not fit */
+        stream_close(s);
+    }
+    return stream_gone(s) ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- socket events */
@@ -136,7 +154,7 @@ static void stream_watch(struct stream *s, int want_write)
     event_del(&s->u.ev);
     event_assign(&s->u.ev, config.base, fd,
                  EV_READ | EV_PERSIST | (want_write ? EV_WRITE : 0), on_stream_event, s);
-    event_add(&s->u.ev, NULL);
+    event_add(&s->u.ev, idle_handlers[s->framing] ? &idle_after[s->framing] : NULL);
 }
 
 /* Clients do not talk after their request: a read is EOF, an error, or a
@@ -157,6 +175,56 @@ static void read_client(struct stream *s, int fd)
     }
 }
 
+/* Refills the stream's backlog from its replay at most this often per
+ * writable event, so that one replaying client does not hold the loop. */
+#define REPLAY_ROUNDS 4
+
+/* Sends the backlog, refilled from a replay riding on it while the socket
+ * takes it. 1 when all went (the backlog is gone), 0 when more waits for
+ * EV_WRITE, -1 when the stream ended. */
+static int stream_flush(struct stream *s, int fd)
+{
+    for (int round = 0;; round++) {
+        int r = backlog_send(&s->out, fd);
+        if (r < 0) {
+            loop_stats.client_closed++;
+            stream_close(s);
+            return -1;
+        }
+        if (r == 0)
+            return 0;
+        if (!s->out)
+            return 1;
+        if (round == REPLAY_ROUNDS)
+            return 0;                        /* the socket is writable: EV_WRITE soon */
+        if (total_room(s, REPLAY_CHUNK) != 0)
+            return -1;
+        int finished;
+        if (replay_fill(&s->out, s, s->framing, s->uid, &finished) < 0) {
+            stream_close(s);
+            return -1;
+        }
+        if (finished)
+            s->state = STREAM_DRAINING;      /* a long-poll's answer is complete */
+        if (!s->out)
+            return 1;
+    }
+}
+
+/* After stream_flush returned r: EV_WRITE while bytes wait, and a
+ * finished stream closes once they went. -1 when the stream ended. */
+static int stream_flushed(struct stream *s, int r)
+{
+    if (r < 0)
+        return -1;
+    if (r == 1 && s->state == STREAM_DRAINING) {
+        stream_close(s);                     /* all it had to say went out */
+        return -1;
+    }
+    stream_watch(s, r == 0);
+    return 0;
+}
+
 static void on_stream_event(evutil_socket_t fd, short what, void *arg)
 {
     struct stream *s = arg;
@@ -173,43 +241,64 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
         read_client(s, fd);
     int writing = s->state == STREAM_LIVE || s->state == STREAM_DRAINING;
     if ((what & EV_WRITE) && writing && s->out) {
-        int r = backlog_send(&s->out, fd);
-        if (r < 0) {
-            loop_stats.client_closed++;
-            stream_close(s);
-        } else if (r == 1 && s->state == STREAM_DRAINING) {
-            stream_close(s);                 /* all it had to say went out */
-        } else if (r == 1) {
-            stream_watch(s, 0);
-        }
+        int r = stream_flush(s, fd);
+        if (r != 0)
+            stream_flushed(s, r);
     }
 }
 
 void stream_on_idle(uint8_t framing, stream_idle_fn fn) { idle_handlers[framing] = fn; }
 
-void stream_finish(struct stream *s)
+int stream_finish(struct stream *s)
 {
     if (s->state != STREAM_LIVE)
-        return;
-    uidtable_remove(s);
-    if (s->out)
-        s->state = STREAM_DRAINING;
-    else
-        stream_close(s);
+        return stream_gone(s) ? -1 : 0;
+    if (s->out) {
+        s->state = STREAM_DRAINING;          /* stays in the uid table till closed */
+        return 0;
+    }
+    stream_close(s);
+    return -1;
 }
+
+int stream_replay(struct stream *s, const char *asked, uint32_t budget)
+{
+    if (s->state != STREAM_LIVE)
+        return -1;
+    if (total_room(s, REPLAY_CHUNK) != 0)
+        return -1;
+    enum replay_result r = replay_open(&s->out, s, s->framing, s->uid, asked, budget);
+    if (r == REPLAY_FAILED) {
+        log_msg(LOG_ERROR, "out of memory starting a replay: the stream is closed");
+        stream_close(s);
+        return -1;
+    }
+    if (r == REPLAY_NONE)
+        return 1;
+    return stream_flushed(s, stream_flush(s, stream_fd(s)));
+}
+
+int stream_replaying(const struct stream *s) { return s->out && backlog_replay(s->out); }
 
 /* ---------------------------------------------------------------- writing */
 
+/* Both caps are checked before the bytes are copied: a stream they would
+ * take past --max-backlog is ended, and room under --max-backlog-total is
+ * made first. */
 static int stream_queue(struct stream *s, const struct iovec *iov, int iovcnt, size_t skip)
 {
     int was_idle = s->out == NULL;
+    size_t n = 0;
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
+    n -= skip;
+    if (total_room(s, n) != 0)
+        return -1;
     if (backlog_append(&s->out, s, iov, iovcnt, skip, config.max_backlog) != 0) {
         loop_stats.slow_closed++;
         stream_close(s);
         return -1;
     }
-    if (loop_stats.backlog_bytes > config.max_backlog_total && trim_ev)
-        event_active(trim_ev, EV_TIMEOUT, 0);
     if (was_idle && s->state == STREAM_LIVE)
         stream_watch(s, 1);
     return 0;
@@ -223,7 +312,9 @@ int stream_direct_fd(const struct stream *s)
 int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, size_t total,
                       ssize_t n, int err)
 {
-    assert(s->state == STREAM_LIVE && !s->out);    /* as stream_direct_fd promised */
+    if (s->state != STREAM_LIVE)
+        return -1;              /* ended meanwhile, to make room for other backlogs */
+    assert(!s->out);            /* as stream_direct_fd promised */
     if (n == (ssize_t)total)
         return 0;
     if (n < 0) {
@@ -254,8 +345,7 @@ int stream_configure(const struct stream_config *cfg)
 {
     config = *cfg;
     reap_ev = event_new(cfg->base, -1, 0, on_reap, NULL);
-    trim_ev = event_new(cfg->base, -1, 0, on_trim, NULL);
-    if (!reap_ev || !trim_ev) {
+    if (!reap_ev) {
         log_msg(LOG_ERROR, "cannot create the stream events: out of memory");
         return -1;
     }
@@ -267,9 +357,7 @@ void stream_unconfigure(void)
     stream_reap();
     if (reap_ev)
         event_free(reap_ev);
-    if (trim_ev)
-        event_free(trim_ev);
-    reap_ev = trim_ev = NULL;
+    reap_ev = NULL;
 }
 
 struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd)
@@ -305,22 +393,16 @@ int stream_import_idle(struct stream *s, const struct timeval *idle)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     s->state = STREAM_LIVE;
+    if (idle)
+        idle_after[s->framing] = *idle;
     event_assign(&s->u.ev, config.base, fd, EV_READ | EV_PERSIST, on_stream_event, s);
     if (event_add(&s->u.ev, idle) != 0) {
         log_msg(LOG_ERROR, "cannot watch stream socket %d; ending the stream", fd);
         stream_close(s);
         return -1;
     }
-    if (s->out) {
-        int r = backlog_send(&s->out, fd);
-        if (r < 0) {
-            loop_stats.client_closed++;
-            stream_close(s);
-            return -1;
-        }
-        if (r == 0)
-            stream_watch(s, 1);
-    }
+    if (s->out && stream_flushed(s, stream_flush(s, fd)) != 0)
+        return -1;
     if (ending) {
         stream_end(s);
         return -1;
@@ -336,6 +418,10 @@ void stream_end_with(struct stream *s, struct iovec t)
         /* No socket of ours yet: finish once the welcome is out. */
         uidtable_remove(s);
         s->state = STREAM_ENDING;
+        return;
+    }
+    if (s->state == STREAM_DRAINING) {
+        stream_close(s);                     /* its answer is cut: the client asks again */
         return;
     }
     if (s->state != STREAM_LIVE)

@@ -19,8 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Messages replayed at most (--history is at most this). */
-#define WS_REPLAY_MAX 4096
 
 static const struct options *options;
 
@@ -66,58 +64,12 @@ static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
     return (size_t)n;
 }
 
-/* The text frame "event: gap\n\n{"last":...,"first":...}", as SSE's event. */
-static int add_gap(struct evbuffer *out, const char *asked, uint32_t first_seq)
-{
-    static const char event[] = "event: gap\n\n";
-    char json[HISTORY_GAP_JSON_MAX], head[10];
-    size_t n = history_gap_json(json, asked, first_seq);
-    size_t h = framing_ws_header(head, 1, (uint64_t)(sizeof event - 1 + n));
-    return evbuffer_add(out, head, h) == 0 && evbuffer_add(out, event, sizeof event - 1) == 0 &&
-                   evbuffer_add(out, json, n) == 0
-               ? 0
-               : -1;
-}
-
-static int add_message(struct evbuffer *out, uint8_t framing, const char *data, uint32_t len,
-                       uint32_t seq)
-{
-    struct framing_prefix prefix;
-    framing_prefix_utf8(framing, len, seq, utf8_valid(data, len), &prefix);
-    return evbuffer_add(out, prefix.bytes, prefix.len) == 0 && evbuffer_add(out, data, len) == 0
-               ? 0
-               : -1;
-}
-
-/* For a client resuming after the id asked: a gap frame if it missed more
- * than is kept, and what it missed. */
-static int replay_bytes(struct evbuffer *out, uint8_t framing, uint32_t uid, const char *asked)
-{
-    static struct {
-        struct history_replay r;
-        uint64_t room[WS_REPLAY_MAX];
-    } replay;
-    uint32_t epoch = 0, seq = 0;
-    if (history_parse_id(asked, &epoch, &seq) != 0)
-        epoch = ~history_epoch();            /* unreadable: not ours, a gap */
-    history_since(uid, 1, epoch, seq, &replay.r, WS_REPLAY_MAX);
-    if (replay.r.gap && add_gap(out, asked, replay.r.first_seq) != 0)
-        return -1;
-    for (uint32_t i = 0; i < replay.r.n; i++) {
-        uint32_t len, s;
-        const char *m = history_message(replay.r.pos[i], &len, &s);
-        if (add_message(out, framing, m, len, s) != 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- start */
 
-/* The socket leaves evhttp and the stream writes the head and the replay
- * (NULL: none). */
+/* The socket leaves evhttp and the stream writes the head, then replays
+ * what the client missed after the id since (NULL: none). */
 static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws_handshake *hs,
-                       uint8_t framing, struct evbuffer *replay)
+                       uint8_t framing, const char *since)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     int own = socket_export_reserve(evcon);
@@ -133,13 +85,10 @@ static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws
         stream_release(s, 0);
         return 0;
     }
-    if (stream_import(s) == 0) {
-        char head[256];
-        size_t head_len = format_head(head, sizeof head, hs);
-        size_t n = replay ? evbuffer_get_length(replay) : 0;
-        struct iovec iov[2] = {{(void *)head, head_len}, {n ? evbuffer_pullup(replay, -1) : NULL, n}};
-        stream_send(s, iov, n ? 2 : 1, head_len + n);
-    }
+    char head[256];
+    struct iovec iov = {head, format_head(head, sizeof head, hs)};
+    if (stream_import(s) == 0 && stream_send(s, &iov, 1, iov.iov_len) == 0 && since)
+        stream_replay(s, since, UINT32_MAX);
     return 0;
 }
 
@@ -165,15 +114,12 @@ int ws_start(struct evhttp_request *req, uint32_t uid)
         return 0;
     }
     uint8_t framing = hs.meta ? FRAMING_WS_META : FRAMING_WS;
-    /* Nothing is allocated for a client that does not resume. */
-    struct evbuffer *replay = since ? evbuffer_new() : NULL;
-    int r = !since || (replay && replay_bytes(replay, framing, uid, since) == 0)
-                ? open_stream(req, uid, &hs, framing, replay)
-                : -1;
+    /* The id, copied: the request is gone once the socket leaves evhttp. */
+    char asked[32];
+    if (since)
+        snprintf(asked, sizeof asked, "%s", strlen(since) < sizeof asked ? since : "-");
     evhttp_clear_headers(&query);
-    if (replay)
-        evbuffer_free(replay);
-    return r;
+    return open_stream(req, uid, &hs, framing, since ? asked : NULL);
 }
 
 /* ---------------------------------------------------------------- heartbeat */

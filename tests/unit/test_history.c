@@ -63,6 +63,94 @@ static const char *replayed(const struct history_replay *r)
     return out;
 }
 
+/* What a cursor gives from where it stands until it is caught up, as
+ * "a,b,|gap|,c" (a gap where history_next says one). */
+static const char *walk(uint32_t uid, struct history_cursor *c, int max)
+{
+    static char out[4096];
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < max; i++) {
+        const char *data;
+        uint32_t len, seq;
+        int r = history_next(uid, c, &data, &len, &seq);
+        if (r == 0)
+            break;
+        if (r < 0)
+            k += (size_t)snprintf(out + k, sizeof out - k, "%s|gap|", k ? "," : "");
+        else
+            k += (size_t)snprintf(out + k, sizeof out - k, "%s%.*s", k ? "," : "", (int)len, data);
+    }
+    return out;
+}
+
+static void a_cursor_steps_forward_and_reaches_live_messages(void **state)
+{
+    (void)state;
+    start(32, 120, 1 << 20);
+    for (uint32_t i = 1; i <= 5; i++)
+        append_text(3, "m%u", i);
+    struct history_cursor c;
+    uint32_t first;
+    assert_int_equal(history_resume(3, 1, history_epoch(), 2, &c, &first), 0);
+    assert_int_equal(first, 3);
+    assert_int_equal(c.seq, 3);
+    const char *data;
+    uint32_t len, seq;
+    assert_int_equal(history_next(3, &c, &data, &len, &seq), 1);
+    assert_int_equal(seq, 3);
+    /* Messages that come during the replay are reached too, in order. */
+    append_text(3, "m%u", 6);
+    assert_string_equal(walk(3, &c, 100), "m4,m5,m6");
+    assert_int_equal(history_next(3, &c, &data, &len, &seq), 0);   /* caught up */
+    append_text(3, "m%u", 7);
+    assert_string_equal(walk(3, &c, 100), "m7");
+    /* A first connect, or nothing missed: the cursor is past the newest. */
+    assert_int_equal(history_resume(3, 0, 0, 0, &c, &first), 0);
+    assert_int_equal(c.seq, 8);
+    assert_int_equal(history_resume(3, 1, history_epoch(), 7, &c, &first), 0);
+    assert_int_equal(c.seq, 8);
+}
+
+static void a_cursor_overtaken_by_the_arena_tells_a_gap(void **state)
+{
+    (void)state;
+    start(4096, 120, 65536);
+    for (uint32_t i = 1; i <= 5; i++)
+        append_text(4, "m%u", i);
+    struct history_cursor c;
+    uint32_t first;
+    assert_int_equal(history_resume(4, 1, history_epoch(), 0, &c, &first), 0);
+    assert_string_equal(walk(4, &c, 1), "m1");
+    /* Others' messages push uid 4's oldest out while its client is slow. */
+    for (uint32_t i = 0; i < 1500; i++)
+        append_text(5, "filler %u", i);
+    for (uint32_t i = 6; i <= 7; i++)
+        append_text(4, "m%u", i);
+    assert_true(loop_stats.history_evicted > 0);
+    assert_string_equal(walk(4, &c, 100), "|gap|,m6,m7");
+    /* Another epoch: a gap, then all that is kept. */
+    assert_int_equal(history_resume(4, 1, history_epoch() + 1, 9, &c, &first), 1);
+    assert_int_equal(first, 6);
+    assert_string_equal(walk(4, &c, 100), "m6,m7");
+}
+
+static void a_cursor_more_than_history_behind_tells_a_gap(void **state)
+{
+    (void)state;
+    start(3, 120, 1 << 20);
+    for (uint32_t i = 1; i <= 3; i++)
+        append_text(6, "m%u", i);
+    struct history_cursor c;
+    uint32_t first;
+    assert_int_equal(history_resume(6, 1, history_epoch(), 0, &c, &first), 0);
+    assert_string_equal(walk(6, &c, 1), "m1");
+    for (uint32_t i = 4; i <= 8; i++)
+        append_text(6, "m%u", i);
+    /* --history 3: of m2..m8 only the newest three are given. */
+    assert_string_equal(walk(6, &c, 100), "|gap|,m6,m7,m8");
+}
+
 static void ids_count_per_uid_from_one(void **state)
 {
     (void)state;
@@ -203,7 +291,7 @@ static void a_shared_payload_is_kept_once(void **state)
     for (uint32_t uid = 1; uid <= 50; uid++)
         assert_int_equal(history_append_shared(uid, shared), 1);
     assert_int_equal(loop_stats.history_entries, 50);
-    assert_true(loop_stats.history_bytes < 24 + 1000 + 50 * 32 + 1);
+    assert_true(loop_stats.history_bytes < 32 + 1000 + 50 * 40 + 1);
     struct history_replay *r = since(17, 0);
     assert_false(r->gap);
     assert_int_equal(r->n, 1);
@@ -244,6 +332,9 @@ int main(void)
         cmocka_unit_test_teardown(a_message_not_kept_makes_a_gap, teardown),
         cmocka_unit_test_teardown(a_shared_payload_is_kept_once, teardown),
         cmocka_unit_test_teardown(history_off_gives_ids_only, teardown),
+        cmocka_unit_test_teardown(a_cursor_steps_forward_and_reaches_live_messages, teardown),
+        cmocka_unit_test_teardown(a_cursor_overtaken_by_the_arena_tells_a_gap, teardown),
+        cmocka_unit_test_teardown(a_cursor_more_than_history_behind_tells_a_gap, teardown),
     };
     return cmocka_run_group_tests_name("history", tests, NULL, NULL);
 }
