@@ -1,0 +1,555 @@
+%% Defects of replay and backlog accounting, on plain sockets against the
+%% real binary: long-poll answers bounded by --max-backlog and counted
+%% like streams; the backlog caps checked before bytes are copied; a
+%% replay sent as the socket takes it (a cursor), also across the seam to
+%% live messages; and every gap carrying the id to come back with.
+%% Memory is judged from /proc/PID/status: VmHWM (the peak) minus VmRSS
+%% before the load, and not at all under sanitizers.
+-module(core_reliability_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, wait_until/3, port_of/1,
+                              request_bytes/4, json_decode/1, http_request/2]).
+
+-define(T, 5000).
+-define(BIG, 61440).              % a 60 KB message
+-define(MIB, 1048576).
+-define(POLL_KEYS, [streams_open, streams_total, evicted, slow_closed, backlog_bytes]).
+-define(MAXSEG, {raw, 6, 2, <<1448:32/native>>}).   % IPPROTO_TCP, TCP_MAXSEG
+
+reliability_test_() ->
+    [httpdcnode_test_lib:server_test(
+       "long-poll: an answer holds at most --max-backlog bytes of messages; polling from "
+       "next collects all 32, in order, none doubled",
+       #{max_message => 65536, max_backlog => 262144, extra_args => ["--history", "32"]}, 30,
+       fun poll_bounded/1),
+     httpdcnode_test_lib:server_test(
+       "long-poll attack: 300 polls that read nothing, each asking for 2 MB; memory stays "
+       "bounded, at most --max-conns-per-uid open, the surplus ended",
+       #{max_message => 65536, max_backlog_total => 16 * ?MIB, max_conns_per_uid => 4}, 60,
+       fun poll_attack/1),
+     httpdcnode_test_lib:server_test(
+       "40 clients that never read, 6,000 broadcasts of 4 KB: no copy past the caps, all 40 "
+       "ended as slow, a reader gets every broadcast",
+       #{max_backlog => 8 * ?MIB, max_backlog_total => 8 * ?MIB,
+         extra_args => ["--history-bytes", integer_to_list(4 * ?MIB)]}, 60, fun caps_before_copy/1),
+     httpdcnode_test_lib:server_test(
+       "SSE resume of 32 x 60 KB on a 64 KB window, read 16 KB at a time: all complete, "
+       "in order, not ended as slow", #{max_message => 65536}, 30, fun sse_slow_replay/1),
+     httpdcnode_test_lib:server_test(
+       "WebSocket resume of 32 x 60 KB on a 64 KB window: all complete, in order, not ended "
+       "as slow", #{max_message => 65536}, 30, fun ws_slow_replay/1),
+     httpdcnode_test_lib:server_test(
+       "the seam: 200 live messages while a slow SSE client replays 32 kept ones; ids 1..232 "
+       "each once", #{max_message => 65536, extra_args => ["--history", "256"]}, 30,
+       fun live_seam/1),
+     httpdcnode_test_lib:server_test(
+       "amplification: 200 resumes from a foreign id reset at once; far fewer than 200 x 32 "
+       "messages encoded, /stats responsive", #{max_message => 65536}, 60,
+       fun amplification/1),
+     {"after a restart every gap carries next: SSE (id: too), long-poll (no gap again from "
+      "next), WebSocket", {timeout, httpdcnode_test_lib:scaled(60), fun restart_gaps/0}}].
+
+%%% ---------------------------------------------------------------- 1. long-poll
+
+poll_bounded(S) ->
+    [send(S, {5, big(I)}) || I <- lists:seq(1, 32)],
+    sync(S),
+    {Body, First} = poll_raw(S, "/poll/5?since=00000000:0"),
+    ?assert(byte_size(Body) =< 262144 + 256),
+    #{<<"messages">> := Ms1, <<"gap">> := true, <<"first">> := FirstId, <<"next">> := Next1} =
+        First,
+    [Epoch, <<"1">>] = binary:split(FirstId, <<":">>),
+    ?assert(length(Ms1) >= 1 andalso length(Ms1) < 32),
+    ?assertEqual(Next1, maps:get(<<"id">>, lists:last(Ms1))),
+    All = collect_polls(S, Next1, lists:reverse(Ms1), 40),
+    ?assertEqual([iolist_to_binary([Epoch, ":", integer_to_binary(I)]) || I <- lists:seq(1, 32)],
+                 [Id || #{<<"id">> := Id} <- All]),
+    ?assert([D || #{<<"data">> := D} <- All] =:= [big(I) || I <- lists:seq(1, 32)]),
+    wait_stat(S, backlog_bytes, fun(V) -> V =:= 0 end, ?T).
+
+%% Polls from Next until the 32nd message came; Acc newest first.
+collect_polls(_S, _Next, Acc, 0) -> erlang:error({too_many_polls, length(Acc)});
+collect_polls(S, Next, Acc, Left) when length(Acc) < 32 ->
+    {Body, J} = poll_raw(S, "/poll/5?since=" ++ binary_to_list(Next)),
+    ?assert(byte_size(Body) =< 262144 + 256),
+    #{<<"messages">> := Ms, <<"gap">> := false, <<"next">> := Next2} = J,
+    ?assertNotEqual([], Ms),
+    ?assertEqual(Next2, maps:get(<<"id">>, lists:last(Ms))),
+    collect_polls(S, Next2, lists:reverse(Ms, Acc), Left - 1);
+collect_polls(_S, _Next, Acc, _Left) -> lists:reverse(Acc).
+
+poll_attack(S) ->
+    N = 300,
+    Payload = binary:copy(<<"x">>, 64000),
+    [send(S, {5, Payload}) || _ <- lists:seq(1, 32)],
+    sync(S),
+    Pid = httpdcnode_test_lib:os_pid(S),
+    Rss0 = proc_kb(Pid, "VmRSS"),
+    St0 = stats(S),
+    Req = request_bytes("GET", "/poll/5?since=00000000:0", "HTTP/1.1", []),
+    Fds0 = fd_count(Pid),
+    %% In waves of 50: once the server has taken them all, it holds no
+    %% more than 4 of uid 5's polls (the descriptors it has open: its
+    %% streams_open gauge also counts closed records not yet freed).
+    {Socks, MaxFds} =
+        lists:foldl(fun(Wave, {Acc, Max}) ->
+                            New = [begin
+                                       Sock = connect_raw(S, [{recbuf, 4096}]),
+                                       ok = gen_tcp:send(Sock, Req),
+                                       Sock
+                                   end || _ <- lists:seq(1, 50)],
+                            Taken = Wave * 50,
+                            wait_until(fun() ->
+                                               T = maps:get(streams_total, stats(S)) -
+                                                   maps:get(streams_total, St0),
+                                               T =:= Taken orelse {false, T}
+                                       end, 10000, {polls_became_streams, Taken}),
+                            {lists:reverse(New, Acc), max(Max, fd_count(Pid) - Fds0)}
+                    end, {[], 0}, lists:seq(1, N div 50)),
+    %% Most are ended before their answer went out (the others' answers
+    %% fit in the kernel's socket buffers and were done).
+    St = wait_until(fun() ->
+                            St1 = stats(S),
+                            Ended = ended(St1) - ended(St0),
+                            case Ended >= N div 2 of
+                                true -> {true, St1};
+                                false -> {false, {ended, Ended, maps:with(?POLL_KEYS, St1)}}
+                            end
+                    end, 20000, surplus_polls_ended),
+    Hwm = proc_kb(Pid, "VmHWM"),
+    Replayed = maps:get(replayed, St) - maps:get(replayed, St0),
+    io:format(user, "~n~p polls: peak RSS +~p KB, at most ~p more descriptors, ~p messages "
+              "encoded, ~w~n", [N, Hwm - Rss0, MaxFds, Replayed, maps:with(?POLL_KEYS, St)]),
+    %% 4 polls, and the /stats connection just answered.
+    ?assert(MaxFds =< 4 + 2),
+    wait_stat(S, streams_open, fun(V) -> V =< 4 end, ?T),
+    %% Not 32 messages encoded for each.
+    ?assert(Replayed < N * 32 div 4),
+    judge_peak(Hwm - Rss0, 120 * 1024),
+    %% The newest is served: a gap answer, at most --max-backlog bytes.
+    Newest = hd(Socks),
+    {Head, Body} = read_response(Newest),
+    ?assertMatch(<<"HTTP/1.1 200 ", _/binary>>, Head),
+    ?assert(byte_size(Body) =< ?MIB + 256),
+    ?assertMatch(#{<<"gap">> := true, <<"next">> := _}, json_decode(Body)),
+    [gen_tcp:close(Sock) || Sock <- Socks],
+    wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
+    wait_stat(S, backlog_bytes, fun(V) -> V =:= 0 end, ?T).
+
+ended(St) -> maps:get(evicted, St) + maps:get(slow_closed, St).
+
+%%% ---------------------------------------------------------------- 2. caps before copies
+
+caps_before_copy(S) ->
+    Stuck = [begin
+                 Sock = connect_raw(S, [{recbuf, 4096}]),
+                 ok = gen_tcp:send(Sock, request_bytes("GET", "/test/" ++ integer_to_list(U),
+                                                       "HTTP/1.1", [])),
+                 Sock
+             end || U <- lists:seq(101, 140)],
+    wait_stat(S, streams_open, fun(V) -> V =:= 40 end, ?T),
+    Reader = start_reader(S, 200),
+    wait_stat(S, streams_open, fun(V) -> V =:= 41 end, ?T),
+    Pid = httpdcnode_test_lib:os_pid(S),
+    Rss0 = proc_kb(Pid, "VmRSS"),
+    %% The reader is never more than 200 broadcasts (800 KB) behind.
+    lists:foreach(fun(I) ->
+                          send(S, {broadcast, bcast(I)}),
+                          case I rem 100 of
+                              0 -> wait_reader(Reader, I - 200);
+                              _ -> ok
+                          end
+                  end, lists:seq(1, 6000)),
+    send(S, {broadcast, <<"end">>}),
+    receive
+        {reader_done, Reader, Count} -> ?assertEqual(6000, Count);
+        {reader_bad, Reader, Why} -> erlang:error({reader, Why})
+    after httpdcnode_test_lib:scaled(20000) -> erlang:error({reader_not_done, reader_count(Reader)})
+    end,
+    St = wait_stat(S, slow_closed, fun(V) -> V >= 40 end, 10000),
+    Hwm = proc_kb(Pid, "VmHWM"),
+    io:format(user, "~n6,000 broadcasts to 40 stuck + 1 reader: peak RSS +~p KB~n",
+              [Hwm - Rss0]),
+    ?assertEqual(40, maps:get(slow_closed, St)),
+    ?assertEqual(1, maps:get(streams_open, St)),
+    judge_peak(Hwm - Rss0, 40 * 1024),
+    unlink(Reader),
+    exit(Reader, kill),
+    [gen_tcp:close(Sock) || Sock <- Stuck].
+
+bcast(I) -> <<I:32, (binary:copy(<<"b">>, 4092))/binary>>.
+
+%% A /test/Uid reader in a process of its own: checks that the chunks
+%% after the welcome are bcast(1), bcast(2), ... until <<"end">>.
+start_reader(S, Uid) ->
+    Parent = self(),
+    Port = port_of(S),
+    spawn_link(fun() ->
+                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port,
+                                                    [binary, {active, once}], ?T),
+                       ok = gen_tcp:send(Sock, request_bytes("GET", "/test/" ++
+                                                                 integer_to_list(Uid),
+                                                             "HTTP/1.1", [])),
+                       reader_loop(Parent, Sock, head, <<>>, 0)
+               end).
+
+reader_loop(Parent, Sock, Phase, Buf, N) ->
+    receive
+        {tcp, Sock, Data} ->
+            case reader_parse(Phase, <<Buf/binary, Data/binary>>, N) of
+                {done, N2} -> Parent ! {reader_done, self(), N2}, reader_idle(Sock, N2);
+                {bad, Why} -> Parent ! {reader_bad, self(), Why}, reader_idle(Sock, N);
+                {Phase2, Rest, N2} ->
+                    ok = inet:setopts(Sock, [{active, once}]),
+                    reader_loop(Parent, Sock, Phase2, Rest, N2)
+            end;
+        {tcp_closed, Sock} -> Parent ! {reader_bad, self(), {closed_after, N}};
+        {count, From} -> From ! {reader_count, self(), N}, reader_loop(Parent, Sock, Phase, Buf, N)
+    end.
+
+reader_idle(Sock, N) ->
+    receive {count, From} -> From ! {reader_count, self(), N}, reader_idle(Sock, N) end.
+
+reader_parse(head, B, N) ->
+    case binary:split(B, <<"\r\n\r\n">>) of
+        [_Head, Rest] -> reader_parse(welcome, Rest, N);
+        [_] -> {head, B, N}
+    end;
+reader_parse(Phase, B, N) ->
+    case binary:split(B, <<"\r\n">>) of
+        [SizeHex, Rest] ->
+            Size = binary_to_integer(SizeHex, 16),
+            case Rest of
+                <<Data:Size/binary, "\r\n", Rest2/binary>> ->
+                    case {Phase, Data} of
+                        {welcome, _} -> reader_parse(chunks, Rest2, N);
+                        {chunks, <<"end">>} -> {done, N};
+                        {chunks, <<I:32, _/binary>>} when I =:= N + 1 ->
+                            reader_parse(chunks, Rest2, N + 1);
+                        {chunks, _} -> {bad, {chunk, N + 1, binary:part(Data, 0, min(8, Size))}}
+                    end;
+                _ -> {Phase, B, N}
+            end;
+        [_] -> {Phase, B, N}
+    end.
+
+reader_count(Reader) ->
+    Reader ! {count, self()},
+    receive {reader_count, Reader, N} -> N after ?T -> erlang:error(reader_not_answering) end.
+
+wait_reader(Reader, AtLeast) ->
+    wait_until(fun() ->
+                       receive
+                           {reader_bad, Reader, Why} -> erlang:error({reader, Why})
+                       after 0 -> ok
+                       end,
+                       N = reader_count(Reader),
+                       case N >= AtLeast of
+                           true -> true;
+                           false -> {false, N}
+                       end
+               end, 10000, {reader_at, AtLeast}).
+
+%%% ---------------------------------------------------------------- 3. replays
+
+sse_slow_replay(S) ->
+    Epoch = epoch(S),
+    [send(S, {20, big(I)}) || I <- lists:seq(1, 32)],
+    sync(S),
+    Sock = sse_connect(S, "20", ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":0"],
+                       slow_path()),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    [?assertEqual({Epoch, I, big(I)}, sse_parse(read_event(Sock))) || I <- lists:seq(1, 32)],
+    ?assertMatch(#{slow_closed := 0, streams_open := 1}, stats(S)),
+    send(S, {20, <<"live">>}),
+    ?assertEqual({Epoch, 33, <<"live">>}, sse_parse(read_event(Sock))),
+    gen_tcp:close(Sock).
+
+ws_slow_replay(S) ->
+    Epoch = epoch(S),
+    [send(S, {22, big(I)}) || I <- lists:seq(1, 32)],
+    sync(S),
+    Sock = ws_connect(S, "22?since=" ++ binary_to_list(Epoch) ++ ":0", slow_path()),
+    [?assertEqual({Epoch, I, big(I)}, meta_frame(Sock)) || I <- lists:seq(1, 32)],
+    ?assertMatch(#{slow_closed := 0, streams_open := 1}, stats(S)),
+    send(S, {22, <<"live">>}),
+    ?assertEqual({Epoch, 33, <<"live">>}, meta_frame(Sock)),
+    gen_tcp:close(Sock).
+
+live_seam(S) ->
+    Epoch = epoch(S),
+    [send(S, {30, big(I)}) || I <- lists:seq(1, 32)],
+    sync(S),
+    Sock = sse_connect(S, "30", ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":0"],
+                       slow_path()),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    ?assertEqual({Epoch, 1, big(1)}, sse_parse(read_event(Sock))),
+    %% The replay is far from over (31 x 130 KB to go on a 64 KB window).
+    [send(S, {30, live(I)}) || I <- lists:seq(33, 232)],
+    sync(S),
+    Got = [sse_parse(read_event(Sock)) || _ <- lists:seq(2, 232)],
+    ?assertEqual(lists:seq(2, 232), [Seq || {_, Seq, _} <- Got]),
+    ?assert([P || {_, _, P} <- Got] =:= [big(I) || I <- lists:seq(2, 32)] ++
+                [live(I) || I <- lists:seq(33, 232)]),
+    %% Nothing doubled behind them: the next event is the next message.
+    send(S, {30, live(233)}),
+    ?assertEqual({Epoch, 233, live(233)}, sse_parse(read_event(Sock))),
+    ?assertMatch(#{slow_closed := 0}, stats(S)),
+    gen_tcp:close(Sock).
+
+live(I) -> <<"live ", (integer_to_binary(I))/binary>>.
+
+amplification(S) ->
+    [send(S, {40, big(I)}) || I <- lists:seq(1, 32)],
+    sync(S),
+    Pid = httpdcnode_test_lib:os_pid(S),
+    Rss0 = proc_kb(Pid, "VmRSS"),
+    St0 = stats(S),
+    Req = request_bytes("GET", "/sse/40", "HTTP/1.1", ["Last-Event-ID: 00000000:0"]),
+    Port = port_of(S),
+    Self = self(),
+    %% 4 waves of 50 at once: each reads its response head, then resets.
+    StatsMs = [begin
+                   Ps = [spawn_link(fun() -> Self ! {reset, self(), reset_after_head(Port, Req)} end)
+                         || _ <- lists:seq(1, 50)],
+                   [receive {reset, P, R} -> ?assertEqual(ok, R)
+                    after httpdcnode_test_lib:scaled(10000) -> erlang:error(client_stuck) end
+                    || P <- Ps],
+                   timed_stats(S)
+               end || _ <- lists:seq(1, 4)],
+    St = wait_stat(S, streams_open, fun(V) -> V =:= 0 end, 10000),
+    Hwm = proc_kb(Pid, "VmHWM"),
+    Replays = maps:get(replays, St) - maps:get(replays, St0),
+    Replayed = maps:get(replayed, St) - maps:get(replayed, St0),
+    io:format(user, "~n200 resets: ~p replays, ~p messages encoded, /stats ~p ms, "
+              "peak RSS +~p KB~n", [Replays, Replayed, StatsMs, Hwm - Rss0]),
+    ?assertEqual(200, Replays),
+    ?assert(Replayed < 200 * 32 div 8),
+    ?assert(lists:max(StatsMs) < httpdcnode_test_lib:scaled(1000)),
+    judge_peak(Hwm - Rss0, 100 * 1024).
+
+reset_after_head(Port, Req) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port,
+                                 [binary, {active, false}, {recbuf, 4096}], ?T),
+    ok = gen_tcp:send(Sock, Req),
+    {_Head, _} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    ok = inet:setopts(Sock, [{linger, {true, 0}}]),
+    gen_tcp:close(Sock).
+
+timed_stats(S) ->
+    T0 = erlang:monotonic_time(millisecond),
+    #{streams_open := _} = stats(S),
+    erlang:monotonic_time(millisecond) - T0.
+
+%%% ---------------------------------------------------------------- 4. gaps after a restart
+
+restart_gaps() ->
+    S1 = httpdcnode_test_lib:start_server(#{}),
+    Old = try
+              Sock = sse_connect(S1, "9", [], []),
+              <<"retry: ", _/binary>> = read_event(Sock),
+              send(S1, {9, <<"before">>}),
+              {E1, 1, <<"before">>} = sse_parse(read_event(Sock)),
+              gen_tcp:close(Sock),
+              <<E1/binary, ":1">>
+          after
+              httpdcnode_test_lib:stop_server(S1)
+          end,
+    S2 = httpdcnode_test_lib:start_server(#{}),
+    try
+        httpdcnode_test_lib:logged(S2, fun(S) -> after_restart(S, Old) end)
+    after
+        httpdcnode_test_lib:stop_server(S2)
+    end.
+
+after_restart(S, Old) ->
+    %% SSE: the gap's id is the id to come back with.
+    Sock = sse_connect(S, "9", ["Last-Event-ID: " ++ binary_to_list(Old)], []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    Gap = read_event(Sock),
+    [<<"id: ", Next/binary>>, <<"event: gap">>, <<"data: ", Json/binary>>] =
+        binary:split(Gap, <<"\n">>, [global, trim_all]),
+    [E2, <<"0">>] = binary:split(Next, <<":">>),
+    ?assertNotEqual(binary:part(Old, 0, 8), E2),
+    ?assertEqual(#{<<"last">> => Old, <<"first">> => null, <<"next">> => Next}, json_decode(Json)),
+    gen_tcp:close(Sock),
+    Sock2 = sse_connect(S, "9", ["Last-Event-ID: " ++ binary_to_list(Next)], []),
+    <<"retry: ", _/binary>> = read_event(Sock2),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    send(S, {9, <<"after">>}),
+    ?assertEqual({E2, 1, <<"after">>}, sse_parse(read_event(Sock2))),
+    gen_tcp:close(Sock2),
+    wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
+    %% Long-poll: the gap says next; from there a poll waits, no gap again.
+    {_, PollGap} = poll_raw(S, "/poll/10?since=" ++ binary_to_list(Old)),
+    Next0 = <<E2/binary, ":0">>,
+    ?assertEqual(#{<<"messages">> => [], <<"gap">> => true, <<"first">> => null,
+                   <<"next">> => Next0}, PollGap),
+    Poller = spawn_poll(S, "/poll/10?since=" ++ binary_to_list(Next0)),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    send(S, {10, <<"p1">>}),
+    Id1 = <<E2/binary, ":1">>,
+    ?assertEqual(#{<<"messages">> => [#{<<"id">> => Id1, <<"data">> => <<"p1">>}],
+                   <<"gap">> => false, <<"next">> => Id1}, poll_answer(Poller)),
+    %% WebSocket: the gap frame's JSON has next; from there no gap.
+    Ws = ws_connect(S, "11?since=" ++ binary_to_list(Old), []),
+    {1, 1, <<"event: gap\n\n", WsJson/binary>>} = recv_frame(Ws),
+    ?assertEqual(#{<<"last">> => Old, <<"first">> => null, <<"next">> => Next0},
+                 json_decode(WsJson)),
+    gen_tcp:close(Ws),
+    Ws2 = ws_connect(S, "11?since=" ++ binary_to_list(Next0), []),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    send(S, {11, <<"w1">>}),
+    ?assertEqual({E2, 1, <<"w1">>}, meta_frame(Ws2)),
+    gen_tcp:close(Ws2).
+
+%%% ---------------------------------------------------------------- helpers
+
+%% A 60 KB message of "line\n" repeated, numbered: "00001\nline\nline...".
+big(I) ->
+    iolist_to_binary([io_lib:format("~5..0b", [I]), binary:copy(<<"\nline">>, (?BIG - 5) div 5)]).
+
+%% A path like the Internet's: a 64 KB window, 1448-byte segments; and a
+%% slow reader: each recv takes at most 16 KB (the user-level buffer).
+slow_path() -> [{recbuf, 65536}, {buffer, 16384}, ?MAXSEG].
+
+%% This server's epoch, from a message to a uid no test here uses.
+epoch(S) ->
+    send(S, {999, <<"e">>}),
+    sync(S),
+    {_, #{<<"messages">> := [#{<<"id">> := Id}]}} = poll_raw(S, "/poll/999?since=00000000:0"),
+    binary:part(Id, 0, 8).
+
+connect_raw(S, Opts) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false} | Opts], ?T),
+    put({buf, Sock}, <<>>),
+    Sock.
+
+%% GET /poll answered at once: the body and its JSON.
+poll_raw(S, Path) ->
+    R = http_request(port_of(S), request_bytes("GET", Path, "HTTP/1.1", ["Connection: close"])),
+    ?assertEqual(200, maps:get(status, R)),
+    Body = maps:get(body, R),
+    {Body, json_decode(Body)}.
+
+%% A poll that waits, in a process of its own: poll_answer/1 gets its JSON.
+spawn_poll(S, Path) ->
+    Self = self(),
+    Port = port_of(S),
+    spawn_link(fun() ->
+                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+                       ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", [])),
+                       put({buf, Sock}, <<>>),
+                       Self ! {poll_answer, self(), read_response(Sock)}
+               end).
+
+poll_answer(Poller) ->
+    receive {poll_answer, Poller, {Head, Body}} ->
+            ?assertMatch(<<"HTTP/1.1 200 OK", _/binary>>, Head),
+            json_decode(Body)
+    after ?T -> erlang:error(no_poll_answer)
+    end.
+
+%% A close-delimited response: {Head, Body}.
+read_response(Sock) ->
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, get({buf, Sock})),
+    {Head, read_all(Sock, Rest)}.
+
+read_all(Sock, Acc) ->
+    case gen_tcp:recv(Sock, 0, ?T) of
+        {ok, B} -> read_all(Sock, <<Acc/binary, B/binary>>);
+        {error, closed} -> Acc
+    end.
+
+sse_connect(S, Path, Headers, Opts) ->
+    Sock = connect_raw(S, Opts),
+    ok = gen_tcp:send(Sock, request_bytes("GET", "/sse/" ++ Path, "HTTP/1.1", Headers)),
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    ?assertMatch(<<"HTTP/1.1 200 OK", _/binary>>, Head),
+    put({buf, Sock}, Rest),
+    Sock.
+
+%% The next event, up to and with its blank line.
+read_event(Sock) ->
+    {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
+    put({buf, Sock}, Rest),
+    <<Event/binary, "\n\n">>.
+
+read_until(Sock, Sep, Acc) ->
+    case binary:split(Acc, Sep) of
+        [Before, After] -> {Before, After};
+        [_] ->
+            case gen_tcp:recv(Sock, 0, ?T) of
+                {ok, More} -> read_until(Sock, Sep, <<Acc/binary, More/binary>>);
+                Err -> erlang:error({recv, Err, {buffered, byte_size(Acc)}})
+            end
+    end.
+
+%% {Epoch, Seq, Payload} of "id: E:S\ndata: ...\ndata: ...\n\n".
+sse_parse(Event) ->
+    [<<"id: ", Id/binary>> | Lines] = binary:split(binary:part(Event, 0, byte_size(Event) - 2),
+                                                   <<"\n">>, [global]),
+    [Epoch, Seq] = binary:split(Id, <<":">>),
+    Data = [case L of <<"data: ", D/binary>> -> D; <<"data:", D/binary>> -> D end || L <- Lines],
+    {Epoch, binary_to_integer(Seq), iolist_to_binary(lists:join(<<"\n">>, Data))}.
+
+ws_connect(S, Path, Opts) ->
+    Sock = connect_raw(S, Opts),
+    ok = gen_tcp:send(Sock, request_bytes("GET", "/ws/" ++ Path, "HTTP/1.1",
+                                          ["Upgrade: websocket", "Connection: Upgrade",
+                                           "Sec-WebSocket-Version: 13",
+                                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                                           "Sec-WebSocket-Protocol: ws+meta.httpdcnode"])),
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
+    put({buf, Sock}, Rest),
+    Sock.
+
+take(Sock, N) ->
+    case get({buf, Sock}) of
+        <<Want:N/binary, Rest/binary>> -> put({buf, Sock}, Rest), Want;
+        Buf ->
+            case gen_tcp:recv(Sock, 0, ?T) of
+                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
+                Err -> erlang:error({recv, Err, {buffered, byte_size(Buf)}})
+            end
+    end.
+
+%% The next server frame {Fin, Opcode, Payload}.
+recv_frame(Sock) ->
+    <<Fin:1, 0:3, Op:4, 0:1, Len0:7>> = take(Sock, 2),
+    Len = case Len0 of
+              126 -> <<L:16>> = take(Sock, 2), L;
+              127 -> <<L:64>> = take(Sock, 8), L;
+              _ -> Len0
+          end,
+    {Fin, Op, take(Sock, Len)}.
+
+%% A ws+meta message frame as {Epoch, Seq, Payload}.
+meta_frame(Sock) ->
+    {1, _, <<"id: ", Epoch:8/binary, ":", Rest/binary>>} = recv_frame(Sock),
+    [Seq, Payload] = binary:split(Rest, <<"\n\n">>),
+    {Epoch, binary_to_integer(Seq), Payload}.
+
+fd_count(Pid) ->
+    {ok, Fds} = file:list_dir("/proc/" ++ integer_to_list(Pid) ++ "/fd"),
+    length(Fds).
+
+%% A field of /proc/PID/status, in kB.
+proc_kb(Pid, Key) ->
+    {ok, B} = file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/status"),
+    {match, [V]} = re:run(B, "^" ++ Key ++ ":\\s+(\\d+) kB", [multiline, {capture, all_but_first, binary}]),
+    binary_to_integer(V).
+
+judge_peak(GrowthKb, LimitKb) ->
+    case httpdcnode_test_lib:memory_judged() of
+        true -> ?assert(GrowthKb < LimitKb);
+        false -> ok
+    end.
+
+%% Every message sent before is applied.
+sync(S) ->
+    Ref = make_ref(),
+    send(S, {self(), Ref, stats}),
+    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.
