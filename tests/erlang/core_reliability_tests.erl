@@ -91,22 +91,23 @@ poll_attack(S) ->
     Fds0 = fd_count(Pid),
     %% In waves of 50: once the server has taken them all, it holds no
     %% more than 4 of uid 5's polls (the descriptors it has open: its
-    %% streams_open gauge also counts closed records not yet freed).
-    {Socks, MaxFds} =
-        lists:foldl(fun(Wave, {Acc, Max}) ->
+    %% streams_open gauge also counts closed records not yet freed). If a
+    %% wave is not taken as streams, the memory is judged first.
+    {Socks, MaxFds, Taken} =
+        lists:foldl(fun(Wave, {Acc, Max, Ok}) ->
                             New = [begin
                                        Sock = connect_raw(S, [{recbuf, 4096}]),
                                        ok = gen_tcp:send(Sock, Req),
                                        Sock
                                    end || _ <- lists:seq(1, 50)],
-                            Taken = Wave * 50,
-                            wait_until(fun() ->
-                                               T = maps:get(streams_total, stats(S)) -
-                                                   maps:get(streams_total, St0),
-                                               T =:= Taken orelse {false, T}
-                                       end, 10000, {polls_became_streams, Taken}),
-                            {lists:reverse(New, Acc), max(Max, fd_count(Pid) - Fds0)}
-                    end, {[], 0}, lists:seq(1, N div 50)),
+                            Ok2 = Ok andalso polls_taken(S, St0, Wave * 50),
+                            {lists:reverse(New, Acc), max(Max, fd_count(Pid) - Fds0), Ok2}
+                    end, {[], 0, true}, lists:seq(1, N div 50)),
+    AllTaken = polls_taken(S, St0, N),
+    Hwm0 = proc_kb(Pid, "VmHWM"),
+    io:format(user, "~n~p polls sent: peak RSS +~p KB~n", [N, Hwm0 - Rss0]),
+    judge_peak(Hwm0 - Rss0, 120 * 1024),
+    ?assert(Taken andalso AllTaken),
     %% Most are ended before their answer went out (the others' answers
     %% fit in the kernel's socket buffers and were done).
     St = wait_until(fun() ->
@@ -139,8 +140,19 @@ poll_attack(S) ->
 
 ended(St) -> maps:get(evicted, St) + maps:get(slow_closed, St).
 
+%% Whether the server has made streams of all Count polls, within 5 s.
+polls_taken(S, St0, Count) ->
+    try wait_until(fun() ->
+                           T = maps:get(streams_total, stats(S)) - maps:get(streams_total, St0),
+                           T =:= Count orelse {false, T}
+                   end, 5000, {polls_became_streams, Count})
+    catch error:{timeout_waiting_for, _, _} = E -> io:format(user, "~p~n", [E]), false
+    end.
+
 %%% ---------------------------------------------------------------- 2. caps before copies
 
+%% --history-bytes 4 MiB: the kept broadcasts would touch 24 MB of the
+%% history's arena, which is not what is measured here.
 caps_before_copy(S) ->
     Stuck = [begin
                  Sock = connect_raw(S, [{recbuf, 4096}]),
@@ -153,11 +165,12 @@ caps_before_copy(S) ->
     wait_stat(S, streams_open, fun(V) -> V =:= 41 end, ?T),
     Pid = httpdcnode_test_lib:os_pid(S),
     Rss0 = proc_kb(Pid, "VmRSS"),
-    %% The reader is never more than 200 broadcasts (800 KB) behind.
+    %% The reader is never more than 500 broadcasts (2 MB) behind, so that
+    %% it never holds the most when the total cap is reached.
     lists:foreach(fun(I) ->
                           send(S, {broadcast, bcast(I)}),
-                          case I rem 100 of
-                              0 -> wait_reader(Reader, I - 200);
+                          case I rem 250 of
+                              0 -> wait_reader(Reader, I - 500);
                               _ -> ok
                           end
                   end, lists:seq(1, 6000)),
@@ -306,12 +319,15 @@ amplification(S) ->
     Pid = httpdcnode_test_lib:os_pid(S),
     Rss0 = proc_kb(Pid, "VmRSS"),
     St0 = stats(S),
+    Cpu0 = cpu_ms(Pid),
     Req = request_bytes("GET", "/sse/40", "HTTP/1.1", ["Last-Event-ID: 00000000:0"]),
     Port = port_of(S),
     Self = self(),
     %% 4 waves of 50 at once: each reads its response head, then resets.
     StatsMs = [begin
-                   Ps = [spawn_link(fun() -> Self ! {reset, self(), reset_after_head(Port, Req)} end)
+                   Ps = [spawn_link(fun() ->
+                                            Self ! {reset, self(), reset_after_head(Port, Req)}
+                                    end)
                          || _ <- lists:seq(1, 50)],
                    [receive {reset, P, R} -> ?assertEqual(ok, R)
                     after httpdcnode_test_lib:scaled(10000) -> erlang:error(client_stuck) end
@@ -320,14 +336,22 @@ amplification(S) ->
                end || _ <- lists:seq(1, 4)],
     St = wait_stat(S, streams_open, fun(V) -> V =:= 0 end, 10000),
     Hwm = proc_kb(Pid, "VmHWM"),
-    Replays = maps:get(replays, St) - maps:get(replays, St0),
-    Replayed = maps:get(replayed, St) - maps:get(replayed, St0),
-    io:format(user, "~n200 resets: ~p replays, ~p messages encoded, /stats ~p ms, "
-              "peak RSS +~p KB~n", [Replays, Replayed, StatsMs, Hwm - Rss0]),
-    ?assertEqual(200, Replays),
-    ?assert(Replayed < 200 * 32 div 8),
+    Cpu = cpu_ms(Pid) - Cpu0,
+    Delta = fun(K) -> maps:get(K, St, 0) - maps:get(K, St0, 0) end,
+    io:format(user, "~n200 resets: ~p replays, ~p messages encoded, server CPU ~p ms, "
+              "/stats ~w ms, peak RSS +~p KB~n",
+              [Delta(replays), Delta(replayed), Cpu, StatsMs, Hwm - Rss0]),
+    judge_peak(Hwm - Rss0, 100 * 1024),
     ?assert(lists:max(StatsMs) < httpdcnode_test_lib:scaled(1000)),
-    judge_peak(Hwm - Rss0, 100 * 1024).
+    %% Encoding 200 x 32 x 130 KB took the old code about half a second
+    %% (not judged under valgrind, whose CPU time is its own).
+    case os:getenv("HTTPDTEST_SERVER_PREFIX", "") of
+        "" -> ?assert(Cpu < httpdcnode_test_lib:scaled(200));
+        _ -> ok
+    end,
+    ?assertMatch(#{replays := _, replayed := _}, St),
+    ?assertEqual(200, Delta(replays)),
+    ?assert(Delta(replayed) < 200 * 32 div 8).
 
 reset_after_head(Port, Req) ->
     {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port,
@@ -438,7 +462,8 @@ spawn_poll(S, Path) ->
     Self = self(),
     Port = port_of(S),
     spawn_link(fun() ->
-                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port,
+                                                    [binary, {active, false}]),
                        ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", [])),
                        put({buf, Sock}, <<>>),
                        Self ! {poll_answer, self(), read_response(Sock)}
@@ -532,6 +557,14 @@ meta_frame(Sock) ->
     [Seq, Payload] = binary:split(Rest, <<"\n\n">>),
     {Epoch, binary_to_integer(Seq), Payload}.
 
+%% The process's CPU time (user + system) in ms, from /proc/PID/stat.
+cpu_ms(Pid) ->
+    {ok, B} = file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/stat"),
+    [_, AfterComm] = binary:split(B, <<") ">>),
+    Fields = binary:split(AfterComm, <<" ">>, [global]),
+    Ticks = binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields)),
+    Ticks * 10.
+
 fd_count(Pid) ->
     {ok, Fds} = file:list_dir("/proc/" ++ integer_to_list(Pid) ++ "/fd"),
     length(Fds).
@@ -539,7 +572,8 @@ fd_count(Pid) ->
 %% A field of /proc/PID/status, in kB.
 proc_kb(Pid, Key) ->
     {ok, B} = file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/status"),
-    {match, [V]} = re:run(B, "^" ++ Key ++ ":\\s+(\\d+) kB", [multiline, {capture, all_but_first, binary}]),
+    {match, [V]} = re:run(B, "^" ++ Key ++ ":\\s+(\\d+) kB",
+                          [multiline, {capture, all_but_first, binary}]),
     binary_to_integer(V).
 
 judge_peak(GrowthKb, LimitKb) ->
