@@ -28,6 +28,7 @@
     X(deliveries)       /* chunks written (or queued) to streams */           \
     X(bytes_out)        /* payload bytes delivered */                         \
     X(dropped_no_conn)  /* message for a uid with no stream */                \
+    X(multicast_repeats) /* uids a multicast listed again (given it once) */  \
     X(replies_dropped)  /* replies/presence lost: the outbound queue was full */ \
     X(http_not_found)   /* 404 */                                             \
     X(http_too_big)     /* 503 uid above --max-users */                       \
