@@ -89,7 +89,7 @@
       if (!f) return ctx.error('a WebSocket frame without its id header');
       if (f.headers.event === 'gap') {
         try { var g = parseGap(f.body); } catch (err) { return ctx.error('unreadable gap frame'); }
-        return ctx.gap(g.last, g.first);
+        return ctx.gap(g.last, g.first, g.next);
       }
       ctx.message(f.headers.id, f.body);
     };
@@ -111,7 +111,7 @@
     es.onmessage = function (e) { ctx.message(e.lastEventId, e.data); };
     es.addEventListener('gap', function (e) {
       try { var g = parseGap(e.data); } catch (err) { return ctx.error('unreadable gap event'); }
-      ctx.gap(g.last, g.first);
+      ctx.gap(g.last, g.first, g.next);
     });
     es.onerror = function () {
       if (es.readyState === global.EventSource.CONNECTING && ctx.hasOpened())
@@ -123,7 +123,7 @@
   }
 
   /* ---- Long-poll: GET /poll/N?since=ID answers
-   * {"messages":[{"id":ID,"data":TEXT},...], "gap":true?, "first":ID?}
+   * {"messages":[{"id":ID,"data":TEXT},...], "gap":BOOL, "first":ID?, "next":ID}
    * at once when something is newer, else when it comes or the server's
    * --poll-timeout passes (then with no messages). A payload that is not
    * UTF-8 comes as "data_base64" and is decoded as EventSource would. */
@@ -137,7 +137,7 @@
     var messages = answer.messages || [];
     if (answer.gap) {
       var first = answer.first !== undefined ? answer.first : messages.length ? messages[0].id : null;
-      ctx.gap(ctx.since(), first);
+      ctx.gap(ctx.since(), first, answer.next);
     }
     messages.forEach(function (m) {
       ctx.message(m.id, m.data !== undefined ? m.data : base64Text(m.data_base64 || ''));
@@ -254,8 +254,12 @@
           status('open', lastId ? 'resumed after ' + lastId : '');
         },
         message: function (id, data) { if (ctx.live) deliver(id, data); },
-        gap: function (l, f) {
+        gap: function (l, f, next) {
           if (!ctx.live) return;
+          /* Come back from the gap's next id: else every reconnect would
+           * be told the same gap again. */
+          var p = parseId(next);
+          if (p) { last = p; lastId = next; }
           status('gap', 'missed after ' + l + '; kept from ' + f);
           call(opts.ongap, { last: l, first: f });
         },
