@@ -173,6 +173,12 @@ void conn_gap(struct conn *c)
     ids_gap(&c->ids);
 }
 
+void conn_pong(struct conn *c)
+{
+    (void)c;
+    g_set->st->pongs++;
+}
+
 void conn_answer(struct conn *c, int gap)
 {
     g_set->st->polls++;

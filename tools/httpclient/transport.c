@@ -133,8 +133,9 @@ static void ws_send_cb(void *ctx, const uint8_t *frame, size_t len)
 {
     struct conn *c = ctx;
     int fd = event_get_fd(&c->ev);
-    if (fd >= 0)
-        (void)send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (fd >= 0 && send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len &&
+        frame[0] == 0x8au)              /* FIN | pong */
+        conn_pong(c);
 }
 
 static const struct ws_callbacks k_ws = {ws_message_cb, ws_send_cb};
