@@ -14,11 +14,13 @@
  *   - each ping is answered with a masked pong of the same payload, and the
  *     server's close with a masked close of the same code (or none), through
  *     the send callback.
- * One wslay frame context serves every connection of the process (4,264
- * bytes as malloc_usable_size measures it with Debian's wslay 1.1.1, mostly
- * its 4 KB input buffer): it is given whole headers only and counts their
- * payloads without copying them (server frames are unmasked, so wslay never
- * looks at payload bytes), so it is back at a frame boundary whenever a call
+ * One wslay frame context serves every connection of the process (4,256
+ * bytes with Debian's wslay 1.1.1, mostly its 4 KB input buffer; one per
+ * connection would be 19 times this client's ~250 bytes a connection): it
+ * is given whole headers only (a header cut by a read's end waits in the
+ * connection's carry) and counts their payloads without copying them
+ * (server frames are unmasked, so wslay never looks at payload bytes; they
+ * are read in place), so it is back at a frame boundary whenever a call
  * returns, and a connection keeps only the 48-byte struct ws_parser.
  * Every connection sends the same key (RFC 6455's example): it only proves
  * that the server speaks WebSocket, and the accept for it is a constant. */
