@@ -99,7 +99,7 @@ $(SERVER): $(BUILD)/main.o $(SRV_LIB_OBJ)
 
 # The latency histogram is shared with the server's probe.
 $(CLIENT): $(CLIENT_OBJ) $(BUILD)/histogram.o
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) $(WSLAY_LIBS) -lm
 
 # The host's floor for one small loopback write (make bench reports it).
 $(BINP)writefloor: tools/writefloor/writefloor.c | $(BUILD)
