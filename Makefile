@@ -143,7 +143,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=all $(WARN) -Iinclude
-FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp
+FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp \
+                build/fuzz/fuzz_history
 
 build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/term.c include/term.h include/cmd.h | build
 	@mkdir -p build/fuzz
@@ -156,6 +157,11 @@ build/fuzz/fuzz_uid: tests/fuzz/fuzz_uid.c src/uid.c include/uid.h | build
 build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/uid.c include/uid.h | build
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(EV_CFLAGS) -o $@ $< src/uid.c $(EV_LIBS)
+
+# The history against a model; history.c is included for its clock.
+build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c src/history.c include/history.h | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $<
 
 build/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(wildcard tools/httpclient/resp_parser.*) | build
 	@mkdir -p build/fuzz
