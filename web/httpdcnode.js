@@ -4,13 +4,19 @@
  * `httpdcnode`. No dependencies.
  *
  *   var conn = httpdcnode.connect(location.origin, 123, {
- *     onmessage: function (m) { ... m.id, m.data ... },
+ *     onmessage: function (m) { ... m.id, m.data (text), m.bytes ... },
  *     ongap: function (g) { ... g.last, g.first: reload from your database ... },
  *     onstatus: function (s) { ... s.state, s.transport, s.detail ... },
  *     transports: ['ws', 'sse', 'poll'],     // the default order; or one name
  *     query: function () { return 'exp=...&sig=...'; }   // optional, on every request
  *   });
  *   conn.close();
+ *
+ * A payload that is not UTF-8 (a WebSocket binary frame, SSE's
+ * "event: base64", long-poll's "data_base64") comes as m.bytes, a
+ * Uint8Array of exactly what was sent, and as m.data decoded as text the
+ * way EventSource would (invalid bytes as U+FFFD); m.bytes is undefined
+ * for UTF-8 payloads.
  *
  * Every transport is one function below that turns the server's wire
  * format into calls on a small context (opened, message, gap, failed); the
@@ -50,6 +56,15 @@
     return u.toString();
   }
 
+  /* base64 -> Uint8Array; the text of bytes, as EventSource decodes. */
+  function base64Bytes(b64) {
+    var bin = global.atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
+  function bytesText(bytes) { return new TextDecoder().decode(bytes); }
+
   function parseGap(json) {
     var g = JSON.parse(json);
     return { last: g.last === undefined ? null : g.last, first: g.first === undefined ? null : g.first };
@@ -58,7 +73,8 @@
   /* ---- WebSocket: GET /ws/N?since=ID, subprotocol ws+meta.httpdcnode.
    * Each frame is header lines ("id: EPOCH:SEQ"), a blank line, then the
    * payload; a gap is a frame with the header "event: gap" and the gap's
-   * JSON as payload. */
+   * JSON as payload. A binary frame (a payload that is not UTF-8) is split
+   * at its first two \n bytes, its payload kept as bytes. */
   function parseMetaFrame(text) {
     var end = text.indexOf('\n\n');
     if (end < 0) return null;
@@ -70,10 +86,21 @@
     return { headers: headers, body: text.slice(end + 2) };
   }
 
+  function parseBinaryFrame(buf) {
+    var u8 = new Uint8Array(buf);
+    for (var i = 0; i + 1 < u8.length; i++) {
+      if (u8[i] !== 10 || u8[i + 1] !== 10) continue;
+      var f = parseMetaFrame(bytesText(u8.subarray(0, i + 2)));
+      f.bytes = u8.slice(i + 2);
+      f.body = bytesText(f.bytes);
+      return f;
+    }
+    return null;
+  }
+
   function wsTransport(ctx) {
     if (typeof global.WebSocket !== 'function') return ctx.failed('WebSocket not supported here');
     var ws = new global.WebSocket(ctx.url('/ws/' + ctx.uid, true), SUBPROTOCOL);
-    var decoder = new TextDecoder();
     var done = false;
     ws.binaryType = 'arraybuffer';
     ws.onopen = function () {
@@ -85,13 +112,13 @@
       ctx.opened();
     };
     ws.onmessage = function (e) {
-      var f = parseMetaFrame(typeof e.data === 'string' ? e.data : decoder.decode(e.data));
+      var f = typeof e.data === 'string' ? parseMetaFrame(e.data) : parseBinaryFrame(e.data);
       if (!f) return ctx.error('a WebSocket frame without its id header');
       if (f.headers.event === 'gap') {
         try { var g = parseGap(f.body); } catch (err) { return ctx.error('unreadable gap frame'); }
         return ctx.gap(g.last, g.first);
       }
-      ctx.message(f.headers.id, f.body);
+      ctx.message(f.headers.id, f.body, f.bytes);
     };
     ws.onclose = function (e) {
       if (done) return;
@@ -103,12 +130,17 @@
 
   /* ---- Server-Sent Events: GET /sse/N?since=ID. Within one EventSource
    * the browser reconnects by itself and sends Last-Event-ID; a refused
-   * stream (not 200, not text/event-stream) ends it for good. */
+   * stream (not 200, not text/event-stream) ends it for good. A payload
+   * that is not UTF-8 is the event "base64", its data the payload's base64. */
   function sseTransport(ctx) {
     if (typeof global.EventSource !== 'function') return ctx.failed('EventSource not supported here');
     var es = new global.EventSource(ctx.url('/sse/' + ctx.uid, false));
     es.onopen = function () { ctx.opened(); };
     es.onmessage = function (e) { ctx.message(e.lastEventId, e.data); };
+    es.addEventListener('base64', function (e) {
+      try { var b = base64Bytes(e.data); } catch (err) { return ctx.error('unreadable base64 event'); }
+      ctx.message(e.lastEventId, bytesText(b), b);
+    });
     es.addEventListener('gap', function (e) {
       try { var g = parseGap(e.data); } catch (err) { return ctx.error('unreadable gap event'); }
       ctx.gap(g.last, g.first);
@@ -126,13 +158,7 @@
    * {"messages":[{"id":ID,"data":TEXT},...], "gap":true?, "first":ID?}
    * at once when something is newer, else when it comes or the server's
    * --poll-timeout passes (then with no messages). A payload that is not
-   * UTF-8 comes as "data_base64" and is decoded as EventSource would. */
-  function base64Text(b64) {
-    var bin = global.atob(b64), bytes = new Uint8Array(bin.length);
-    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    return new TextDecoder().decode(bytes);
-  }
-
+   * UTF-8 comes as "data_base64". */
   function applyPollAnswer(ctx, answer) {
     var messages = answer.messages || [];
     if (answer.gap) {
@@ -140,7 +166,9 @@
       ctx.gap(ctx.since(), first);
     }
     messages.forEach(function (m) {
-      ctx.message(m.id, m.data !== undefined ? m.data : base64Text(m.data_base64 || ''));
+      if (m.data !== undefined) return ctx.message(m.id, m.data);
+      var b = base64Bytes(m.data_base64 || '');
+      ctx.message(m.id, bytesText(b), b);
     });
     return messages.length;
   }
@@ -210,13 +238,13 @@
       call(opts.onstatus, { state: state, transport: order[idx], detail: detail || '', lastId: lastId });
     }
 
-    function deliver(id, data) {
+    function deliver(id, data, bytes) {
       var p = parseId(id);
       if (p && last && p.epoch === last.epoch && p.seq <= last.seq)
         return status('duplicate', id + ' was seen already: not shown again');
       if (p) { last = p; lastId = id; }
       attempts = 0;
-      call(opts.onmessage, { id: id, data: data });
+      call(opts.onmessage, bytes ? { id: id, data: data, bytes: bytes } : { id: id, data: data });
     }
 
     function start() {
@@ -253,7 +281,7 @@
           streak = 0;
           status('open', lastId ? 'resumed after ' + lastId : '');
         },
-        message: function (id, data) { if (ctx.live) deliver(id, data); },
+        message: function (id, data, bytes) { if (ctx.live) deliver(id, data, bytes); },
         gap: function (l, f) {
           if (!ctx.live) return;
           status('gap', 'missed after ' + l + '; kept from ' + f);

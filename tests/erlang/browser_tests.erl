@@ -26,7 +26,9 @@ browser_test_() ->
                                       fun(S) -> gap(S, T) end)
       || T <- ["sse", "ws"]],
      httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
-                                     #{}, 120, fun first_that_works/1)].
+                                     #{}, 120, fun first_that_works/1),
+     httpdcnode_test_lib:server_test("client over sse, ws and poll: a payload that is not UTF-8 "
+                                     "arrives as its bytes", #{}, 120, fun not_utf8/1)].
 
 %%% ---------------------------------------------------------------- files
 
@@ -142,6 +144,23 @@ first_that_works(S) ->
         no_script_errors(P)
     end).
 
+%% The page's client, one connection per transport: m.bytes is the payload
+%% exactly, m.data its text as EventSource decodes it; UTF-8 has no bytes.
+not_utf8(S) ->
+    with_page(S, "", fun(P) ->
+        Ts = [{<<"sse">>, 63}, {<<"ws">>, 64}, {<<"poll">>, 65}],
+        [connect(P, T, T, U, "{}") || {T, U} <- Ts],
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open) || {T, _} <- Ts],
+        [begin send(S, {U, <<255, 254, 0, 1>>}), send(S, {U, <<"caf", 16#c3, 16#a9>>}) end
+         || {_, U} <- Ts],
+        [?assertMatch({T, [#{<<"hex">> := <<"fffe0001">>,
+                             <<"data">> := <<16#fffd/utf8, 16#fffd/utf8, 0, 1>>},
+                           #{<<"hex">> := null, <<"data">> := <<"caf", 16#c3, 16#a9>>}]},
+                      {T, wait_msgs(P, T, 2)})
+         || {T, _} <- Ts],
+        no_script_errors(P)
+    end).
+
 m(I) -> <<"m", (integer_to_binary(I))/binary>>.
 
 send_range(S, Uid, From, To) -> [send(S, {Uid, m(I)}) || I <- lists:seq(From, To)], ok.
@@ -163,6 +182,36 @@ wait_log(P, Pred, What) ->
               L = [E || E = #{<<"ev">> := <<"log">>} <- events(P)],
               Pred(L) orelse {false, L}
       end, ?T, What).
+
+%% "connect TAG TRANSPORTS UID OPTIONS": a connection of the page's client.
+connect(P, Tag, Transports, Uid, Json) ->
+    command(P, ["connect ", Tag, " ", Transports, " ", integer_to_list(Uid), " ", Json]).
+
+tagged(P, Ev, Tag) -> [E || E = #{<<"ev">> := E1, <<"tag">> := T} <- events(P), E1 =:= Ev, T =:= Tag].
+
+%% The first N messages of the connection Tag.
+wait_msgs(P, Tag, N) ->
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              M = tagged(P, <<"msg">>, Tag),
+              case length(M) >= N of
+                  true -> {true, lists:sublist(M, N)};
+                  false -> {false, M}
+              end
+      end, ?T, {messages, Tag, N}).
+
+%% Waits until Pred(the statuses of Tag so far) holds; returns them.
+wait_status(P, Tag, Pred, What) ->
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              St = tagged(P, <<"status">>, Tag),
+              case Pred(St) of
+                  true -> {true, St};
+                  false -> {false, St}
+              end
+      end, ?T, {Tag, What}).
+
+count_state(State, Sts) -> length([x || #{<<"state">> := S} <- Sts, S =:= State]).
 
 no_script_errors(P) ->
     ?assertEqual([], [E || E = #{<<"ev">> := Ev} <- events(P),
