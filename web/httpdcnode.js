@@ -7,8 +7,10 @@
  *     onmessage: function (m) { ... m.id, m.data (text), m.bytes ... },
  *     ongap: function (g) { ... g.last, g.first: reload from your database ... },
  *     onstatus: function (s) { ... s.state, s.transport, s.detail ... },
+ *                              // "waiting" also: s.delay (ms), s.attempt (n)
  *     transports: ['ws', 'sse', 'poll'],     // the default order; or one name
- *     query: function () { return 'exp=...&sig=...'; }   // optional, on every request
+ *     query: function () { return 'exp=...&sig=...'; },  // optional, on every request
+ *     backoffBase: 500, backoffCap: 20000    // ms, the defaults (see lost below)
  *   });
  *   conn.close();
  *
@@ -26,8 +28,9 @@
 
   var SUBPROTOCOL = 'ws+meta.httpdcnode';
   var ORDER = ['ws', 'sse', 'poll'];
-  var BACKOFF_MIN_MS = 500;
-  var BACKOFF_MAX_MS = 30000;
+  /* Reconnect waits: full jitter, see backoffDelay. */
+  var BACKOFF_BASE_MS = 500;
+  var BACKOFF_CAP_MS = 20000;
   /* A connection that held this long (or brought a message) was healthy:
    * the next one starts the backoff afresh. */
   var HEALTHY_MS = 10000;
@@ -128,10 +131,12 @@
     return { stop: function () { done = true; ws.close(1000); } };
   }
 
-  /* ---- Server-Sent Events: GET /sse/N?since=ID. Within one EventSource
-   * the browser reconnects by itself and sends Last-Event-ID; a refused
-   * stream (not 200, not text/event-stream) ends it for good. A payload
-   * that is not UTF-8 is the event "base64", its data the payload's base64. */
+  /* ---- Server-Sent Events: GET /sse/N?since=ID. EventSource would
+   * reconnect by itself after the server's retry: advice, never backing
+   * off; it is closed at its first error instead, and the core
+   * reconnects with its backoff and ?since= the last id, as for the other
+   * transports. A payload that is not UTF-8 is the event "base64", its
+   * data the payload's base64. */
   function sseTransport(ctx) {
     if (typeof global.EventSource !== 'function') return ctx.failed('EventSource not supported here');
     var es = new global.EventSource(ctx.url('/sse/' + ctx.uid, false));
@@ -146,10 +151,9 @@
       ctx.gap(g.last, g.first);
     });
     es.onerror = function () {
-      if (es.readyState === global.EventSource.CONNECTING && ctx.hasOpened())
-        return ctx.retrying('stream ended; EventSource reconnects with Last-Event-ID');
+      var ended = es.readyState === global.EventSource.CONNECTING && ctx.hasOpened();
       es.close();
-      ctx.failed(ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
+      ctx.failed(ended ? 'stream ended' : ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
     };
     return { stop: function () { es.close(); } };
   }
@@ -212,6 +216,21 @@
 
   var TRANSPORTS = { ws: wsTransport, sse: sseTransport, poll: pollTransport };
 
+  /* Full jitter: a random wait in [0, min(cap, base * 2^n)], n the
+   * failures in a row. Clients that lost the server at the same moment
+   * (it restarted) come back spread over the whole window rather than in
+   * waves, and each one's waits still grow while the server stays away. */
+  function backoffDelay(base, cap, n) {
+    return Math.round(Math.random() * Math.min(cap, base * Math.pow(2, n)));
+  }
+
+  function positiveMs(v, dflt, name) {
+    if (v === undefined || v === null) return dflt;
+    if (typeof v !== 'number' || !(v > 0) || !isFinite(v))
+      throw new Error('httpdcnode: ' + name + ' must be a positive number of ms, not "' + v + '"');
+    return v;
+  }
+
   function transportOrder(t) {
     var order = t === undefined || t === null ? ORDER : typeof t === 'string' ? t.split(',') : t;
     if (!order.length) throw new Error('httpdcnode: transports is empty');
@@ -227,15 +246,19 @@
     if (!/^[1-9][0-9]*$/.test(String(uid)))
       throw new Error('httpdcnode: the uid must be a positive integer, not "' + uid + '"');
     var order = transportOrder(opts.transports);
+    var backoffBase = positiveMs(opts.backoffBase, BACKOFF_BASE_MS, 'backoffBase');
+    var backoffCap = positiveMs(opts.backoffCap, BACKOFF_CAP_MS, 'backoffCap');
     var lastId = opts.since || null, last = parseId(lastId);
     var idx = 0, current = null, currentCtx = null, timer = null, closed = false;
-    var attempts = 0;          /* backoff steps since the last healthy connection */
+    var attempts = 0;          /* failures in a row since a healthy connection: n */
     var streak = 0;            /* transports tried in a row without one opening */
     var worked = {}, failures = {};
 
     function call(fn, arg) { if (typeof fn === 'function') fn(arg); }
-    function status(state, detail) {
-      call(opts.onstatus, { state: state, transport: order[idx], detail: detail || '', lastId: lastId });
+    function status(state, detail, extra) {
+      var s = { state: state, transport: order[idx], detail: detail || '', lastId: lastId };
+      for (var k in extra || {}) s[k] = extra[k];
+      call(opts.onstatus, s);
     }
 
     function deliver(id, data, bytes) {
@@ -287,7 +310,6 @@
           status('gap', 'missed after ' + l + '; kept from ' + f);
           call(opts.ongap, { last: l, first: f });
         },
-        retrying: function (why) { if (ctx.live) status('reconnecting', why); },
         error: function (why) { if (ctx.live) status('error', why); },
         failed: function (why) {
           if (!ctx.live) return;
@@ -300,6 +322,10 @@
       return ctx;
     }
 
+    /* A connection dropped or failed. A transport given up (it did not
+     * open: once, or RETRIES_BEFORE_FALLBACK times if it worked before)
+     * hands over to the next one at once, until each was tried in a row;
+     * every other retry waits backoffDelay. */
     function lost(name, why, opened) {
       if (closed) return;
       if (!opened) failures[name] = (failures[name] || 0) + 1;
@@ -318,9 +344,10 @@
       } else {
         status('lost', name + ': ' + why);
       }
-      var d = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * Math.pow(2, attempts++));
-      d = Math.round(d / 2 + Math.random() * d / 2);
-      status('waiting', 'next try in ' + d + ' ms');
+      var n = attempts;
+      if (attempts < 64) attempts++;          /* 2^n stays finite; the cap rules long before */
+      var d = backoffDelay(backoffBase, backoffCap, n);
+      status('waiting', 'next try in ' + d + ' ms', { delay: d, attempt: n });
       timer = setTimeout(start, d);
     }
 
