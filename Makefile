@@ -191,12 +191,12 @@ fuzz: deps
 
 bench: deps
 	$(MAKE) all
-	scripts/bench.sh
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench.sh
 
 # A bounded soak test with faults (SOAK_SECONDS, default 600): scripts/soak.sh --help.
 soak: deps
 	$(MAKE) all
-	scripts/soak.sh
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/soak.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
 # PORT, NAME, MASTER, COOKIE, PUBLIC=1: see scripts/run.sh.
