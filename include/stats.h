@@ -42,7 +42,8 @@
     X(ws_refused)       /* WebSocket handshakes refused: 400, 403, 426 */    \
     X(ws_ignored)       /* data messages WebSocket clients sent (ignored) */  \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
-    X(ws_dead)          /* WebSockets closed: no pong to two pings */
+    X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
+    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \
