@@ -99,7 +99,7 @@ $(SERVER): $(BUILD)/main.o $(SRV_LIB_OBJ)
 
 # The latency histogram is shared with the server's probe.
 $(CLIENT): $(CLIENT_OBJ) $(BUILD)/histogram.o
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) $(WSLAY_LIBS) -lm
 
 # The host's floor for one small loopback write (make bench reports it).
 $(BINP)writefloor: tools/writefloor/writefloor.c | $(BUILD)
@@ -143,7 +143,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=all $(WARN) -Iinclude
-FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp
+FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp \
+                build/fuzz/fuzz_history
 
 build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/term.c include/term.h include/cmd.h | build
 	@mkdir -p build/fuzz
@@ -156,6 +157,11 @@ build/fuzz/fuzz_uid: tests/fuzz/fuzz_uid.c src/uid.c include/uid.h | build
 build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/uid.c include/uid.h | build
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(EV_CFLAGS) -o $@ $< src/uid.c $(EV_LIBS)
+
+# The history against a model; history.c is included for its clock.
+build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c src/history.c include/history.h | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $<
 
 build/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(wildcard tools/httpclient/resp_parser.*) | build
 	@mkdir -p build/fuzz
@@ -185,12 +191,12 @@ fuzz: deps
 
 bench: deps
 	$(MAKE) all
-	scripts/bench.sh
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench.sh
 
 # A bounded soak test with faults (SOAK_SECONDS, default 600): scripts/soak.sh --help.
 soak: deps
 	$(MAKE) all
-	scripts/soak.sh
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/soak.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
 # PORT, NAME, MASTER, COOKIE, PUBLIC=1: see scripts/run.sh.

@@ -6,7 +6,7 @@
 
 #include "handoff.h"
 
-int dispatch_start(struct event_base *base, struct handoff *inbox);
+int dispatch_start(struct event_base *base, struct handoff *inbox, uint32_t max_users);
 void dispatch_stop(void);
 
 /* Ends every stream with the terminating chunk (shutdown). */

@@ -5,7 +5,8 @@
  *            the terminating chunk "0\r\n\r\n"
  *   raw      HTTP/1.0: the payload as it is; the end is the close
  *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
- *            lines (framing_sse_body, made once per payload), a blank line
+ *            lines (framing_sse_body, made once per payload), a blank line;
+ *            one not UTF-8 as "event: base64" and its base64
  *   poll     a long-poll: its one answer is made by longpoll.c, not framed;
  *            ended early (kick, shutdown), it answers "ended":true
  *   ws       WebSocket (RFC 6455): one unmasked frame per message, text
@@ -68,8 +69,10 @@ int framing_encodes_body(uint8_t kind);
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,
                 uint32_t len, struct iovec *iov, size_t *bytes);
 /* The SSE body of a payload: each of its lines as "data: LINE\n" (a line
- * ends at \n, \r\n or \r), then "\n". framing_sse_body_len says how long it
- * is; framing_sse_body writes it to out. */
+ * ends at \n, \r\n or \r), then "\n"; a payload that is not valid UTF-8
+ * instead as "event: base64\ndata: BASE64\n\n" (text/event-stream is
+ * UTF-8 only). framing_sse_body_len says exactly how long it is;
+ * framing_sse_body writes it to out. */
 size_t framing_sse_body_len(const char *data, uint32_t len);
 void framing_sse_body(const char *data, uint32_t len, char *out);
 

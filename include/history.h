@@ -49,7 +49,8 @@ struct history_replay {
     uint64_t pos[];         /* history_message() reads each */
 };
 
-/* Fills r (room for max messages) for uid after epoch:seq; known = 0 when
+/* Fills r (room for max messages) for uid after epoch:seq, as a cursor
+ * from history_resume would give them; known = 0 when
  * the client gave no id (a first connect: nothing to replay, no gap). */
 void history_since(uint32_t uid, int known, uint32_t epoch, uint32_t seq,
                    struct history_replay *r, uint32_t max);

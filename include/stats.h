@@ -28,6 +28,7 @@
     X(deliveries)       /* chunks written (or queued) to streams */           \
     X(bytes_out)        /* payload bytes delivered */                         \
     X(dropped_no_conn)  /* message for a uid with no stream */                \
+    X(multicast_repeats) /* uids a multicast listed again (given it once) */  \
     X(replies_dropped)  /* replies/presence lost: the outbound queue was full */ \
     X(http_not_found)   /* 404 */                                             \
     X(http_too_big)     /* 503 uid above --max-users */                       \
@@ -41,7 +42,8 @@
     X(ws_refused)       /* WebSocket handshakes refused: 400, 403, 426 */    \
     X(ws_ignored)       /* data messages WebSocket clients sent (ignored) */  \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
-    X(ws_dead)          /* WebSockets closed: no pong to two pings */
+    X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
+    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

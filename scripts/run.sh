@@ -19,6 +19,8 @@
 #   PUBLIC=1  epmd and the master listen on every address, for nodes on
 #             other hosts (use names with a host name then, not @localhost)
 #   RUN_DIR   cookie, log and pids (build/run)
+#   HTTPDCNODE_BIN  the server binary (./httpdcnode; the tests give the one
+#             of the build under test, e.g. build-address-undefined/bin/)
 #
 #   scripts/run.sh               as `make run`
 #   scripts/run.sh --background  start all three without a shell, write their
@@ -39,6 +41,7 @@ COOKIE_FILE=$MASTER_HOME/.erlang.cookie
 LOG=$RUN_DIR/httpdcnode.log
 PIDS=$RUN_DIR/pids
 EPMD_PORT=${ERL_EPMD_PORT:-4369}
+SERVER_BIN=${HTTPDCNODE_BIN:-./httpdcnode}
 
 die() { echo "run: $*" >&2; exit 1; }
 
@@ -90,7 +93,7 @@ start_epmd() {
 }
 
 start_server() {
-  ./httpdcnode --listen "0.0.0.0:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
+  "$SERVER_BIN" --listen "0.0.0.0:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
     --name "$NAME" --master "$MASTER" \
     --cookie-file "$COOKIE_FILE" --presence httpdcnode_presence </dev/null >>"$LOG" 2>&1 &
   server=$!
@@ -168,7 +171,7 @@ case ${1:-} in
   *) die "unknown argument '$1' (--background or --stop)" ;;
 esac
 
-[[ -x ./httpdcnode ]] || die "./httpdcnode is not built: run make first"
+[[ -x $SERVER_BIN ]] || die "$SERVER_BIN is not built: run make first"
 master_registered 2>/dev/null && die "a node $MASTER is already running; stop it first"
 make_cookie_files
 : >"$PIDS"

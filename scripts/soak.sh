@@ -61,7 +61,7 @@ SRC=127.0.20.1-127.0.20.8           # local addresses of the clients (bench uses
 MAX_BACKLOG=262144                  # the non-reader is ended once this much waits for it
 HISTORY_BYTES=4194304               # full within seconds (see start_server below)
 
-# The server under test (a sanitized build sets HTTPDCNODE_BINDIR).
+# The server and client under test (a sanitized build sets HTTPDCNODE_BINDIR).
 BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
 source scripts/bench/lib.sh
 log() { printf '%s soak: %s\n' "$(date +%T)" "$*" >&2; }
@@ -80,7 +80,7 @@ trap end_all EXIT
 trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
-for f in "$BIN/httpdcnode" httpclient tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam \
+for f in "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam \
          tools/erlang/ebin/httpdcnode.app; do
   [[ -e $f ]] || { echo "soak: $f missing: run 'make all' first" >&2; exit 1; }
 done
@@ -122,12 +122,12 @@ sampler() {
   done
 }
 
-# client NAME ARGS...: ./httpclient in the background, JSON to NAME.json,
+# client NAME ARGS...: httpclient (of $BIN) in the background, JSON to NAME.json,
 # progress lines (every second) to NAME.err; sets CLI_PID.
 client() {
   local name=$1
   shift
-  (exec "$ROOT/httpclient" -p "$SRV_PORT" --src "$SRC" --json "$@") \
+  (exec "$BIN/httpclient" -p "$SRV_PORT" --src "$SRC" --json "$@") \
     >"$WORK/$name.json" 2>"$WORK/$name.err" &
   CLI_PID=$!
   BENCH_PIDS+=("$CLI_PID")

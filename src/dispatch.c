@@ -11,6 +11,8 @@
 #include "stream.h"
 #include "uidtable.h"
 
+#include <stdlib.h>
+
 /* Records applied per wakeup before the loop serves sockets again. Large,
  * so that under backlog a stream's many messages leave in one writev. */
 #define DRAIN_BUDGET 16384
@@ -46,6 +48,11 @@ static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
     return queue(uid, data, len, history_append(uid, data, len));
 }
 
+/* One bit per uid: the uids a multicast has given its message so far, so
+ * that a uid listed many times gets it once. (max_users + 1) / 8 bytes,
+ * cleared after each multicast by the same walk: O(uids listed). */
+static uint64_t *multicast_seen;
+
 /* The same for each of uids (a multicast), the payload kept once. */
 static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *data,
                              uint32_t len)
@@ -53,11 +60,20 @@ static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *d
     uint64_t shared = history_share(data, len);
     uint32_t n = 0;
     for (uint32_t i = 0; i < nuids; i++) {
-        uint32_t k = queue(uids[i], data, len, history_append_shared(uids[i], shared));
-        if (k == 0 && !uidtable_first(uids[i]))
+        uint32_t uid = uids[i];
+        uint64_t bit = 1ull << (uid % 64);
+        if (multicast_seen[uid / 64] & bit) {
+            loop_stats.multicast_repeats++;
+            continue;
+        }
+        multicast_seen[uid / 64] |= bit;
+        uint32_t k = queue(uid, data, len, history_append_shared(uid, shared));
+        if (k == 0 && !uidtable_first(uid))
             loop_stats.dropped_no_conn++;
         n += k;
     }
+    for (uint32_t i = 0; i < nuids; i++)
+        multicast_seen[uids[i] / 64] = 0;
     return n;
 }
 
@@ -168,9 +184,15 @@ static void on_more(evutil_socket_t fd, short what, void *arg)
     drain();
 }
 
-int dispatch_start(struct event_base *base, struct handoff *ring)
+int dispatch_start(struct event_base *base, struct handoff *ring, uint32_t max_users)
 {
     inbox = ring;
+    multicast_seen = calloc((size_t)max_users / 64 + 1, sizeof *multicast_seen);
+    if (!multicast_seen) {
+        log_msg(LOG_ERROR, "cannot allocate the multicast bitmap for %u uids; lower --max-users",
+                max_users);
+        return -1;
+    }
     wakeup_ev = event_new(base, handoff_wakeup_fd(inbox), EV_READ | EV_PERSIST, on_wakeup, NULL);
     more_ev = evtimer_new(base, on_more, NULL);
     if (!wakeup_ev || !more_ev || event_add(wakeup_ev, NULL) != 0) {
@@ -182,6 +204,8 @@ int dispatch_start(struct event_base *base, struct handoff *ring)
 
 void dispatch_stop(void)
 {
+    free(multicast_seen);
+    multicast_seen = NULL;
     if (wakeup_ev) {
         event_free(wakeup_ev);
         wakeup_ev = NULL;

@@ -1,9 +1,12 @@
 /* Message framings: see framing.h. */
 #include "framing.h"
 #include "history.h"
+#include "utf8.h"
 
 #include <assert.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 static size_t chunk_size_line(char *buf, uint32_t n)
 {
@@ -123,7 +126,17 @@ static size_t line_break(const char *p, size_t left)
     return 0;
 }
 
-size_t framing_sse_body_len(const char *data, uint32_t len)
+/* A payload that is not UTF-8 cannot be data: lines (text/event-stream is
+ * UTF-8 only, a browser would replace its bytes): it goes as one
+ * "event: base64" whose data is its base64, lossless, as long-poll's
+ * "data_base64". Both functions validate the payload, once each: the body
+ * is made once per payload and batch, not per stream. */
+static const char b64_head[] = "event: base64\ndata: ";
+#define B64_HEAD_LEN (sizeof b64_head - 1)
+
+static size_t base64_len(uint32_t len) { return ((size_t)len + 2) / 3 * 4; }
+
+static size_t data_lines_len(const char *data, uint32_t len)
 {
     size_t out = 6 + 2;                  /* "data: " ... "\n\n" */
     for (size_t i = 0; i < len;) {
@@ -139,7 +152,14 @@ size_t framing_sse_body_len(const char *data, uint32_t len)
     return out;
 }
 
-void framing_sse_body(const char *data, uint32_t len, char *out)
+size_t framing_sse_body_len(const char *data, uint32_t len)
+{
+    if (!utf8_valid(data, len))
+        return B64_HEAD_LEN + base64_len(len) + 2;
+    return data_lines_len(data, len);
+}
+
+static void data_lines(const char *data, uint32_t len, char *out)
 {
     memcpy(out, "data: ", 6);
     out += 6;
@@ -154,6 +174,24 @@ void framing_sse_body(const char *data, uint32_t len, char *out)
         }
     }
     memcpy(out, "\n\n", 2);
+}
+
+/* EVP_EncodeBlock ends its output with a NUL: it lands on the first byte
+ * of the closing "\n\n", written over it, so out needs no spare byte. */
+static void base64_event(const char *data, uint32_t len, char *out)
+{
+    memcpy(out, b64_head, B64_HEAD_LEN);
+    out += B64_HEAD_LEN;
+    size_t n = (size_t)EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
+    memcpy(out + n, "\n\n", 2);
+}
+
+void framing_sse_body(const char *data, uint32_t len, char *out)
+{
+    if (utf8_valid(data, len))
+        data_lines(data, len, out);
+    else
+        base64_event(data, len, out);
 }
 
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,

@@ -204,40 +204,6 @@ static const struct entry *kept_entry(uint64_t p, uint32_t uid)
     return e;
 }
 
-void history_since(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
-                   struct history_replay *r, uint32_t max)
-{
-    uint32_t last = uids[uid].seq;
-    r->gap = 0;
-    r->first_seq = 0;
-    r->n = 0;
-    if (!known)
-        return;                               /* a first connect: live messages only */
-    int ours = from_epoch == epoch && seq <= last;
-    uint32_t want = ours ? seq + 1 : 1;       /* the oldest id the client lacks */
-    uint32_t limit = config.per_uid < max ? config.per_uid : max;
-    uint32_t oldest_ok_s = now_s() - config.ttl_s;
-    uint32_t expect = last;                   /* ids are walked newest first, contiguous */
-    const struct entry *e;
-    for (uint64_t p = uids[uid].newest; (e = kept_entry(p, uid)) != NULL; p = e->prev) {
-        if (e->seq != expect || e->seq < want || r->n == limit ||
-            (int32_t)(e->stamp_s - oldest_ok_s) < 0)
-            break;
-        r->pos[r->n++] = p - 1;
-        expect--;
-    }
-    /* Oldest first. */
-    for (uint32_t i = 0, j = r->n; i + 1 < j; i++, j--) {
-        uint64_t t = r->pos[i];
-        r->pos[i] = r->pos[j - 1];
-        r->pos[j - 1] = t;
-    }
-    if (r->n)
-        r->first_seq = entry_at(r->pos[0])->seq;
-    /* Nothing missed, or all of it kept: no gap. */
-    r->gap = !ours || (last >= want && (r->n == 0 || r->first_seq != want));
-}
-
 /* The oldest of the uid's newest kept messages that a replay may give: at
  * or after id want, contiguous up to the newest, at most --history of them
  * (and, when fresh_only, none past the TTL). Its position + 1 (0: none)
@@ -280,8 +246,29 @@ int history_resume(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
     return !ours || (last >= want && (p == 0 || oldest != want));
 }
 
+/* history_next, which also gives the message's position. */
+static int next_at(uint32_t uid, struct history_cursor *c, uint64_t *at);
+
 int history_next(uint32_t uid, struct history_cursor *c, const char **data, uint32_t *len,
                  uint32_t *seq)
+{
+    uint64_t at;
+    int r = next_at(uid, c, &at);
+    if (r > 0)
+        *data = history_message(at, len, seq);
+    return r;
+}
+
+void history_since(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
+                   struct history_replay *r, uint32_t max)
+{
+    struct history_cursor c;
+    r->gap = history_resume(uid, known, from_epoch, seq, &c, &r->first_seq);
+    for (r->n = 0; r->n < max && next_at(uid, &c, &r->pos[r->n]) > 0; r->n++)
+        ;
+}
+
+static int next_at(uint32_t uid, struct history_cursor *c, uint64_t *at)
 {
     uint32_t last = uids[uid].seq;
     if (c->seq > last)
@@ -303,7 +290,7 @@ int history_next(uint32_t uid, struct history_cursor *c, const char **data, uint
             return -1;
         e = entry_at(p - 1);
     }
-    *data = history_message(c->pos - 1, len, seq);
+    *at = c->pos - 1;
     c->seq++;
     c->pos = e->next;
     return 1;

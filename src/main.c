@@ -121,7 +121,7 @@ int main(int argc, char **argv)
     if (opts.cookie_in_argv)
         log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
-    if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox) != 0 ||
+    if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;

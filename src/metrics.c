@@ -69,6 +69,7 @@ static const struct sample {
     {STREAMS_CLOSED, "input", "input_closed"},
     {STREAMS_CLOSED, "ws_protocol", "ws_bad_frames"},
     {STREAMS_CLOSED, "ws_dead", "ws_dead"},
+    {STREAMS_CLOSED, "ws_policy", "ws_policy_closed"},
     {MESSAGES_RECEIVED, NULL, "msgs_in"},
     {MESSAGES_DROPPED, "no_conn", "dropped_no_conn"},
     {MESSAGES_DROPPED, "bad_term", "bad_terms"},

@@ -123,11 +123,16 @@ static int total_room(struct stream *s, size_t n)
     uint64_t target = cap - cap / 16;
     target = target > n ? target - n : 0;
     size_t count, ended = 0;
+    /* s counts with the bytes it would add: when it would hold the most,
+     * it is the one ended. */
+    size_t own = backlog_pending(s->out) + n;
     void **owners = backlog_owners_largest_first(&count);
-    for (size_t i = 0; i < count && loop_stats.backlog_bytes > target; i++) {
+    for (size_t i = 0; i < count && loop_stats.backlog_bytes > target && !stream_gone(s); i++) {
         struct stream *o = owners[i];
         if (stream_gone(o))
             continue;
+        if (own >= backlog_pending(o->out))
+            o = s;
         loop_stats.slow_closed++;
         stream_close(o);
         ended++;

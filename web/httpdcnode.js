@@ -4,13 +4,21 @@
  * `httpdcnode`. No dependencies.
  *
  *   var conn = httpdcnode.connect(location.origin, 123, {
- *     onmessage: function (m) { ... m.id, m.data ... },
+ *     onmessage: function (m) { ... m.id, m.data (text), m.bytes ... },
  *     ongap: function (g) { ... g.last, g.first: reload from your database ... },
  *     onstatus: function (s) { ... s.state, s.transport, s.detail ... },
+ *                              // "waiting" also: s.delay (ms), s.attempt (n)
  *     transports: ['ws', 'sse', 'poll'],     // the default order; or one name
- *     query: function () { return 'exp=...&sig=...'; }   // optional, on every request
+ *     query: function () { return 'exp=...&sig=...'; },  // optional, on every request
+ *     backoffBase: 500, backoffCap: 20000    // ms, the defaults (see lost below)
  *   });
  *   conn.close();
+ *
+ * A payload that is not UTF-8 (a WebSocket binary frame, SSE's
+ * "event: base64", long-poll's "data_base64") comes as m.bytes, a
+ * Uint8Array of exactly what was sent, and as m.data decoded as text the
+ * way EventSource would (invalid bytes as U+FFFD); m.bytes is undefined
+ * for UTF-8 payloads.
  *
  * Every transport is one function below that turns the server's wire
  * format into calls on a small context (opened, message, gap, failed); the
@@ -20,8 +28,9 @@
 
   var SUBPROTOCOL = 'ws+meta.httpdcnode';
   var ORDER = ['ws', 'sse', 'poll'];
-  var BACKOFF_MIN_MS = 500;
-  var BACKOFF_MAX_MS = 30000;
+  /* Reconnect waits: full jitter, see backoffDelay. */
+  var BACKOFF_BASE_MS = 500;
+  var BACKOFF_CAP_MS = 20000;
   /* A connection that held this long (or brought a message) was healthy:
    * the next one starts the backoff afresh. */
   var HEALTHY_MS = 10000;
@@ -50,6 +59,15 @@
     return u.toString();
   }
 
+  /* base64 -> Uint8Array; the text of bytes, as EventSource decodes. */
+  function base64Bytes(b64) {
+    var bin = global.atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
+  function bytesText(bytes) { return new TextDecoder().decode(bytes); }
+
   function parseGap(json) {
     var g = JSON.parse(json);
     return { last: g.last === undefined ? null : g.last, first: g.first === undefined ? null : g.first };
@@ -58,7 +76,8 @@
   /* ---- WebSocket: GET /ws/N?since=ID, subprotocol ws+meta.httpdcnode.
    * Each frame is header lines ("id: EPOCH:SEQ"), a blank line, then the
    * payload; a gap is a frame with the header "event: gap" and the gap's
-   * JSON as payload. */
+   * JSON as payload. A binary frame (a payload that is not UTF-8) is split
+   * at its first two \n bytes, its payload kept as bytes. */
   function parseMetaFrame(text) {
     var end = text.indexOf('\n\n');
     if (end < 0) return null;
@@ -70,10 +89,21 @@
     return { headers: headers, body: text.slice(end + 2) };
   }
 
+  function parseBinaryFrame(buf) {
+    var u8 = new Uint8Array(buf);
+    for (var i = 0; i + 1 < u8.length; i++) {
+      if (u8[i] !== 10 || u8[i + 1] !== 10) continue;
+      var f = parseMetaFrame(bytesText(u8.subarray(0, i + 2)));
+      f.bytes = u8.slice(i + 2);
+      f.body = bytesText(f.bytes);
+      return f;
+    }
+    return null;
+  }
+
   function wsTransport(ctx) {
     if (typeof global.WebSocket !== 'function') return ctx.failed('WebSocket not supported here');
     var ws = new global.WebSocket(ctx.url('/ws/' + ctx.uid, true), SUBPROTOCOL);
-    var decoder = new TextDecoder();
     var done = false;
     ws.binaryType = 'arraybuffer';
     ws.onopen = function () {
@@ -85,13 +115,13 @@
       ctx.opened();
     };
     ws.onmessage = function (e) {
-      var f = parseMetaFrame(typeof e.data === 'string' ? e.data : decoder.decode(e.data));
+      var f = typeof e.data === 'string' ? parseMetaFrame(e.data) : parseBinaryFrame(e.data);
       if (!f) return ctx.error('a WebSocket frame without its id header');
       if (f.headers.event === 'gap') {
         try { var g = parseGap(f.body); } catch (err) { return ctx.error('unreadable gap frame'); }
-        return ctx.gap(g.last, g.first);
+        return ctx.gap(g.last, g.first, g.next);
       }
-      ctx.message(f.headers.id, f.body);
+      ctx.message(f.headers.id, f.body, f.bytes);
     };
     ws.onclose = function (e) {
       if (done) return;
@@ -101,46 +131,48 @@
     return { stop: function () { done = true; ws.close(1000); } };
   }
 
-  /* ---- Server-Sent Events: GET /sse/N?since=ID. Within one EventSource
-   * the browser reconnects by itself and sends Last-Event-ID; a refused
-   * stream (not 200, not text/event-stream) ends it for good. */
+  /* ---- Server-Sent Events: GET /sse/N?since=ID. EventSource would
+   * reconnect by itself after the server's retry: advice, never backing
+   * off; it is closed at its first error instead, and the core
+   * reconnects with its backoff and ?since= the last id, as for the other
+   * transports. A payload that is not UTF-8 is the event "base64", its
+   * data the payload's base64. */
   function sseTransport(ctx) {
     if (typeof global.EventSource !== 'function') return ctx.failed('EventSource not supported here');
     var es = new global.EventSource(ctx.url('/sse/' + ctx.uid, false));
     es.onopen = function () { ctx.opened(); };
     es.onmessage = function (e) { ctx.message(e.lastEventId, e.data); };
+    es.addEventListener('base64', function (e) {
+      try { var b = base64Bytes(e.data); } catch (err) { return ctx.error('unreadable base64 event'); }
+      ctx.message(e.lastEventId, bytesText(b), b);
+    });
     es.addEventListener('gap', function (e) {
       try { var g = parseGap(e.data); } catch (err) { return ctx.error('unreadable gap event'); }
-      ctx.gap(g.last, g.first);
+      ctx.gap(g.last, g.first, g.next);
     });
     es.onerror = function () {
-      if (es.readyState === global.EventSource.CONNECTING && ctx.hasOpened())
-        return ctx.retrying('stream ended; EventSource reconnects with Last-Event-ID');
+      var ended = es.readyState === global.EventSource.CONNECTING && ctx.hasOpened();
       es.close();
-      ctx.failed(ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
+      ctx.failed(ended ? 'stream ended' : ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
     };
     return { stop: function () { es.close(); } };
   }
 
   /* ---- Long-poll: GET /poll/N?since=ID answers
-   * {"messages":[{"id":ID,"data":TEXT},...], "gap":true?, "first":ID?}
+   * {"messages":[{"id":ID,"data":TEXT},...], "gap":BOOL, "first":ID?, "next":ID}
    * at once when something is newer, else when it comes or the server's
    * --poll-timeout passes (then with no messages). A payload that is not
-   * UTF-8 comes as "data_base64" and is decoded as EventSource would. */
-  function base64Text(b64) {
-    var bin = global.atob(b64), bytes = new Uint8Array(bin.length);
-    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    return new TextDecoder().decode(bytes);
-  }
-
+   * UTF-8 comes as "data_base64". */
   function applyPollAnswer(ctx, answer) {
     var messages = answer.messages || [];
     if (answer.gap) {
       var first = answer.first !== undefined ? answer.first : messages.length ? messages[0].id : null;
-      ctx.gap(ctx.since(), first);
+      ctx.gap(ctx.since(), first, answer.next);
     }
     messages.forEach(function (m) {
-      ctx.message(m.id, m.data !== undefined ? m.data : base64Text(m.data_base64 || ''));
+      if (m.data !== undefined) return ctx.message(m.id, m.data);
+      var b = base64Bytes(m.data_base64 || '');
+      ctx.message(m.id, bytesText(b), b);
     });
     return messages.length;
   }
@@ -184,6 +216,21 @@
 
   var TRANSPORTS = { ws: wsTransport, sse: sseTransport, poll: pollTransport };
 
+  /* Full jitter: a random wait in [0, min(cap, base * 2^n)], n the
+   * failures in a row. Clients that lost the server at the same moment
+   * (it restarted) come back spread over the whole window rather than in
+   * waves, and each one's waits still grow while the server stays away. */
+  function backoffDelay(base, cap, n) {
+    return Math.round(Math.random() * Math.min(cap, base * Math.pow(2, n)));
+  }
+
+  function positiveMs(v, dflt, name) {
+    if (v === undefined || v === null) return dflt;
+    if (typeof v !== 'number' || !(v > 0) || !isFinite(v))
+      throw new Error('httpdcnode: ' + name + ' must be a positive number of ms, not "' + v + '"');
+    return v;
+  }
+
   function transportOrder(t) {
     var order = t === undefined || t === null ? ORDER : typeof t === 'string' ? t.split(',') : t;
     if (!order.length) throw new Error('httpdcnode: transports is empty');
@@ -199,24 +246,28 @@
     if (!/^[1-9][0-9]*$/.test(String(uid)))
       throw new Error('httpdcnode: the uid must be a positive integer, not "' + uid + '"');
     var order = transportOrder(opts.transports);
+    var backoffBase = positiveMs(opts.backoffBase, BACKOFF_BASE_MS, 'backoffBase');
+    var backoffCap = positiveMs(opts.backoffCap, BACKOFF_CAP_MS, 'backoffCap');
     var lastId = opts.since || null, last = parseId(lastId);
     var idx = 0, current = null, currentCtx = null, timer = null, closed = false;
-    var attempts = 0;          /* backoff steps since the last healthy connection */
+    var attempts = 0;          /* failures in a row since a healthy connection: n */
     var streak = 0;            /* transports tried in a row without one opening */
     var worked = {}, failures = {};
 
     function call(fn, arg) { if (typeof fn === 'function') fn(arg); }
-    function status(state, detail) {
-      call(opts.onstatus, { state: state, transport: order[idx], detail: detail || '', lastId: lastId });
+    function status(state, detail, extra) {
+      var s = { state: state, transport: order[idx], detail: detail || '', lastId: lastId };
+      for (var k in extra || {}) s[k] = extra[k];
+      call(opts.onstatus, s);
     }
 
-    function deliver(id, data) {
+    function deliver(id, data, bytes) {
       var p = parseId(id);
       if (p && last && p.epoch === last.epoch && p.seq <= last.seq)
         return status('duplicate', id + ' was seen already: not shown again');
       if (p) { last = p; lastId = id; }
       attempts = 0;
-      call(opts.onmessage, { id: id, data: data });
+      call(opts.onmessage, bytes ? { id: id, data: data, bytes: bytes } : { id: id, data: data });
     }
 
     function start() {
@@ -253,13 +304,16 @@
           streak = 0;
           status('open', lastId ? 'resumed after ' + lastId : '');
         },
-        message: function (id, data) { if (ctx.live) deliver(id, data); },
-        gap: function (l, f) {
+        message: function (id, data, bytes) { if (ctx.live) deliver(id, data, bytes); },
+        gap: function (l, f, next) {
           if (!ctx.live) return;
+          /* Come back from the gap's next id: else every reconnect would
+           * be told the same gap again. */
+          var p = parseId(next);
+          if (p) { last = p; lastId = next; }
           status('gap', 'missed after ' + l + '; kept from ' + f);
           call(opts.ongap, { last: l, first: f });
         },
-        retrying: function (why) { if (ctx.live) status('reconnecting', why); },
         error: function (why) { if (ctx.live) status('error', why); },
         failed: function (why) {
           if (!ctx.live) return;
@@ -272,6 +326,10 @@
       return ctx;
     }
 
+    /* A connection dropped or failed. A transport given up (it did not
+     * open: once, or RETRIES_BEFORE_FALLBACK times if it worked before)
+     * hands over to the next one at once, until each was tried in a row;
+     * every other retry waits backoffDelay. */
     function lost(name, why, opened) {
       if (closed) return;
       if (!opened) failures[name] = (failures[name] || 0) + 1;
@@ -290,9 +348,10 @@
       } else {
         status('lost', name + ': ' + why);
       }
-      var d = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * Math.pow(2, attempts++));
-      d = Math.round(d / 2 + Math.random() * d / 2);
-      status('waiting', 'next try in ' + d + ' ms');
+      var n = attempts;
+      if (attempts < 64) attempts++;          /* 2^n stays finite; the cap rules long before */
+      var d = backoffDelay(backoffBase, backoffCap, n);
+      status('waiting', 'next try in ' + d + ' ms', { delay: d, attempt: n });
       timer = setTimeout(start, d);
     }
 

@@ -26,7 +26,12 @@ browser_test_() ->
                                       fun(S) -> gap(S, T) end)
       || T <- ["sse", "ws"]],
      httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
-                                     #{}, 120, fun first_that_works/1)].
+                                     #{}, 120, fun first_that_works/1),
+     httpdcnode_test_lib:server_test("client over sse, ws and poll: a payload that is not UTF-8 "
+                                     "arrives as its bytes", #{}, 120, fun not_utf8/1),
+     httpdcnode_test_lib:server_test("client over ws, sse and poll: the server killed, retries "
+                                     "after full-jitter waits, back once it is", #{}, 120,
+                                     fun server_back/1)].
 
 %%% ---------------------------------------------------------------- files
 
@@ -142,6 +147,101 @@ first_that_works(S) ->
         no_script_errors(P)
     end).
 
+%% The page's client, one connection per transport: m.bytes is the payload
+%% exactly, m.data its text as EventSource decodes it; UTF-8 has no bytes.
+not_utf8(S) ->
+    with_page(S, "", fun(P) ->
+        Ts = [{<<"sse">>, 63}, {<<"ws">>, 64}, {<<"poll">>, 65}],
+        [connect(P, T, T, U, "{}") || {T, U} <- Ts],
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open) || {T, _} <- Ts],
+        [begin send(S, {U, <<255, 254, 0, 1>>}), send(S, {U, <<"caf", 16#c3, 16#a9>>}) end
+         || {_, U} <- Ts],
+        [?assertMatch({T, [#{<<"hex">> := <<"fffe0001">>,
+                             <<"data">> := <<16#fffd/utf8, 16#fffd/utf8, 0, 1>>},
+                           #{<<"hex">> := null, <<"data">> := <<"caf", 16#c3, 16#a9>>}]},
+                      {T, wait_msgs(P, T, 2)})
+         || {T, _} <- Ts],
+        no_script_errors(P)
+    end).
+
+%% Backoff: base 50 ms, cap 400 ms. The server is killed; each connection
+%% retries after random waits in [0, min(cap, base * 2^n)], n counting the
+%% failures in a row, and is back once a server listens on the port again;
+%% a message delivered resets n.
+server_back(S) ->
+    Ts = [{<<"ws">>, 66}, {<<"sse">>, 67}, {<<"poll">>, 68}],
+    with_page(S, "", fun(P) ->
+        [connect(P, T, T, U, "{\"backoffBase\":50,\"backoffCap\":400}") || {T, U} <- Ts],
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open) || {T, _} <- Ts],
+        ok = httpdcnode_test_lib:signal(S, "KILL"),
+        {ok, _, _} = httpdcnode_test_lib:wait_exit(S, 5000),
+        %% Six failures each: waits of at most 50, 100, 200, 400, 400, 400 ms.
+        [wait_status(P, T, fun(St) -> count_state(<<"waiting">>, St) >= 6 end, six_waits)
+         || {T, _} <- Ts],
+        S2 = start_on(port_of(S)),
+        try
+            [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 2 end, open_again)
+             || {T, _} <- Ts],
+            [send(S2, {U, <<"back">>}) || {_, U} <- Ts],
+            [?assertMatch({T, [#{<<"data">> := <<"back">>}]}, {T, wait_msgs(P, T, 1)})
+             || {T, _} <- Ts],
+            Waits = [{T, waits(P, T)} || {T, _} <- Ts],
+            [?assertEqual({T, lists:seq(0, length(W) - 1)}, {T, [N || {N, _} <- W]})
+             || {T, W} <- Waits],
+            All = lists:append([W || {_, W} <- Waits]),
+            [?assert(D >= 0 andalso D =< min(400, 50 bsl N)) || {N, D} <- All],
+            ?assert(length(lists:usort([D || {_, D} <- All])) > 1),
+            %% Full jitter, not [bound/2, bound]: of 18 or more waits, all in
+            %% the upper half has odds of 2^-18.
+            ?assert(lists:any(fun({N, D}) -> 2 * D < min(400, 50 bsl N) end, All)),
+            %% A stream that delivered something starts afresh at n = 0.
+            [send(S2, {kick, U}) || {T, U} <- Ts, T =/= <<"poll">>],
+            [?assertMatch({T, {0, _}},
+                          {T, lists:last(wait_status_waits(P, T, length(W) + 1))})
+             || {T, W} <- Waits, T =/= <<"poll">>]
+        after
+            httpdcnode_test_lib:stop_server(S2)
+        end,
+        no_script_errors(P)
+    end).
+
+%% {Attempt, Delay} of each "waiting" status of Tag so far.
+waits(P, Tag) ->
+    [{N, D} || #{<<"state">> := <<"waiting">>, <<"attempt">> := N, <<"delay">> := D}
+                   <- tagged(P, <<"status">>, Tag)].
+
+wait_status_waits(P, Tag, N) ->
+    wait_status(P, Tag, fun(St) -> count_state(<<"waiting">>, St) >= N end, {waits, N}),
+    waits(P, Tag).
+
+%% A server on Port (that of one killed), started as start_server would,
+%% without an admin listener; ready once it answers and its C-node does.
+start_on(Port) ->
+    Name = httpdcnode_test_lib:unique("c1back"),
+    Node = list_to_atom(Name ++ "@localhost"),
+    Args = ["--listen", "127.0.0.1:" ++ integer_to_list(Port), "--admin-listen", "",
+            "--name", atom_to_list(Node), "--cookie", httpdcnode_test_lib:cookie(),
+            "--master", httpdcnode_test_lib:unique("httpdmaster_absent") ++ "@localhost"],
+    Log = httpdcnode_test_lib:log_path(Name),
+    Proc = httpdcnode_test_lib:spawn_os(httpdcnode_test_lib:server_exe(), Args, Log, Name),
+    S = #{proc => Proc, node => Node, port => Port, admin_port => none, log => Log},
+    Head = "HEAD /test/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    try
+        httpdcnode_test_lib:wait_until(
+          fun() ->
+                  httpdcnode_test_lib:proc_status(S) =:= running orelse
+                      erlang:error({server_exited, httpdcnode_test_lib:log_tail(Log)}),
+                  try maps:get(status, httpdcnode_test_lib:http_request(Port, Head)) =:= 200
+                          andalso net_kernel:connect_node(Node)
+                  catch _:_ -> false
+                  end
+          end, 15000, {server_back_on, Port}),
+        S
+    catch C:E:St ->
+            httpdcnode_test_lib:stop_server(S),
+            erlang:raise(C, E, St)
+    end.
+
 m(I) -> <<"m", (integer_to_binary(I))/binary>>.
 
 send_range(S, Uid, From, To) -> [send(S, {Uid, m(I)}) || I <- lists:seq(From, To)], ok.
@@ -163,6 +263,36 @@ wait_log(P, Pred, What) ->
               L = [E || E = #{<<"ev">> := <<"log">>} <- events(P)],
               Pred(L) orelse {false, L}
       end, ?T, What).
+
+%% "connect TAG TRANSPORTS UID OPTIONS": a connection of the page's client.
+connect(P, Tag, Transports, Uid, Json) ->
+    command(P, ["connect ", Tag, " ", Transports, " ", integer_to_list(Uid), " ", Json]).
+
+tagged(P, Ev, Tag) -> [E || E = #{<<"ev">> := E1, <<"tag">> := T} <- events(P), E1 =:= Ev, T =:= Tag].
+
+%% The first N messages of the connection Tag.
+wait_msgs(P, Tag, N) ->
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              M = tagged(P, <<"msg">>, Tag),
+              case length(M) >= N of
+                  true -> {true, lists:sublist(M, N)};
+                  false -> {false, M}
+              end
+      end, ?T, {messages, Tag, N}).
+
+%% Waits until Pred(the statuses of Tag so far) holds; returns them.
+wait_status(P, Tag, Pred, What) ->
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              St = tagged(P, <<"status">>, Tag),
+              case Pred(St) of
+                  true -> {true, St};
+                  false -> {false, St}
+              end
+      end, ?T, {Tag, What}).
+
+count_state(State, Sts) -> length([x || #{<<"state">> := S} <- Sts, S =:= State]).
 
 no_script_errors(P) ->
     ?assertEqual([], [E || E = #{<<"ev">> := Ev} <- events(P),

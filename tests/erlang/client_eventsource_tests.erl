@@ -45,8 +45,8 @@ gap(S) ->
     expect(C, error),
     expect(C, open),
     #{<<"data">> := Gap} = expect(C, gap),
-    ?assertEqual(#{<<"last">> => <<Epoch/binary, ":1">>, <<"first">> => <<Epoch/binary, ":5">>},
-                 Gap),
+    ?assertEqual(#{<<"last">> => <<Epoch/binary, ":1">>, <<"first">> => <<Epoch/binary, ":5">>,
+                   <<"next">> => <<Epoch/binary, ":4">>}, Gap),
     expect_message(C, 5, <<"m5">>),
     expect_message(C, 6, <<"m6">>),
     stop(C).

@@ -2,7 +2,9 @@
 %% pinned in tests/js/package-lock.json): it fails the connection on any
 %% framing error of the server, answers pings by itself, and checks text
 %% frames are UTF-8. Plain and ws+meta clients, resume with since= and the
-%% gap frame, pings, kick and SIGTERM.
+%% gap frame, pings, kick and SIGTERM. Then the bundled load client
+%% (./httpclient --proto ws, as make bench and make soak run it): it answers
+%% the heartbeat's pings, and counts the gap frame as a gap, not an id error.
 -module(client_ws_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -18,7 +20,15 @@ ws_client_test_() ->
                                      "order, then live", #{}, 60, fun resume/1),
      httpdcnode_test_lib:server_test("ws: a gap frame when history is too short",
                                      #{extra_args => ["--history", "2"]}, 60, fun gap/1),
-     httpdcnode_test_lib:server_test("ws: SIGTERM closes with 1000", #{}, 60, fun sigterm/1)].
+     httpdcnode_test_lib:server_test("ws: SIGTERM closes with 1000", #{}, 60, fun sigterm/1),
+     httpdcnode_test_lib:server_test("httpclient --proto ws answers the heartbeat's pings: "
+                                     "no stream closed as dead",
+                                     #{extra_args => ["--heartbeat", "1"]}, 60,
+                                     fun load_client_pongs/1),
+     httpdcnode_test_lib:server_test("httpclient --proto ws resuming past --history counts "
+                                     "the gap frame as a gap, no id error",
+                                     #{extra_args => ["--history", "2"]}, 90,
+                                     fun load_client_gaps/1)].
 
 plain(S) ->
     C = client(S, "50", none),
@@ -74,7 +84,8 @@ gap(S) ->
     C2 = client(S, "52?since=" ++ binary_to_list(Epoch) ++ ":1", meta),
     expect(C2, open),
     #{<<"binary">> := false, <<"data">> := <<"event: gap\n\n", Json/binary>>} = expect(C2, message),
-    ?assertEqual(#{<<"last">> => <<Epoch/binary, ":1">>, <<"first">> => <<Epoch/binary, ":5">>},
+    ?assertEqual(#{<<"last">> => <<Epoch/binary, ":1">>, <<"first">> => <<Epoch/binary, ":5">>,
+                   <<"next">> => <<Epoch/binary, ":4">>},
                  httpdcnode_test_lib:json_decode(Json)),
     ?assertEqual({Epoch, 5, <<"m5">>}, meta(expect(C2, message))),
     ?assertEqual({Epoch, 6, <<"m6">>}, meta(expect(C2, message))),
@@ -87,6 +98,69 @@ sigterm(S) ->
     ?assertMatch(#{<<"code">> := 1000}, expect(C, close)),
     ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)),
     stop(C).
+
+%% 20 streams held 4 s past their opening, a ping a second: each answers at
+%% least 3 (the old client answered none, and the server closed all 20 with
+%% 1001 after two pings).
+load_client_pongs(S) ->
+    N = 20,
+    P = load_client(S, "httpclient_pongs", ["-n", integer_to_list(N), "--uid-base", "100",
+                                            "--hold", "4"]),
+    try
+        R = load_client_result(P),
+        ?assertMatch(#{<<"welcomed">> := N, <<"closed_by_server">> := 0,
+                       <<"stream_errors">> := 0}, R),
+        ?assert(maps:get(<<"pongs">>, R) >= 3 * N),
+        ?assertMatch(#{ws_dead := 0, ws_bad_frames := 0}, stats(S))
+    after
+        httpdcnode_test_lib:stop_proc(P)
+    end.
+
+%% 20 streams each take one message and are dropped; 5 more are sent to each
+%% uid while they are away, 3 more than --history keeps; on SIGUSR1 they
+%% resume from the first: a gap frame, then the 2 kept. 20 gaps, no id error
+%% (the old client took each gap frame for a message without an id, and the
+%% jump after it for another id error: 40).
+load_client_gaps(S) ->
+    N = 20,
+    Uids = lists:seq(200, 200 + N - 1),
+    P = load_client(S, "httpclient_gaps",
+                    ["-n", integer_to_list(N), "--uid-base", "200", "--reconnect-after", "1",
+                     "--reconnect-on-signal", "--until-msgs", integer_to_list(3 * N)]),
+    try
+        wait_stat(S, streams_open, fun(V) -> V =:= N end, ?T),
+        [send(S, {U, <<"m1">>}) || U <- Uids],
+        %% each dropped after its first message, parked until the signal
+        wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
+        [send(S, {U, <<"m", (integer_to_binary(I))/binary>>}) || U <- Uids, I <- lists:seq(2, 6)],
+        ack(S),
+        ok = httpdcnode_test_lib:signal(P, "USR1"),
+        R = load_client_result(P),
+        Msgs = 3 * N,
+        ?assertMatch(#{<<"reconnects">> := N, <<"id_errors">> := 0, <<"gaps">> := N,
+                       <<"dup">> := 0, <<"msgs">> := Msgs, <<"stream_errors">> := 0}, R)
+    after
+        httpdcnode_test_lib:stop_proc(P)
+    end.
+
+%%% ---------------------------------------------------------------- the load client
+
+%% ./httpclient --proto ws at S (it is beside the server binary), its --json
+%% line and stderr into a log of its own.
+load_client(S, Name, Args) ->
+    Exe = filename:join(filename:dirname(httpdcnode_test_lib:server_exe()), "httpclient"),
+    Log = httpdcnode_test_lib:log_path(httpdcnode_test_lib:unique(Name)),
+    Port = integer_to_list(port_of(S)),
+    httpdcnode_test_lib:spawn_os(Exe, ["--proto", "ws", "-p", Port, "--json", "-q",
+                                       "--max-time", "60" | Args], Log, "httpclient").
+
+%% Waits for the client to end (status 0) and decodes its JSON line.
+load_client_result(#{log := Log} = P) ->
+    ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(P, 70000)),
+    {ok, Out} = file:read_file(Log),
+    [Json | _] = [L || L <- lists:reverse(binary:split(Out, <<"\n">>, [global])),
+                       binary:first(<<L/binary, " ">>) =:= ${],
+    httpdcnode_test_lib:json_decode(Json).
 
 %%% ---------------------------------------------------------------- the client
 

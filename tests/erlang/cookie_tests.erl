@@ -135,7 +135,9 @@ start_run() ->
            {"ADMIN_PORT", integer_to_list(?L:free_port())},
            {"NAME", ?L:unique("c1run") ++ "@localhost"},
            {"MASTER", ?L:unique("masterrun") ++ "@localhost"},
-           {"COOKIE", false}, {"PUBLIC", false}],
+           {"COOKIE", false}, {"PUBLIC", false},
+           %% the server of the build under test, not always ./httpdcnode
+           {"HTTPDCNODE_BIN", ?L:server_exe()}],
     R = maps:from_list(Env),
     {St, Out} = run_sh(["--background"], Env),
     Pids = note_pids(R, Dir),

@@ -13,6 +13,8 @@ sse_test_() ->
                                      fun head_and_events/1),
      httpdcnode_test_lib:server_test("line breaks: \\n kept, \\r\\n and \\r arrive as \\n", #{},
                                      30, fun line_breaks/1),
+     httpdcnode_test_lib:server_test("a payload that is not UTF-8: event: base64, its bytes "
+                                     "intact, live and replayed", #{}, 30, fun not_utf8/1),
      httpdcnode_test_lib:server_test("resume after Last-Event-ID: what was sent meanwhile, "
                                      "once, in order, then live", #{}, 30, fun resume/1),
      httpdcnode_test_lib:server_test("history kept for an offline uid; ?since= on a first "
@@ -55,6 +57,34 @@ line_breaks(S) ->
     send(S, {6, <<"a\r\nb\rc\n\nd">>}),
     ?assertMatch({_, 1, [<<"a">>, <<"b">>, <<"c">>, <<>>, <<"d">>]}, parse(read_event(Sock))),
     gen_tcp:close(Sock).
+
+%% text/event-stream is UTF-8 only: such a payload goes base64, with its id.
+not_utf8(S) ->
+    {Sock, _} = connect(S, 16, []),
+    <<"retry: ", _/binary>> = read_event(Sock),
+    Bin = <<255, 254, 0, 1>>,
+    Bin2 = <<"\n", 200, "\r">>,             % line breaks around a stray byte
+    send(S, {16, Bin}),
+    <<"id: ", Epoch:8/binary, ":1\n", Rest/binary>> = read_event(Sock),
+    ?assertEqual(<<"event: base64\ndata: //4AAQ==\n\n">>, Rest),
+    send(S, {16, Bin2}),
+    send(S, {16, <<"caf", 16#c3, 16#a9>>}),   % UTF-8: data: lines as before
+    ?assertEqual({Bin2, 2}, base64_event(Epoch, read_event(Sock))),
+    ?assertEqual({Epoch, 3, [<<"caf", 16#c3, 16#a9>>]}, parse(read_event(Sock))),
+    gen_tcp:close(Sock),
+    %% The replay of history frames them alike.
+    {Sock2, _} = connect(S, 16, ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":0"]),
+    <<"retry: ", _/binary>> = read_event(Sock2),
+    ?assertEqual({Bin, 1}, base64_event(Epoch, read_event(Sock2))),
+    ?assertEqual({Bin2, 2}, base64_event(Epoch, read_event(Sock2))),
+    ?assertEqual({Epoch, 3, [<<"caf", 16#c3, 16#a9>>]}, parse(read_event(Sock2))),
+    gen_tcp:close(Sock2).
+
+%% {Payload, Seq} of "id: E:S\nevent: base64\ndata: B64\n\n".
+base64_event(Epoch, Event) ->
+    [<<"id: ", Epoch:8/binary, ":", Seq/binary>>, <<"event: base64">>, <<"data: ", B64/binary>>] =
+        binary:split(Event, <<"\n">>, [global, trim_all]),
+    {base64:decode(B64), binary_to_integer(Seq)}.
 
 resume(S) ->
     {Sock, _} = connect(S, 7, []),

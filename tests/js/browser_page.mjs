@@ -9,9 +9,14 @@
 //   {"ev":"dump","messages":[...],"log":[...]}  the answer to "dump"
 //   {"ev":"screenshot","path":PATH}         the answer to "screenshot PATH"
 //   {"ev":"fatal","text":T}                 then it exits 1
-// Commands on stdin, a line each: "dump", "screenshot PATH", "quit". When
-// stdin closes (the test is over, or its node died), or after 300 s, it
-// closes the browser and exits.
+// and for the connections the page opens on "connect" (tagged TAG):
+//   {"ev":"msg","tag":TAG,"id":ID,"data":TEXT,"hex":HEX|null}  m.bytes in hex
+//   {"ev":"status","tag":TAG,"state":S,"detail":D,"delay":MS,"attempt":N}
+// Commands on stdin, a line each: "dump", "screenshot PATH", "quit",
+// "connect TAG TRANSPORTS UID [OPTIONS-JSON]" (httpdcnode.connect in the
+// page, the options added to the callbacks). When stdin closes (the test
+// is over, or its node died), or after 300 s, it closes the browser and
+// exits.
 import { chromium } from 'playwright-core';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -80,9 +85,26 @@ function dumpPage() {
   };
 }
 
+// Runs in the page: a connection of the page's own client, each callback
+// reported with the tag.
+function connectInPage([tag, transports, uid, opts]) {
+  const hex = (b) => (b ? Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('') : null);
+  window.__conns = window.__conns || {};
+  window.__conns[tag] = httpdcnode.connect(location.origin, uid, Object.assign({}, opts, {
+    transports,
+    onmessage: (m) => window.__report({ ev: 'msg', tag, id: m.id, data: m.data, hex: hex(m.bytes) }),
+    onstatus: (s) => window.__report({ ev: 'status', tag, state: s.state, detail: s.detail,
+                                       delay: s.delay, attempt: s.attempt }),
+  }));
+}
+
 async function command(page, line) {
   const [cmd, ...rest] = line.trim().split(' ');
   if (cmd === 'quit') return end(0);
+  if (cmd === 'connect') {
+    const [tag, transports, uid, ...json] = rest;
+    return page.evaluate(connectInPage, [tag, transports, uid, JSON.parse(json.join(' ') || '{}')]);
+  }
   if (cmd === 'dump') return say({ ev: 'dump', ...(await page.evaluate(dumpPage)) });
   if (cmd === 'screenshot') {
     await page.screenshot({ path: rest.join(' ') });

@@ -1,7 +1,9 @@
-/* The load client's WebSocket parser (tools/httpclient/ws_parser.c): the
- * handshake answer, then frames (lengths, fragments, control frames between
- * them, the id prefix, the stamp, the close), fed in pieces of every size;
- * what RFC 6455 forbids a server to send is an error. */
+/* The load client's WebSocket parser (tools/httpclient/ws_parser.c, frames
+ * through wslay): the handshake answer, then frames (lengths, fragments,
+ * control frames between them, the id prefix, the gap frame, the stamp, the
+ * close), fed in pieces of every size; what RFC 6455 forbids a server to
+ * send is an error; pings are answered with masked pongs of the same
+ * payload, the close with a masked close of its code. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,10 +15,21 @@
 #include "../../tools/httpclient/ws_parser.c"
 
 #define MAX_MSGS 16
+#define MAX_SENT 8
+
+/* A frame the client sent, unmasked again. */
+struct sent {
+    unsigned first;
+    uint8_t mask[4];
+    size_t len;
+    uint8_t payload[125];
+};
 
 struct seen {
     int n;
     struct ws_message m[MAX_MSGS];
+    int nsent;
+    struct sent sent[MAX_SENT];
 };
 
 static void on_message(void *ctx, const struct ws_message *m)
@@ -27,7 +40,27 @@ static void on_message(void *ctx, const struct ws_message *m)
     s->n++;
 }
 
-static const struct ws_callbacks cbs = {on_message};
+/* Each frame the client sends: masked, short, whole in one call. */
+static void on_send(void *ctx, const uint8_t *f, size_t len)
+{
+    struct seen *s = ctx;
+    assert_true(len >= 6);
+    assert_true(f[1] & 0x80);                   /* masked */
+    size_t n = f[1] & 0x7fu;
+    assert_true(n <= 125);
+    assert_int_equal(len, 6 + n);
+    if (s->nsent < MAX_SENT) {
+        struct sent *o = &s->sent[s->nsent];
+        o->first = f[0];
+        memcpy(o->mask, f + 2, 4);
+        o->len = n;
+        for (size_t i = 0; i < n; i++)
+            o->payload[i] = f[6 + i] ^ f[2 + i % 4];
+    }
+    s->nsent++;
+}
+
+static const struct ws_callbacks cbs = {on_message, on_send};
 
 static const char head[] =
     "HTTP/1.1 101 Switching Protocols\r\n"
@@ -59,8 +92,10 @@ static void frame(uint8_t *buf, size_t *len, unsigned first, const void *payload
 static uint8_t g_stream[2048];
 static size_t g_len;
 
+static const char long_ping[] = "a ping of 24 bytes, long";
+
 /* The head, a text message, a binary one of 200 bytes (16-bit length), a
- * text one in two fragments with a ping between, a pong, a close (1000). */
+ * text one in two fragments with two pings between, a pong, a close (1000). */
 static void build_stream(void)
 {
     static const char text1[] = "id: 4fb91385:1\n\nt=99;hello \xe2\x82\xac";
@@ -74,6 +109,7 @@ static void build_stream(void)
     frame(g_stream, &g_len, 0x82, bin, sizeof bin);
     frame(g_stream, &g_len, 0x01, "x-other: 1\nid: 4fb9", 19);
     frame(g_stream, &g_len, 0x89, "p", 1);
+    frame(g_stream, &g_len, 0x89, long_ping, sizeof long_ping - 1);
     frame(g_stream, &g_len, 0x80, "1385:3\n\nt=5;x", 13);
     frame(g_stream, &g_len, 0x8a, "", 0);
     frame(g_stream, &g_len, 0x88, "\x03\xe8" "bye", 5);
@@ -95,6 +131,19 @@ static void check(const struct seen *s)
     assert_true(s->m[2].has_id);
     assert_int_equal(s->m[2].seq, 3);
     assert_int_equal(s->m[2].ts, 5);
+    for (int i = 0; i < 3; i++)
+        assert_false(s->m[i].gap);
+    /* Two pongs with the pings' payloads, then the close answered. */
+    assert_int_equal(s->nsent, 3);
+    assert_int_equal(s->sent[0].first, 0x8a);
+    assert_int_equal(s->sent[0].len, 1);
+    assert_memory_equal(s->sent[0].payload, "p", 1);
+    assert_int_equal(s->sent[1].first, 0x8a);
+    assert_int_equal(s->sent[1].len, sizeof long_ping - 1);
+    assert_memory_equal(s->sent[1].payload, long_ping, sizeof long_ping - 1);
+    assert_int_equal(s->sent[2].first, 0x88);
+    assert_int_equal(s->sent[2].len, 2);
+    assert_int_equal(s->sent[2].payload[0] << 8 | s->sent[2].payload[1], 1000);
 }
 
 static void whole_stream_in_one_piece(void **state)
@@ -107,7 +156,7 @@ static void whole_stream_in_one_piece(void **state)
     ws_parser_init(&p);
     assert_int_equal(ws_parser_feed(&p, (const char *)g_stream, g_len, &cbs, &s, &up), WS_CLOSED);
     assert_true(up);
-    assert_int_equal(p.close_code, 1000);
+    assert_int_equal(ws_parser_close_code(&p), 1000);
     check(&s);
 }
 
@@ -128,7 +177,7 @@ static void same_events_for_every_piece_size(void **state)
         }
         assert_int_equal(r, WS_CLOSED);
         assert_int_equal(ups, 1);
-        assert_int_equal(p.close_code, 1000);
+        assert_int_equal(ws_parser_close_code(&p), 1000);
         check(&s);
     }
 }
@@ -149,7 +198,11 @@ static void a_long_frame_and_a_close_without_code(void **state)
     assert_int_equal(ws_parser_feed(&p, (const char *)buf, len, &cbs, &s, NULL), WS_CLOSED);
     assert_int_equal(s.n, 1);
     assert_int_equal(s.m[0].seq, 9);
-    assert_int_equal(p.close_code, 1005);
+    assert_int_equal(ws_parser_close_code(&p), 1005);
+    /* A close without a code is answered with one without a code. */
+    assert_int_equal(s.nsent, 1);
+    assert_int_equal(s.sent[0].first, 0x88);
+    assert_int_equal(s.sent[0].len, 0);
 }
 
 static void other_statuses_are_reported(void **state)
@@ -220,6 +273,7 @@ static void forbidden_frames_are_errors(void **state)
         {"\x82\x7f\x00\x00\x01\x00\x00\x00\x00\x00", 10}, /* 2^40 bytes */
         {"\x81\x02\xc3\x28", 4},                        /* text that is not UTF-8 */
         {"\x81\x02" "a\xe2", 4},                        /* UTF-8 cut at the message's end */
+        {"\x8b\x00", 2},                               /* control opcode 0xb */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct ws_parser p;
@@ -253,13 +307,149 @@ static void a_message_without_the_id_prefix_has_no_id(void **state)
 static void the_close_frame_is_masked(void **state)
 {
     (void)state;
-    uint8_t f[WS_CLOSE_FRAME_LEN];
-    ws_parser_close_frame(f, 1000, 0x01020304u);
+    uint8_t f[WS_CLOSE_FRAME_LEN], g[WS_CLOSE_FRAME_LEN];
+    assert_int_equal(ws_parser_close_frame(f, 1000), WS_CLOSE_FRAME_LEN);
     assert_int_equal(f[0], 0x88);
     assert_int_equal(f[1], 0x82);
-    assert_int_equal(f[2], 1);
-    assert_int_equal(f[5], 4);
     assert_int_equal((f[6] ^ f[2]) << 8 | (f[7] ^ f[3]), 1000);
+    /* Another frame, another mask. */
+    assert_int_equal(ws_parser_close_frame(g, 1000), WS_CLOSE_FRAME_LEN);
+    assert_memory_not_equal(f + 2, g + 2, 4);
+    assert_int_equal((g[6] ^ g[2]) << 8 | (g[7] ^ g[3]), 1000);
+}
+
+/* Feeds bytes after a good handshake, step bytes at a time. */
+static enum ws_result feed_steps(struct ws_parser *p, struct seen *s, const uint8_t *b, size_t len,
+                                 size_t step)
+{
+    enum ws_result r = ws_parser_feed(p, head, sizeof head - 1, &cbs, s, NULL);
+    assert_int_equal(r, WS_MORE);
+    for (size_t i = 0; i < len && r == WS_MORE; i += step)
+        r = ws_parser_feed(p, (const char *)b + i, len - i < step ? len - i : step, &cbs, s, NULL);
+    return r;
+}
+
+/* The server's gap frame (src/ws.c add_gap): a gap, not a message without
+ * an id; its JSON may gain fields. Then the messages after it. */
+static void the_gap_frame_is_a_gap(void **state)
+{
+    (void)state;
+    static const char *const gaps[] = {
+        "event: gap\n\n{\"last\":\"4fb91385:1\",\"first\":\"4fb91385:5\"}",
+        "event: gap\n\n{\"last\":null,\"first\":null,\"next\":\"4fb91385:4\"}",
+        "id: 4fb91385:4\nevent: gap\n\n{}",
+        "event:gap\n\n{}",
+    };
+    static const char m5[] = "id: 4fb91385:5\n\nm5";
+    for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
+        uint8_t buf[256];
+        size_t len = 0;
+        frame(buf, &len, 0x81, gaps[g], strlen(gaps[g]));
+        frame(buf, &len, 0x81, m5, sizeof m5 - 1);
+        for (size_t step = 1; step <= len; step++) {
+            struct ws_parser p;
+            struct seen s = {0};
+            ws_parser_init(&p);
+            assert_int_equal(feed_steps(&p, &s, buf, len, step), WS_MORE);
+            assert_int_equal(s.n, 2);
+            assert_true(s.m[0].gap);
+            assert_false(s.m[0].bad_id);
+            assert_false(s.m[1].gap);
+            assert_true(s.m[1].has_id);
+            assert_int_equal(s.m[1].seq, 5);
+        }
+    }
+}
+
+/* Other events are not gaps: without an id, messages with a bad one. */
+static void only_event_gap_is_a_gap(void **state)
+{
+    (void)state;
+    static const char *const others[] = {"event: gaps\n\n{}", "event: ga\n\n{}",
+                                         "event: message\n\n{}", "x-event: gap\n\n{}"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        uint8_t buf[64];
+        size_t len = 0;
+        struct ws_parser p;
+        struct seen s = {0};
+        frame(buf, &len, 0x81, others[i], strlen(others[i]));
+        ws_parser_init(&p);
+        assert_int_equal(feed_steps(&p, &s, buf, len, len), WS_MORE);
+        assert_int_equal(s.n, 1);
+        assert_false(s.m[0].gap);
+        assert_true(s.m[0].bad_id);
+    }
+}
+
+/* Pings of every size, alone or between a message's fragments, cut at
+ * every byte: each answered at once with a pong of its payload, masked. */
+static void every_ping_gets_its_pong(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {0, 1, 9, 10, 11, 124, 125};
+    uint8_t payload[125];
+    for (size_t i = 0; i < sizeof payload; i++)
+        payload[i] = (uint8_t)(i * 7 + 1);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint8_t buf[256];
+        size_t len = 0;
+        frame(buf, &len, 0x01, "id: 00000001:1\n\nab", 19);
+        frame(buf, &len, 0x89, payload, sizes[k]);
+        frame(buf, &len, 0x80, "c", 1);
+        for (size_t step = 1; step <= len; step++) {
+            struct ws_parser p;
+            struct seen s = {0};
+            ws_parser_init(&p);
+            assert_int_equal(feed_steps(&p, &s, buf, len, step), WS_MORE);
+            assert_int_equal(s.n, 1);
+            assert_int_equal(s.m[0].seq, 1);
+            assert_int_equal(s.nsent, 1);
+            assert_int_equal(s.sent[0].first, 0x8a);
+            assert_int_equal(s.sent[0].len, sizes[k]);
+            assert_memory_equal(s.sent[0].payload, payload, sizes[k]);
+        }
+    }
+}
+
+/* A close whose code and reason come in pieces is answered with the code. */
+static void a_close_is_answered_with_its_code(void **state)
+{
+    (void)state;
+    static const char close1001[] = "\x03\xe9going away, as the heartbeat says";
+    uint8_t buf[64];
+    size_t len = 0;
+    frame(buf, &len, 0x88, close1001, sizeof close1001 - 1);
+    for (size_t step = 1; step <= len; step++) {
+        struct ws_parser p;
+        struct seen s = {0};
+        ws_parser_init(&p);
+        assert_int_equal(feed_steps(&p, &s, buf, len, step), WS_CLOSED);
+        assert_int_equal(ws_parser_close_code(&p), 1001);
+        assert_int_equal(s.nsent, 1);
+        assert_int_equal(s.sent[0].first, 0x88);
+        assert_int_equal(s.sent[0].len, 2);
+        assert_int_equal(s.sent[0].payload[0] << 8 | s.sent[0].payload[1], 1001);
+        /* Nothing more is read, nor answered. */
+        assert_int_equal(ws_parser_feed(&p, "\x89\x00", 2, &cbs, &s, NULL), WS_CLOSED);
+        assert_int_equal(s.nsent, 1);
+    }
+}
+
+/* A long ping cut by the read's end holds a buffer: released with the
+ * connection (the leak sanitizer of make test SANITIZE=address checks). */
+static void a_cut_long_ping_is_released(void **state)
+{
+    (void)state;
+    uint8_t buf[64];
+    size_t len = 0;
+    struct ws_parser p;
+    struct seen s = {0};
+    frame(buf, &len, 0x89, long_ping, sizeof long_ping - 1);
+    ws_parser_init(&p);
+    assert_int_equal(feed_steps(&p, &s, buf, len - 3, len), WS_MORE);
+    assert_int_equal(s.nsent, 0);
+    ws_parser_release(&p);
+    assert_false(ws_parser_open(&p));
 }
 
 static void the_state_is_small(void **state)
@@ -279,6 +469,11 @@ int main(void)
         cmocka_unit_test(forbidden_frames_are_errors),
         cmocka_unit_test(a_message_without_the_id_prefix_has_no_id),
         cmocka_unit_test(the_close_frame_is_masked),
+        cmocka_unit_test(the_gap_frame_is_a_gap),
+        cmocka_unit_test(only_event_gap_is_a_gap),
+        cmocka_unit_test(every_ping_gets_its_pong),
+        cmocka_unit_test(a_close_is_answered_with_its_code),
+        cmocka_unit_test(a_cut_long_ping_is_released),
         cmocka_unit_test(the_state_is_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -63,18 +63,15 @@ static void changed(void)
 }
 
 /* A masked close frame (1000, normal) before a clean close of a WebSocket
- * that is up: the only frame this client sends. */
+ * that is up; the parser answers the server's pings and close itself. */
 static void ws_say_goodbye(struct conn *c, int fd)
 {
-    static uint32_t mask = 0x9e3779b9u;
-    if (g_set->o->proto != PROTO_WS || !c->u.ws.upgraded || fd < 0)
+    if (g_set->o->proto != PROTO_WS || !ws_parser_open(&c->u.ws) || fd < 0)
         return;
     uint8_t frame[WS_CLOSE_FRAME_LEN];
-    mask ^= mask << 13;         /* xorshift32: masks vary from frame to frame */
-    mask ^= mask >> 17;
-    mask ^= mask << 5;
-    ws_parser_close_frame(frame, 1000, mask);
-    (void)send(fd, frame, sizeof frame, MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t len = ws_parser_close_frame(frame, 1000);
+    if (len)
+        (void)send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* Closes c's socket, if any. */
@@ -84,6 +81,7 @@ static void close_socket(struct conn *c)
     event_del(&c->ev);
     if (fd >= 0)
         close(fd);
+    transport_end(c);
     event_assign(&c->ev, g_set->base, -1, 0, on_connect, c);
     g_set->st->open--;
 }
@@ -173,6 +171,12 @@ void conn_gap(struct conn *c)
 {
     g_set->st->gaps++;
     ids_gap(&c->ids);
+}
+
+void conn_pong(struct conn *c)
+{
+    (void)c;
+    g_set->st->pongs++;
 }
 
 void conn_answer(struct conn *c, int gap)
@@ -294,8 +298,6 @@ static void handle(struct conn *c, enum feed_result r, int eof)
         finish(c, &st->fail_status, &st->stream_errors);
         break;
     case FEED_ENDED:
-        if (!eof)
-            ws_say_goodbye(c, event_get_fd(&c->ev));    /* the answer to its close */
         finish(c, &st->fail_closed, &st->closed_by_server);
         break;
     case FEED_ANSWER:

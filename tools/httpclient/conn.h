@@ -87,6 +87,8 @@ void conn_close_all(struct conn_set *cs);
 void conn_welcome(struct conn *c);
 void conn_message(struct conn *c, const struct msg_info *m);
 void conn_gap(struct conn *c);
+/* ws: a ping was answered. */
+void conn_pong(struct conn *c);
 /* A poll answer ended; gap: it said so. */
 void conn_answer(struct conn *c, int gap);
 const struct client_opts *conn_opts(void);

@@ -42,6 +42,7 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
         out->gaps += w->gaps;
         out->dup += w->dup;
         out->polls += w->polls;
+        out->pongs += w->pongs;
         out->open += w->open;
         out->chunks += w->chunks;
         out->msgs += w->msgs;
@@ -106,7 +107,7 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 "\"connect_rate\":%.1f,\"procs\":%u,\"client_rss_bytes\":%llu,"
                 "\"cpu_us\":%llu,\"msgs_cpu_us\":%llu,\"churn_closed\":%llu,\"churn_reset\":%llu,"
                 "\"proto\":\"%s\",\"id_errors\":%llu,\"gaps\":%llu,\"dup\":%llu,"
-                "\"polls\":%llu,\"reconnects\":%llu,\"resume_s\":%s,"
+                "\"polls\":%llu,\"pongs\":%llu,\"reconnects\":%llu,\"resume_s\":%s,"
                 "\"stopped_by\":\"%s\"}\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
                 (unsigned long long)s->failed, (unsigned long long)s->fail_connect,
@@ -119,8 +120,8 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 (unsigned long long)s->msgs_cpu_us, (unsigned long long)s->churn_closed,
                 (unsigned long long)s->churn_reset, ri->proto, (unsigned long long)s->id_errors,
                 (unsigned long long)s->gaps, (unsigned long long)s->dup,
-                (unsigned long long)s->polls, (unsigned long long)s->reconnects, resume,
-                ri->stopped_by);
+                (unsigned long long)s->polls, (unsigned long long)s->pongs,
+                (unsigned long long)s->reconnects, resume, ri->stopped_by);
     } else {
         fprintf(out, "connections: %lu requested, %llu connected, %llu welcomed, %llu failed\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
@@ -138,9 +139,11 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
             fprintf(out, "  reconnect-after: %llu drops, each reconnected resuming; "
                          "from SIGUSR1 to the last message: %s s\n",
                     (unsigned long long)s->reconnects, resume);
-        fprintf(out, "%s: ids %llu errors, %llu duplicates, %llu gaps reported; %llu poll answers\n",
+        fprintf(out, "%s: ids %llu errors, %llu duplicates, %llu gaps reported; %llu poll answers; "
+                     "%llu pings answered\n",
                 ri->proto, (unsigned long long)s->id_errors, (unsigned long long)s->dup,
-                (unsigned long long)s->gaps, (unsigned long long)s->polls);
+                (unsigned long long)s->gaps, (unsigned long long)s->polls,
+                (unsigned long long)s->pongs);
         fprintf(out, "messages: %llu (%llu chunks, %llu bytes), %.0f msg/s\n",
                 (unsigned long long)s->msgs, (unsigned long long)s->chunks,
                 (unsigned long long)s->bytes, msg_rate);

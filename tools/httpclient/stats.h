@@ -34,6 +34,7 @@ struct worker_stats {
     uint64_t gaps;              /* gaps the server reported */
     uint64_t dup;               /* ids not after the previous one */
     uint64_t polls;             /* long-poll answers */
+    uint64_t pongs;             /* WebSocket pings answered */
     uint64_t open;              /* sockets open now */
     uint64_t chunks;            /* all chunks, the welcome included */
     uint64_t msgs;              /* chunks after the welcome */

@@ -1,6 +1,8 @@
 /* Per-transport parsing of a connection's bytes: see transport.h. */
 #include "transport.h"
 
+#include <sys/socket.h>
+
 /* --- chunked: every chunk after the welcome is a message ------------------- */
 
 static int chunked_headers(void *ctx, unsigned status, int chunked)
@@ -117,18 +119,33 @@ static void ws_message_cb(void *ctx, const struct ws_message *wm)
     struct conn *c = ctx;
     if (c->flags & CF_DROP)
         return;
+    if (wm->gap) {
+        conn_gap(c);
+        return;
+    }
     struct msg_info m = {wm->has_id, wm->bad_id, wm->epoch, wm->seq, wm->has_ts, wm->ts};
     conn_message(c, &m);
 }
 
-static const struct ws_callbacks k_ws = {ws_message_cb};
+/* A pong or the answer to a close: a few bytes into a send buffer this
+ * client leaves empty otherwise, so one non-blocking send. */
+static void ws_send_cb(void *ctx, const uint8_t *frame, size_t len)
+{
+    struct conn *c = ctx;
+    int fd = event_get_fd(&c->ev);
+    if (fd >= 0 && send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len &&
+        frame[0] == 0x8au)              /* FIN | pong */
+        conn_pong(c);
+}
+
+static const struct ws_callbacks k_ws = {ws_message_cb, ws_send_cb};
 
 static enum feed_result ws_bytes(struct conn *c, const char *buf, size_t len)
 {
     /* The messages of the bytes after the 101 come after the welcome. */
     int up = 0;
     size_t i = 0;
-    if (!c->u.ws.upgraded) {
+    if (!ws_parser_upgraded(&c->u.ws)) {
         /* Feed the head a byte at a time up to the upgrade, so that the
          * welcome is counted before any message. */
         for (; i < len && !up; i++) {
@@ -173,6 +190,12 @@ void transport_start(struct conn *c)
     default:
         break;
     }
+}
+
+void transport_end(struct conn *c)
+{
+    if (conn_opts()->proto == PROTO_WS)
+        ws_parser_release(&c->u.ws);
 }
 
 static enum feed_result identity_feed(struct conn *c, const char *buf, size_t len,

@@ -21,6 +21,8 @@ enum feed_result {
 
 /* A request was sent on c: its answer starts. */
 void transport_start(struct conn *c);
+/* c's socket closes: what its parser holds is freed. */
+void transport_end(struct conn *c);
 enum feed_result transport_feed(struct conn *c, const char *buf, size_t len);
 /* The peer closed c. */
 enum feed_result transport_eof(struct conn *c);
