@@ -37,7 +37,7 @@ enum stream_state {
     STREAM_WELCOMING = 1,
     STREAM_ENDING,
     STREAM_LIVE,
-    STREAM_DRAINING,        /* finished: out of the uid table, closes once written */
+    STREAM_DRAINING,        /* finished: takes no message, closes once written */
     STREAM_ABANDONED,
     STREAM_CLOSED,
 };

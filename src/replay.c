@@ -57,9 +57,11 @@ static int put_gap(struct backlog **out, void *owner, uint8_t framing, const cha
     return 0;
 }
 
-/* One message as the framing puts it; its size, 0 when out of memory. */
+/* One message as the framing puts it; its size, 0 when out of memory.
+ * A long-poll answer takes it only within budget bytes (the first message
+ * always): past it, nothing is written and *over is set. */
 static size_t put_message(struct backlog **out, void *owner, uint8_t framing, const char *data,
-                          uint32_t len, uint32_t seq, int comma)
+                          uint32_t len, uint32_t seq, int comma, uint32_t budget, int *over)
 {
     struct framing_prefix prefix;
     size_t n;
@@ -79,6 +81,10 @@ static size_t put_message(struct backlog **out, void *owner, uint8_t framing, co
         if (comma)
             *at = ',';
         n = (size_t)comma + json_message(at + comma, history_epoch_hex(), seq, data, len);
+        if (comma && n > budget) {
+            *over = 1;              /* encoded, not committed: the next poll gets it */
+            return 0;
+        }
         break;
     default:                                /* WebSocket */
         framing_prefix_utf8(framing, len, seq, utf8_valid(data, len), &prefix);
@@ -167,7 +173,14 @@ int replay_fill(struct backlog **out, void *owner, uint8_t framing, uint32_t uid
             }
             continue;
         }
-        int full = framing == FRAMING_POLL && r.given && json_message_max(len) + 1 > r.budget;
+        int full = 0;
+        size_t n = k > 0 ? put_message(out, owner, framing, data, len, seq, r.given > 0, r.budget,
+                                       &full)
+                         : 0;
+        if (k > 0 && n == 0 && !full) {
+            result = -1;
+            break;
+        }
         if (k == 0 || full) {
             if (full)
                 r.at = before;               /* the client polls again for it */
@@ -179,11 +192,6 @@ int replay_fill(struct backlog **out, void *owner, uint8_t framing, uint32_t uid
                 *finished = 1;
             }
             result = 0;
-            break;
-        }
-        size_t n = put_message(out, owner, framing, data, len, seq, r.given > 0);
-        if (n == 0) {
-            result = -1;
             break;
         }
         made += n;

@@ -60,7 +60,6 @@ void stream_reap(void)
         struct stream *s = closed_streams;
         closed_streams = s->next;
         pool_free(&streams, s);
-        loop_stats.streams_open--;
     }
 }
 
@@ -76,6 +75,8 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
  * (CLOSED, or ABANDONED while evhttp holds it) until it is reaped. */
 static void stream_close(struct stream *s)
 {
+    if (!stream_gone(s))
+        loop_stats.streams_open--;      /* open no more, though not yet reaped */
     switch (s->state) {
     case STREAM_WELCOMING:
     case STREAM_ENDING:
