@@ -22,6 +22,7 @@
     X(history_bytes)    /* bytes of kept messages, headers included */        \
     X(history_entries)  /* messages kept */                                   \
     X(history_evicted)  /* kept messages pushed out for room */               \
+    X(history_moved)    /* kept messages moved ahead, still of use, for room */ \
     X(replays)          /* resumes that replayed from the history (or told a gap) */ \
     X(replayed)         /* messages replayed */                               \
     X(replay_gaps)      /* gaps told to resuming clients */                   \

@@ -122,24 +122,85 @@ static void push_out_oldest(void)
     }
 }
 
-/* Room for size contiguous bytes at the tail. */
-static void make_room(size_t size)
+static const struct entry *kept_entry(uint64_t p, uint32_t uid);
+
+/* Whether the entry at the head is still of use: a uid's message among
+ * its newest --history, within the TTL (a multicast's reference is not:
+ * its payload is older and went first). */
+static int head_is_live(const struct entry *e)
 {
-    if (to_end(tail) < size) {
-        /* The rest of this lap is skipped: what the previous lap left
-         * there goes first. */
-        uint64_t end = tail + to_end(tail);
-        while (end > arena_size && head < end - arena_size)
-            push_out_oldest();
-        if (to_end(tail) >= sizeof(struct entry))
-            entry_at(tail)->len = FILLER;
-        tail = end;
-    }
-    while (tail + size - head > arena_size)
-        push_out_oldest();
+    return e->uid && !(e->len & SHARED_REF) && uids[e->uid].seq - e->seq < config.per_uid &&
+           (int32_t)(e->stamp_s - (now_s() - config.ttl_s)) >= 0;
 }
 
-static const struct entry *kept_entry(uint64_t p, uint32_t uid);
+/* Moves the entry at the head, if still of use and it fits at the tail
+ * as it is, to the tail, its links mended: so that a uid that sends far
+ * more than --history keeps --history and pushes out its own older
+ * messages, not everyone else's. Returns the bytes moved, 0 when none. */
+static size_t move_head_to_tail(void)
+{
+    static char *scratch;                /* the largest entry moved so far */
+    static size_t scratch_size;
+    if (to_end(head) < sizeof(struct entry))
+        return 0;
+    struct entry *e = entry_at(head);
+    if (e->len == FILLER || !head_is_live(e))
+        return 0;
+    size_t size = sizeof *e + pad8(e->len);
+    if (to_end(tail) < size)
+        return 0;
+    if (size > scratch_size) {
+        char *grown = realloc(scratch, size);
+        if (!grown)
+            return 0;                    /* pushed out instead */
+        scratch = grown;
+        scratch_size = size;
+    }
+    memcpy(scratch, e, size);            /* the tail may cover the head's bytes */
+    uint64_t from = head + 1, to = tail + 1;
+    head += size;
+    memcpy(entry_at(tail), scratch, size);
+    tail += size;
+    struct entry *m = entry_at(to - 1);
+    struct entry *before = (struct entry *)kept_entry(m->prev, m->uid);
+    struct entry *after = (struct entry *)kept_entry(m->next, m->uid);
+    if (before && before->next == from)
+        before->next = to;
+    if (after && after->prev == from)
+        after->prev = to;
+    if (uids[m->uid].newest == from)
+        uids[m->uid].newest = to;
+    loop_stats.history_moved++;
+    return size;
+}
+
+/* Room for size contiguous bytes at the tail. What must go from the head
+ * is moved to the tail while of use, within a budget of twice size per
+ * call (so an arena full of live messages costs a bounded copy per
+ * append), else pushed out. */
+static void make_room(size_t size)
+{
+    size_t moved = 0;
+    for (;;) {
+        if (to_end(tail) < size) {
+            /* The rest of this lap is skipped: what the previous lap
+             * left there goes first. */
+            uint64_t end = tail + to_end(tail);
+            while (end > arena_size && head < end - arena_size)
+                push_out_oldest();
+            if (to_end(tail) >= sizeof(struct entry))
+                entry_at(tail)->len = FILLER;
+            tail = end;
+        }
+        if (tail + size - head <= arena_size)
+            return;
+        size_t m = moved < 2 * size ? move_head_to_tail() : 0;
+        if (m)
+            moved += m;
+        else
+            push_out_oldest();
+    }
+}
 
 /* Writes an entry of uid (0: shared) with body[0..len) at the tail;
  * returns its position + 1, 0 when it is too large to keep. */

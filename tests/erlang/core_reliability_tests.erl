@@ -47,8 +47,34 @@ reliability_test_() ->
        "amplification: 200 resumes from a foreign id reset at once; far fewer than 200 x 32 "
        "messages encoded, /stats responsive", #{max_message => 65536}, 60,
        fun amplification/1),
+     httpdcnode_test_lib:server_test(
+       "a uid sending 70,000 messages of 1 KB keeps its newest --history; another uid's "
+       "history stays", #{extra_args => ["--history-bytes", integer_to_list(4 * ?MIB)]}, 60,
+       fun busy_uid/1),
      {"after a restart every gap carries next: SSE (id: too), long-poll (no gap again from "
       "next), WebSocket", {timeout, httpdcnode_test_lib:scaled(60), fun restart_gaps/0}}].
+
+%%% ---------------------------------------------------------------- the arena per uid
+
+busy_uid(S) ->
+    [send(S, {1, <<"quiet ", (integer_to_binary(I))/binary>>}) || I <- lists:seq(1, 3)],
+    Kb = binary:copy(<<"k">>, 1024),
+    [send(S, {2, Kb}) || _ <- lists:seq(1, 70000)],
+    sync(S),
+    St = stats(S),
+    ?assert(maps:get(history_bytes, St) =< 4 * ?MIB),
+    ?assert(maps:get(history_moved, St) > 0),
+    %% Uid 1 resumes from before its first message: no gap, all three.
+    Epoch = epoch(S),
+    {_, A} = poll_raw(S, "/poll/1?since=" ++ binary_to_list(Epoch) ++ ":0"),
+    ?assertMatch(#{<<"gap">> := false}, A),
+    ?assertEqual([<<"quiet 1">>, <<"quiet 2">>, <<"quiet 3">>],
+                 [D || #{<<"data">> := D} <- maps:get(<<"messages">>, A)]),
+    %% Uid 2 kept its newest 32 (--history), no more.
+    {_, B} = poll_raw(S, "/poll/2?since=" ++ binary_to_list(Epoch) ++ ":69000"),
+    ?assertMatch(#{<<"gap">> := true}, B),
+    [#{<<"id">> := FirstId} | _] = maps:get(<<"messages">>, B),
+    ?assertEqual(<<Epoch/binary, ":69969">>, FirstId).
 
 %%% ---------------------------------------------------------------- 1. long-poll
 

@@ -151,6 +151,38 @@ static void a_cursor_more_than_history_behind_tells_a_gap(void **state)
     assert_string_equal(walk(6, &c, 100), "|gap|,m6,m7,m8");
 }
 
+static void a_busy_uid_pushes_out_its_own_messages_not_others(void **state)
+{
+    (void)state;
+    start(4, 120, 65536);
+    for (uint32_t i = 1; i <= 3; i++)
+        append_text(2, "quiet %u", i);
+    /* Uid 1 sends over four arenas' worth: it keeps its newest 4, and uid
+     * 2's messages, still of use, are moved ahead instead of pushed out. */
+    static char body[100];
+    memset(body, 'b', sizeof body);
+    for (uint32_t i = 0; i < 2000; i++)
+        history_append(1, body, sizeof body);
+    assert_true(loop_stats.history_moved > 0);
+    assert_true(loop_stats.history_bytes <= 65536);
+    struct history_replay *r = since(2, 0);
+    assert_false(r->gap);
+    assert_string_equal(replayed(r), "quiet 1,quiet 2,quiet 3");
+    r = since(1, 1990);
+    assert_true(r->gap);                     /* 1991..1996 are gone: the newest 4 kept */
+    assert_int_equal(r->n, 4);
+    assert_int_equal(r->first_seq, 1997);
+    /* Past the TTL they are of no use: pushed out, not moved. */
+    fake_now += 121;
+    uint64_t moved = loop_stats.history_moved;
+    for (uint32_t i = 0; i < 2000; i++)
+        history_append(1, body, sizeof body);
+    r = since(2, 0);
+    assert_true(r->gap);
+    assert_int_equal(r->n, 0);
+    assert_true(loop_stats.history_moved - moved < 2000 * 4);
+}
+
 static void ids_count_per_uid_from_one(void **state)
 {
     (void)state;
@@ -333,6 +365,7 @@ int main(void)
         cmocka_unit_test_teardown(a_shared_payload_is_kept_once, teardown),
         cmocka_unit_test_teardown(history_off_gives_ids_only, teardown),
         cmocka_unit_test_teardown(a_cursor_steps_forward_and_reaches_live_messages, teardown),
+        cmocka_unit_test_teardown(a_busy_uid_pushes_out_its_own_messages_not_others, teardown),
         cmocka_unit_test_teardown(a_cursor_overtaken_by_the_arena_tells_a_gap, teardown),
         cmocka_unit_test_teardown(a_cursor_more_than_history_behind_tells_a_gap, teardown),
     };
