@@ -1,7 +1,9 @@
 %% Public API: push messages to users connected to httpdcnode C-nodes.
 %%
-%% Call these on the node running the httpdcnode application (the master the
-%% C-nodes were started with `--master'). A uid is a positive integer; a
+%% Call these on a node running the httpdcnode application: a master the
+%% C-nodes were started with (`--master', one or several), which routes with
+%% its own presence, or a node of role client, which forwards each call to a
+%% master (httpdcnode_client). A uid is a positive integer; a
 %% message is a non-empty binary or iolist, or a list of Unicode characters
 %% (sent as UTF-8) when it holds any character above 255.
 -module(httpdcnode).
