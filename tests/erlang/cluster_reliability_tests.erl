@@ -232,6 +232,7 @@ poll_all_arrive(Ctx) ->
          timer:sleep(20)              % the pace of the traffic, not a wait
      end || I <- lists:seq(1, Count)],
     Got = receive {polled, Poller, G} -> G after 60000 -> error(poller_timeout) end,
+    io:format(user, "~n  poll: ~b of ~b messages arrived~n", [length(Got), Count]),
     ?assertEqual([<<"p", (integer_to_binary(I))/binary>> || I <- lists:seq(1, Count)],
                  [D || {_, D, _} <- Got]),
     ?assertEqual([], [Gap || {_, _, Gap} <- Got, Gap =/= false]),
@@ -244,14 +245,20 @@ poll_all_arrive(Ctx) ->
               [maps:get(routed_offline, D), Count]),
     ?assert(maps:get(routed_offline, D) > 0).
 
-%% Polls until N messages came: [{Id, Data, Gap}] to the caller.
+%% Polls until N messages came, or for 30 s (a poll waits 3 s at most):
+%% [{Id, Data, Gap}] to the caller.
 spawn_poller(S, U, N) ->
     Self = self(),
-    spawn_link(fun() -> Self ! {polled, self(), poll_loop(S, U, "", N, [])} end).
+    Deadline = erlang:monotonic_time(millisecond) + ?L:scaled(30000),
+    spawn_link(fun() -> Self ! {polled, self(), poll_loop(S, U, "", N, [], Deadline)} end).
 
-poll_loop(_S, _U, _Since, N, Acc) when length(Acc) >= N ->
-    lists:reverse(Acc);
-poll_loop(S, U, Since, N, Acc) ->
+poll_loop(S, U, Since, N, Acc, Deadline) ->
+    case length(Acc) >= N orelse erlang:monotonic_time(millisecond) > Deadline of
+        true -> lists:reverse(Acc);
+        false -> poll_once(S, U, Since, N, Acc, Deadline)
+    end.
+
+poll_once(S, U, Since, N, Acc, Deadline) ->
     Path = "/poll/" ++ integer_to_list(U) ++ case Since of "" -> ""; _ -> "?since=" ++ Since end,
     R = ?L:http_request(?L:port_of(S), ?L:request_bytes("GET", Path, "HTTP/1.1",
                                                          ["Connection: close"])),
@@ -263,7 +270,7 @@ poll_loop(S, U, Since, N, Acc) ->
            end,
     Acc1 = lists:foldl(fun(#{<<"id">> := Id, <<"data">> := D}, A) -> [{Id, D, Gap} | A] end,
                        Acc, Ms),
-    poll_loop(S, U, Next, N, Acc1).
+    poll_loop(S, U, Next, N, Acc1, Deadline).
 
 moved_gets_gap(Ctx) ->
     [S1, S2] = maps:get(servers, Ctx),
