@@ -166,19 +166,23 @@ static void stream_watch(struct stream *s, int want_write)
 /* Clients do not talk after their request: a read is EOF, an error, or a
  * few stray bytes we drop. Past the allowance, reading them would only
  * spend our CPU on a client that ignores the protocol. */
-static void read_client(struct stream *s, int fd)
+static int read_client(struct stream *s, int fd)
 {
     char sink[512];
     ssize_t n = recv(fd, sink, sizeof sink, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         loop_stats.client_closed++;
         stream_close(s);
-    } else if (n > 0 && s->input_bytes + (size_t)n > STREAM_INPUT_ALLOWANCE) {
+        return -1;
+    }
+    if (n > 0 && s->input_bytes + (size_t)n > STREAM_INPUT_ALLOWANCE) {
         loop_stats.input_closed++;
         stream_close(s);
-    } else if (n > 0) {
-        s->input_bytes = (uint16_t)(s->input_bytes + n);
+        return -1;
     }
+    if (n > 0)
+        s->input_bytes = (uint16_t)(s->input_bytes + n);
+    return 0;
 }
 
 /* Refills the stream's backlog from its replay at most this often per
@@ -241,10 +245,11 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
     }
     /* A WebSocket client talks (pings, pongs, close): its frames are read
      * and checked; other clients only send stray bytes. */
-    if ((what & EV_READ) && framing_is_websocket(s->framing))
-        ws_reader_readable(s, fd);
-    else if (what & EV_READ)
-        read_client(s, fd);
+    if (what & EV_READ) {
+        int r = framing_is_websocket(s->framing) ? ws_reader_readable(s, fd) : read_client(s, fd);
+        if (r < 0)
+            return;                          /* the stream ended */
+    }
     int writing = s->state == STREAM_LIVE || s->state == STREAM_DRAINING;
     if ((what & EV_WRITE) && writing && s->out) {
         int r = stream_flush(s, fd);
