@@ -62,7 +62,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench fuzz soak run install clean check-ei
+.PHONY: all deps test check-all unit-test erl-test bench fuzz soak storm run install clean check-ei
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor \
      $(ERL_BEAM) $(ERL_APPF)
@@ -197,6 +197,12 @@ bench: deps
 soak: deps
 	$(MAKE) all
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/soak.sh
+
+# A reconnect storm: 18,000 streams, the server killed and restarted (STORM_STREAMS,
+# under 5 min): scripts/storm.sh --help.
+storm: deps
+	$(MAKE) all
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/storm.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
 # PORT, NAME, MASTER, COOKIE, PUBLIC=1: see scripts/run.sh.
