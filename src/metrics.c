@@ -12,7 +12,8 @@ enum family {
     STREAMS_OPEN, UIDS_ONLINE, BACKLOG_BYTES, ERLANG_NODES, RESIDENT_MEMORY,
     STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
-    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, REPLAYS, REPLAYED, REPLAY_GAPS, WS_IGNORED, FAMILIES
+    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
+    WS_IGNORED, FAMILIES
 };
 
 static const struct {
@@ -42,6 +43,10 @@ static const struct {
     [HISTORY_ENTRIES] = {"history_messages", "gauge", "Messages kept for resume."},
     [HISTORY_EVICTED] = {"history_evicted_total", "counter",
                          "Kept messages pushed out for room."},
+    [HISTORY_MOVED] = {"history_moved_total", "counter",
+                       "Kept messages moved ahead, still of use, rather than pushed out."},
+    [MULTICAST_REPEATS] = {"multicast_repeats_total", "counter",
+                           "Uids a multicast listed again (given the message once)."},
     [REPLAYS] = {"replays_total", "counter", "Resumes that replayed from the history or told a gap."},
     [REPLAYED] = {"replayed_messages_total", "counter", "Messages replayed to resuming clients."},
     [REPLAY_GAPS] = {"replay_gaps_total", "counter", "Gaps told to resuming clients."},
@@ -95,6 +100,8 @@ static const struct sample {
     {HISTORY_BYTES, NULL, "history_bytes"},
     {HISTORY_ENTRIES, NULL, "history_entries"},
     {HISTORY_EVICTED, NULL, "history_evicted"},
+    {HISTORY_MOVED, NULL, "history_moved"},
+    {MULTICAST_REPEATS, NULL, "multicast_repeats"},
     {REPLAYS, NULL, "replays"},
     {REPLAYED, NULL, "replayed"},
     {REPLAY_GAPS, NULL, "replay_gaps"},
