@@ -9,7 +9,7 @@
 %% client over wss://, headless Chromium. Which C-node a stream is on is
 %% read from each server's /stats (streams_total, streams_open).
 %% Without nginx every case fails, saying so (scripts/install-deps.sh
-%% installs it).
+%% installs it). $HTTPDTEST_NGINX names another nginx binary.
 -module(proxy_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -245,13 +245,17 @@ with(Acquire, Release, Use) ->
     R = Acquire(),
     try Use(R) after Release(R) end.
 
-%% Debian's nginx, with the TLS and HTTP/2 modules the example needs.
+%% Debian's nginx ($HTTPDTEST_NGINX: that one), with the TLS and HTTP/2
+%% modules the example needs.
 nginx_exe() ->
-    Exe = case [P || P <- [os:find_executable("nginx"), "/usr/sbin/nginx"],
-                     P =/= false, filelib:is_regular(P)] of
+    Candidates = case os:getenv("HTTPDTEST_NGINX") of
+                     false -> [os:find_executable("nginx"), "/usr/sbin/nginx"];
+                     Path -> [Path]
+                 end,
+    Exe = case [P || P <- Candidates, P =/= false, filelib:is_regular(P)] of
               [E | _] -> E;
               [] -> erlang:error({nginx_not_installed,
-                                  "the proxy tests need nginx: apt-get install nginx-light "
+                                  "the proxy tests need nginx: apt-get install nginx "
                                   "(scripts/install-deps.sh installs it)"})
           end,
     {0, V} = run(Exe, ["-V"]),
