@@ -1,9 +1,10 @@
 %% The demo page (GET /) and its client (GET /httpdcnode.js) in a real
 %% browser: headless Chromium driven by tests/js/browser_page.mjs, which
 %% reports every row the page shows as a JSON line. Messages come from
-%% this node; the server ends the page's stream ({kick, N}) and the page
-%% must come back by itself with every message sent meanwhile, once and in
-%% order, or show a gap when history could not cover them.
+%% this node; the server ends the page's stream (a drain: {drain, 0} then
+%% {drain, cancel}) and the page must come back by itself with every
+%% message sent meanwhile, once and in order, or show a gap when history
+%% could not cover them; a kicked stream it must not come back to.
 -module(browser_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -18,13 +19,16 @@ browser_test_() ->
                                      "headers, 304 on a matching ETag", #{}, 30,
                                      fun web_files/1),
      [httpdcnode_test_lib:server_test("page over " ++ T ++ ": messages with ids, the page "
-                                      "goes on by itself after a kick, every message once and "
+                                      "goes on by itself after a drain, every message once and "
                                       "in order", #{}, 120, fun(S) -> resume(S, T) end)
       || T <- ["sse", "ws", "poll"]],
      [httpdcnode_test_lib:server_test("page over " ++ T ++ ": a gap shown when history was "
                                       "exceeded", #{extra_args => ["--history", "2"]}, 120,
                                       fun(S) -> gap(S, T) end)
       || T <- ["sse", "ws"]],
+     httpdcnode_test_lib:server_test("client over sse, ws and poll: kicked, it ends for good "
+                                     "(status ended, onend), no reconnect", #{}, 120,
+                                     fun kicked/1),
      httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
                                      #{}, 120, fun first_that_works/1),
      httpdcnode_test_lib:server_test("client over sse, ws and poll: a payload that is not UTF-8 "
@@ -79,8 +83,9 @@ header(#{headers := H}, Name) -> httpdcnode_test_lib:header(H, Name).
 
 %%% ---------------------------------------------------------------- the page
 
-%% A long-poll that is kicked answers "ended" and the page polls again; a
-%% stream (SSE, WebSocket) is closed and the page reconnects, resuming.
+%% A drain ends the page's stream, telling it to come back: a long-poll
+%% answers "ended":"drain", SSE sends an end event, a WebSocket closes with
+%% 1012; the page reconnects after its backoff, resuming.
 resume(S, T) ->
     with_page(S, "?uid=60&transport=" ++ T, fun(P) ->
         wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
@@ -88,7 +93,7 @@ resume(S, T) ->
         wait_messages(P, 3),
         %% The server ends the stream; what is sent before the page is back
         %% waits in the uid's history.
-        send(S, {kick, 60}),
+        bounce(S),
         send_range(S, 60, 4, 6),
         T =:= "poll" orelse
             wait_log(P, fun(L) -> count(<<"open">>, L) >= 2 end, "the page's stream open again"),
@@ -120,7 +125,7 @@ gap(S, T) ->
         wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
         send(S, {61, m(1)}),
         wait_messages(P, 1),
-        send(S, {kick, 61}),
+        bounce(S),
         send_range(S, 61, 2, 6),
         wait_log(P, fun(L) -> count(<<"gap">>, L) >= 1 end, "a gap shown"),
         wait_messages(P, 3),
@@ -195,7 +200,7 @@ server_back(S) ->
             %% the upper half has odds of 2^-18.
             ?assert(lists:any(fun({N, D}) -> 2 * D < min(400, 50 bsl N) end, All)),
             %% A stream that delivered something starts afresh at n = 0.
-            [send(S2, {kick, U}) || {T, U} <- Ts, T =/= <<"poll">>],
+            bounce(S2),
             [?assertMatch({T, {0, _}},
                           {T, lists:last(wait_status_waits(P, T, length(W) + 1))})
              || {T, W} <- Waits, T =/= <<"poll">>]
@@ -204,6 +209,29 @@ server_back(S) ->
         end,
         no_script_errors(P)
     end).
+
+%% A kick says "do not come back": each transport's connection ends with
+%% status "ended" (reason kicked) and schedules no retry.
+kicked(S) ->
+    with_page(S, "", fun(P) ->
+        Ts = [{<<"sse">>, 70}, {<<"ws">>, 71}, {<<"poll">>, 72}],
+        [connect(P, T, T, U, "{}") || {T, U} <- Ts],
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open) || {T, _} <- Ts],
+        [send(S, {kick, U}) || {_, U} <- Ts],
+        [begin
+             St = wait_status(P, T, fun(St) -> count_state(<<"ended">>, St) >= 1 end, ended),
+             ?assertMatch({T, #{<<"state">> := <<"ended">>, <<"detail">> := <<"kicked">>}},
+                          {T, lists:last(St)}),
+             ?assertEqual({T, 0}, {T, count_state(<<"waiting">>, St)})
+         end || {T, _} <- Ts],
+        no_script_errors(P)
+    end).
+
+%% The server ends every stream with the drain ending and at once takes
+%% new ones again: the clients come back.
+bounce(S) ->
+    send(S, {drain, 0}),
+    send(S, {drain, cancel}).
 
 %% {Attempt, Delay} of each "waiting" status of Tag so far.
 waits(P, Tag) ->
