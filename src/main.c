@@ -4,6 +4,7 @@
 #include "cnode.h"
 #include "dispatch.h"
 #include "drain.h"
+#include "expiry.h"
 #include "handoff.h"
 #include "history.h"
 #include "http_front.h"
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
+        expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0') != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
@@ -155,6 +157,7 @@ int main(int argc, char **argv)
     event_free(sigterm);
     dispatch_stop();
     drain_free();
+    expiry_free();
     heartbeat_stop();
     ws_free();
     stream_unconfigure();

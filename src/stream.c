@@ -3,6 +3,7 @@
  * while it does not. */
 #include "stream.h"
 #include "backlog.h"
+#include "expiry.h"
 #include "framing.h"
 #include "log.h"
 #include "pool.h"
@@ -80,6 +81,7 @@ static void stream_close(struct stream *s)
     case STREAM_WELCOMING:
     case STREAM_ENDING:
         uidtable_remove(s);
+        expiry_forget(s);
         backlog_free(&s->out);
         close(s->u.w.fd);
         s->u.w.fd = -1;
@@ -90,6 +92,7 @@ static void stream_close(struct stream *s)
         if (framing_is_websocket(s->framing))
             ws_reader_forget(s);
         uidtable_remove(s);
+        expiry_forget(s);
         backlog_free(&s->out);
         event_del(&s->u.ev);
         close(stream_fd(s));
@@ -379,6 +382,7 @@ struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request 
     loop_stats.streams_open++;
     loop_stats.streams_total++;
     uidtable_add(s);
+    expiry_track(s);                     /* when its request carried a token */
     if (uidtable_count(uid) > config.max_conns_per_uid) {
         loop_stats.evicted++;
         stream_end_why(uidtable_oldest(uid), END_REPLACED);

@@ -29,6 +29,15 @@ browser_test_() ->
      httpdcnode_test_lib:server_test("client over sse, ws and poll: kicked, it ends for good "
                                      "(status ended, onend), no reconnect", #{}, 120,
                                      fun kicked/1),
+     {setup, fun token_secret/0, fun file:delete/1,
+      fun(File) ->
+              httpdcnode_test_lib:server_test(
+                "client over sse, ws and poll with 3-s tokens: at exp the stream ends "
+                "(expired), the client comes back with the fresh token its token callback "
+                "gives; without a callback it ends for good",
+                #{extra_args => ["--auth-secret-file", File]}, 120,
+                fun(S) -> token_expiry(S, File) end)
+      end},
      httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
                                      #{}, 120, fun first_that_works/1),
      httpdcnode_test_lib:server_test("client over sse, ws and poll: a payload that is not UTF-8 "
@@ -226,6 +235,55 @@ kicked(S) ->
          end || {T, _} <- Ts],
         no_script_errors(P)
     end).
+
+%% Each connection's token callback gives a token valid 2-3 s, then one
+%% valid a minute: the stream opened with the first is ended at its exp
+%% and the client reconnects with the second, resuming. A connection with
+%% a fixed query and no callback stops at the expired ending.
+token_expiry(S, File) ->
+    {ok, Secret0} = file:read_file(File),
+    Secret = string:trim(Secret0, trailing, "\n"),
+    Tok = fun(U, E) ->
+                  Mac = crypto:mac(hmac, sha256, Secret,
+                                   [integer_to_list(U), ":", integer_to_list(E)]),
+                  Sig = [io_lib:format("~2.16.0b", [X]) || <<X>> <= Mac],
+                  iolist_to_binary(["exp=", integer_to_list(E), "&sig=", Sig])
+          end,
+    Ts = [{<<"sse">>, 73}, {<<"ws">>, 74}, {<<"poll">>, 75}],
+    with_page(S, "", fun(P) ->
+        Exp = erlang:system_time(second) + 3,
+        [connect(P, T, T, U, json_tokens([Tok(U, Exp), Tok(U, Exp + 60)])) || {T, U} <- Ts],
+        connect(P, <<"fixed">>, <<"sse">>, 76,
+                binary_to_list(iolist_to_binary(["{\"query\":\"", Tok(76, Exp), "\"}"]))),
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open)
+         || {T, _} <- [{<<"fixed">>, 76} | Ts]],
+        [send(S, {U, m(1)}) || {_, U} <- Ts],
+        [wait_msgs(P, T, 1) || {T, _} <- Ts],
+        %% Past exp: ended, and back with the fresh token.
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 2 end, open_again)
+         || {T, _} <- Ts],
+        ?assert(erlang:system_time(second) >= Exp),
+        [send(S, {U, m(2)}) || {_, U} <- Ts],
+        [?assertMatch({T, [_, #{<<"data">> := <<"m2">>}]}, {T, wait_msgs(P, T, 2)})
+         || {T, _} <- Ts],
+        St = wait_status(P, <<"fixed">>, fun(St) -> count_state(<<"ended">>, St) >= 1 end, ended),
+        ?assertMatch(#{<<"state">> := <<"ended">>, <<"detail">> := <<"expired">>}, lists:last(St)),
+        ?assertEqual(0, count_state(<<"waiting">>, St)),
+        no_script_errors(P)
+    end).
+
+json_tokens(Qs) ->
+    binary_to_list(iolist_to_binary(["{\"tokens\":[", lists:join(",", [["\"", Q, "\""] || Q <- Qs]),
+                                     "]}"])).
+
+%% A secret file for the token case (mode 600, as the server wants).
+token_secret() ->
+    File = filename:join([httpdcnode_test_lib:repo_root(), "build", "tests", "auth",
+                          httpdcnode_test_lib:unique("browser_secret")]),
+    ok = filelib:ensure_dir(File),
+    ok = file:write_file(File, [binary:encode_hex(crypto:strong_rand_bytes(16)), "\n"]),
+    ok = file:change_mode(File, 8#600),
+    File.
 
 %% The server ends every stream with the drain ending and at once takes
 %% new ones again: the clients come back.

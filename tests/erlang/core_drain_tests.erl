@@ -8,6 +8,9 @@
 
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, port_of/1]).
 
+%% The raw clients and what they read, for auth_tests' token expiry cases.
+-export([client/4, wait_ready/1, collect/2, ending/2, messages/2]).
+
 -define(T, 10000).
 -define(PER_KIND, 200).
 -define(KEY, "dGhlIHNhbXBsZSBub25jZQ==").
@@ -130,26 +133,31 @@ kind_index(ws) -> 0;
 kind_index(sse) -> 1;
 kind_index(poll) -> 2.
 
-request(ws, Uid) ->
-    httpdcnode_test_lib:request_bytes("GET", "/ws/" ++ integer_to_list(Uid), "HTTP/1.1",
+request(Kind, Uid) -> request(Kind, Uid, "").
+
+request(ws, Uid, Q) ->
+    httpdcnode_test_lib:request_bytes("GET", "/ws/" ++ integer_to_list(Uid) ++ Q, "HTTP/1.1",
                                       ["Upgrade: websocket", "Connection: Upgrade",
                                        "Sec-WebSocket-Version: 13",
                                        "Sec-WebSocket-Key: " ?KEY]);
-request(sse, Uid) ->
-    httpdcnode_test_lib:request_bytes("GET", "/sse/" ++ integer_to_list(Uid), "HTTP/1.1", []);
-request(poll, Uid) ->
-    httpdcnode_test_lib:request_bytes("GET", "/poll/" ++ integer_to_list(Uid), "HTTP/1.1", []).
+request(sse, Uid, Q) ->
+    httpdcnode_test_lib:request_bytes("GET", "/sse/" ++ integer_to_list(Uid) ++ Q, "HTTP/1.1", []);
+request(poll, Uid, Q) ->
+    httpdcnode_test_lib:request_bytes("GET", "/poll/" ++ integer_to_list(Uid) ++ Q, "HTTP/1.1",
+                                      []).
 
 %% A process holding one stream: it says {ready, Pid} once the response
 %% head came, then {closed, Pid, Bytes, Ms} (everything read, and when the
-%% server closed) to the caller.
-client(S, Kind, Uid) ->
+%% server closed, monotonic) to the caller. Query: "" or "?..." (a token).
+client(S, Kind, Uid) -> client(S, Kind, Uid, "").
+
+client(S, Kind, Uid, Query) ->
     Parent = self(),
     Port = port_of(S),
     Pid = spawn_link(fun() ->
                              {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port,
                                                           [binary, {active, false}]),
-                             ok = gen_tcp:send(Sock, request(Kind, Uid)),
+                             ok = gen_tcp:send(Sock, request(Kind, Uid, Query)),
                              read_all(Sock, Parent, <<>>)
                      end),
     put({kind, Pid}, Kind),
