@@ -27,6 +27,10 @@ drain_test_() ->
                                      "once, with its drain ending",
                                      #{extra_args => ["--drain-seconds", "0"]}, 30,
                                      fun sigterm_few/1),
+     httpdcnode_test_lib:server_test("a second SIGTERM during a drain ends the rest at once "
+                                     "(each with its drain ending), exit 0",
+                                     #{extra_args => ["--drain-seconds", "60"]}, 60,
+                                     fun second_sigterm/1),
      httpdcnode_test_lib:server_test("kick: a WebSocket closes with 4001, a poll answers "
                                      "\"ended\":\"kicked\"", #{}, 30, fun kicked/1),
      httpdcnode_test_lib:server_test("{drain, 1} from Erlang: streams end, new ones get 503 "
@@ -79,6 +83,24 @@ sigterm_few(S) ->
     [?assertEqual(drain, ending(K, B)) || {K, B, _} <- maps:values(Ends)],
     {ok, 0, Ms} = httpdcnode_test_lib:wait_exit(S, ?T),
     ?assert(Ms < 2000).
+
+%% 600 streams at 100 a second would take 6 s; the second signal comes
+%% once the first closes are in.
+second_sigterm(S) ->
+    Cs = [client(S, K, U + ?PER_KIND * kind_index(K)) || K <- [ws, sse, poll],
+                                                         U <- lists:seq(1, ?PER_KIND)],
+    wait_stat(S, streams_open, fun(V) -> V =:= 3 * ?PER_KIND end, ?T),
+    [wait_ready(C) || C <- Cs],
+    ok = httpdcnode_test_lib:signal(S, "TERM"),
+    receive {closed, _, _, _} = First -> self() ! First after ?T -> erlang:error(no_close) end,
+    T1 = now_ms(),
+    ok = httpdcnode_test_lib:signal(S, "TERM"),
+    Ends = collect(Cs, now_ms() + ?T),
+    Last = lists:max([T || {_, _, T} <- maps:values(Ends)]),
+    io:format(user, " [the last close ~b ms after the second SIGTERM] ", [Last - T1]),
+    ?assert(Last - T1 < 2000),
+    [?assertEqual({K, drain}, {K, ending(K, B)}) || {K, B, _} <- maps:values(Ends)],
+    ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
 
 kicked(S) ->
     Ws = client(S, ws, 20),
