@@ -131,6 +131,7 @@ build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
 # left out of its link.
 test_stream_INCLUDES := stream batch
 test_history_INCLUDES := history
+test_expiry_INCLUDES := expiry
 $(BUILD)/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Itools/httpclient -MMD -MP -o $@ $< \
 	    $(filter-out $($*_INCLUDES:%=$(BUILD)/%.o),$(SRV_LIB_OBJ)) $(LDLIBS_SERVER) -lcmocka

@@ -40,6 +40,8 @@ struct options {
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
     char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */
+    uint32_t drain_seconds;    /* --drain-seconds: SIGTERM ends the streams over this long */
+    int token_expiry;          /* a token's stream ends at its exp (--no-token-expiry: 0) */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
 };
 

@@ -56,6 +56,11 @@ static const char usage_text[] =
     "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
     "                           FILE (mode 600): exp=EXP&sig=HMAC in the query, or\n"
     "                           Authorization: Bearer UID.EXP.HMAC (see README)\n"
+    "  --drain-seconds SECONDS  on SIGTERM, end the streams spread over this long\n"
+    "                           (at least 100 a second) so that their clients do not\n"
+    "                           all come back at once (default 10; 0: all at once)\n"
+    "  --no-token-expiry        a stream opened with a token lives past the token's\n"
+    "                           exp (by default it is ended then)\n"
     "  --probe-latency          for benchmarks: GET /probe on the admin address gives\n"
     "                           the age of messages whose payload starts with\n"
     "                           t=<ns since the epoch>; at each hop inside the server\n"
@@ -68,7 +73,8 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
-       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE };
+       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
+       OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -94,6 +100,8 @@ static const struct option long_opts[] = {
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
+    {"drain-seconds", required_argument, NULL, OPT_DRAIN_SECONDS},
+    {"no-token-expiry", no_argument, NULL, OPT_NO_TOKEN_EXPIRY},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -208,6 +216,8 @@ static void set_defaults(struct options *o)
     o->history_bytes = 64u << 20;
     o->heartbeat = 25;
     o->poll_timeout = 25;
+    o->drain_seconds = 10;
+    o->token_expiry = 1;
     o->verbosity = 1;
     o->writers = usable_cpus();
     if (o->writers > 4)
@@ -335,6 +345,11 @@ int options_parse(struct options *o, int argc, char **argv)
                 copy_str(o->auth_secret_file, sizeof o->auth_secret_file, optarg))
                 return bad("--auth-secret-file", optarg, "expected a path");
             break;
+        case OPT_DRAIN_SECONDS:
+            if (parse_u32(optarg, 0, 3600, &o->drain_seconds))
+                return bad("--drain-seconds", optarg, "expected 0 (all at once) to 3600 seconds");
+            break;
+        case OPT_NO_TOKEN_EXPIRY: o->token_expiry = 0; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;
