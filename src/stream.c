@@ -444,6 +444,8 @@ static void end_with(struct stream *s, struct iovec t, uint8_t why)
     }
     if (s->state != STREAM_LIVE)
         return;
+    if (s->framing == FRAMING_POLL && stream_replaying(s))
+        t.iov_len = 0;                       /* an answer under way: cut, not spoilt */
     if (t.iov_len) {
         /* Best effort: a stream whose client does not read loses its tail. */
         if (!s->out)
