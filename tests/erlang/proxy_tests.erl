@@ -23,7 +23,7 @@ proxy_test_() ->
      proxy_test("SSE over HTTP/2: unbuffered events with ids, the heartbeat's comments "
                 "pass", #{heartbeat => 1}, 60, fun sse/1),
      proxy_test("WebSocket through nginx (wss://, upgrade passed): the subprotocol, frames, "
-                "pings answered, kick closes with 1000", #{heartbeat => 1}, 60, fun websocket/1),
+                "pings answered, kick closes with 4001 (do not come back)", #{heartbeat => 1}, 60, fun websocket/1),
      proxy_test("long-poll through nginx: a waiting poll answered by the next message, "
                 "since= answered at once", #{}, 60, fun long_poll/1),
      proxy_test("a uid reaches the same C-node every time, over every transport; uids "
@@ -105,7 +105,7 @@ websocket(Env) ->
         ws_expect(W, ping),
         ?assertMatch(#{ws_dead := 0, ws_bad_frames := 0, streams_open := 1}, stats(S)),
         send(S, {kick, Uid}),
-        ?assertMatch(#{<<"code">> := 1000}, ws_expect(W, close))
+        ?assertMatch(#{<<"code">> := 4001}, ws_expect(W, close))
     after
         catch port_close(W)
     end.
