@@ -1,9 +1,11 @@
 /* The C-node thread. One poll loop over: a stop eventfd, the queue of new
  * connections (erl_setup.c makes them on other threads), the replies from
  * the loop and every Erlang connection. Nothing here waits on a peer that
- * is not connected yet. */
+ * is not connected yet. Each master (--master a@h,b@h) is a link of its
+ * own: one going or coming back touches none of the others. */
 #include "cnode.h"
 #include "clock.h"
+#include "cmd.h"
 #include "erl_link.h"
 #include "erl_send.h"
 #include "erl_setup.h"
@@ -85,14 +87,8 @@ static int start_listening(void)
     return 0;
 }
 
-/* The master is (again) connected: ask the loop for a presence snapshot. */
-static void master_came_up(void)
-{
-    if (options->presence[0])
-        inbound_snapshot();
-}
-
-/* A connection the setup threads established becomes a link. */
+/* A connection the setup threads established becomes a link. A master
+ * gets the hello, then (the loop makes it) a snapshot of its own. */
 static void take_new_link(const struct erl_new_link *n)
 {
     if (n->is_master && erl_link_find(n->node)) {
@@ -100,15 +96,28 @@ static void take_new_link(const struct erl_new_link *n)
         ei_close_connection(n->fd);
         return;
     }
-    if (erl_link_add(n->fd, n->node, n->is_master) < 0) {
+    int i = erl_link_add(n->fd, n->node, n->is_master);
+    if (i < 0) {
         ei_close_connection(n->fd);
         if (n->is_master)
-            erl_setup_master_gone();
+            erl_setup_master_gone(n->node);
         return;
     }
     log_msg(LOG_INFO, n->is_master ? "connected to master %s" : "node %s connected", n->node);
-    if (n->is_master)
-        master_came_up();
+    if (n->is_master && erl_send_master_up(erl_link_at(i)))
+        inbound_snapshot();
+}
+
+/* {Pid, Ref, snapshot} came on link i: the snapshot goes to that master,
+ * or, asked by another node, to every master (the loop makes it). */
+static void snapshot_asked(int i)
+{
+    struct erl_link *from = erl_link_at(i);
+    for (int j = 0; j < erl_link_count(); j++) {
+        struct erl_link *l = erl_link_at(j);
+        if (l->is_master && (l == from || !from->is_master))
+            l->awaiting = 1;
+    }
 }
 
 static void take_new_links(void)
@@ -123,7 +132,7 @@ static void drop_link(int i, const char *why)
     struct erl_link *l = erl_link_at(i);
     if (l->is_master) {
         log_msg(LOG_INFO, "lost master %s (%s); reconnecting", l->node, why);
-        erl_setup_master_gone();
+        erl_setup_master_gone(l->node);
     } else {
         log_msg(LOG_INFO, "node %s disconnected (%s)", l->node, why);
     }
@@ -159,8 +168,9 @@ static void read_link(int i)
             return;
         }
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
-                             msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
-            inbound_message(xbuf.buff, xbuf.index);   /* index: the message length */
+                             msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT) &&
+            inbound_message(xbuf.buff, xbuf.index) == CMD_SNAPSHOT)  /* index: its length */
+            snapshot_asked(i);
         cnode_trim_xbuf(&xbuf);
         if (!erl_socket_buffered(sock))
             return;             /* the next poll says when the socket has more */
@@ -179,7 +189,9 @@ static void poll_once(void)
      * whatever its socket says: do not sleep on it. */
     int buffered = 0;
     for (int i = 0; i < nlinks; i++) {
-        fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN};
+        /* A master presence was dropped for: wake when it has room. */
+        short out = erl_link_at(i)->repair ? POLLOUT : 0;
+        fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN | out};
         buffered |= erl_socket_buffered(erl_link_at(i)->sock);
     }
 
@@ -191,9 +203,13 @@ static void poll_once(void)
 
     /* Links from the highest index down: drop_link moves the last link into
      * the freed slot, which has already been served then. */
-    for (int i = nlinks - 1; i >= 0; i--)
-        if (fds[first_link + i].revents || erl_socket_buffered(erl_link_at(i)->sock))
+    for (int i = nlinks - 1; i >= 0; i--) {
+        short rev = fds[first_link + i].revents;
+        if ((rev & POLLOUT) && erl_send_repair(erl_link_at(i)))
+            inbound_snapshot();
+        if ((rev & ~POLLOUT) || erl_socket_buffered(erl_link_at(i)->sock))
             read_link(i);
+    }
     if (fds[1].revents)
         take_new_links();
     if (fds[2].revents)
@@ -227,13 +243,16 @@ int cnode_start(const struct options *opts, struct handoff *in, struct handoff *
     if (init_cnode() != 0 || start_listening() != 0)
         return -1;
     ei_x_new(&xbuf);
-    erl_send_init(&ec, outbox, opts->master, opts->presence);
+    erl_send_init(&ec, outbox, opts);
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd < 0) {
         log_msg(LOG_ERROR, "eventfd: %m");
         return -1;
     }
-    if (erl_setup_start(&ec, listen_fd, listen_port, opts->master) != 0)
+    const char *masters[MASTERS_MAX];
+    for (uint32_t i = 0; i < opts->n_masters; i++)
+        masters[i] = opts->masters[i];
+    if (erl_setup_start(&ec, listen_fd, listen_port, masters, (int)opts->n_masters) != 0)
         return -1;
     /* ei decodes nested terms recursively: room for TERM_MAX_DEPTH levels
      * (only the pages a deep term touches are ever used). */
