@@ -1,0 +1,209 @@
+%% A C-node with two masters (--master a@localhost,b@localhost): each gets
+%% the hello and a snapshot of its own, every change, and a new hello and
+%% snapshot when it comes back, while the other goes on undisturbed; a
+%% reconnect storm costs each a handful of messages; a large snapshot comes
+%% in pieces (snapshot, then snapshot_more) that add up.
+%%
+%% On each master a process registered as the --presence name forwards what
+%% it gets to a sink here; a relay per sink tags it with the master's letter.
+-module(core_masters_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [open_stream/2, send/2, stats/1, wait_stat/4, close/1,
+                              expect_chunk/2, node_of/1, wait_until/3]).
+
+-define(T, 10000).
+-define(LINK_WAIT, 30000).
+-define(TTL, 77).               % --history-ttl, to be found in the hello
+-define(STORM, 2000).
+-define(BIG, 10000).
+-define(PIECE, 4096).           % uids per snapshot piece at most
+
+masters_test_() ->
+    {setup,
+     fun() ->
+             Sinks = [{L, list_to_atom(httpdcnode_test_lib:unique("msink_" ++ [L]))}
+                      || L <- "ab"],
+             [httpdcnode_test_lib:start_sink(Sink) || {_, Sink} <- Sinks],
+             Ms = [{L, httpdcnode_test_lib:start_master(
+                         httpdcnode_test_lib:new_master_name(),
+                         #{forwarder => {presence, {Sink, node()}}})}
+                   || {L, Sink} <- Sinks],
+             List = lists:join(",", [atom_to_list(maps:get(node, M)) || {_, M} <- Ms]),
+             S = httpdcnode_test_lib:start_server(
+                   #{master => list_to_atom(lists:flatten(List)), presence => presence,
+                     extra_args => ["--history-ttl", integer_to_list(?TTL)]}),
+             {Sinks, Ms, S}
+     end,
+     fun({Sinks, Ms, S}) ->
+             httpdcnode_test_lib:stop_server(S),
+             [httpdcnode_test_lib:kill_master_by_name(maps:get(node, M)) || {_, M} <- Ms],
+             [httpdcnode_test_lib:stop_sink(Sink) || {_, Sink} <- Sinks]
+     end,
+     fun(Ctx = {_, _, S}) ->
+             {timeout, 300,
+              fun() -> httpdcnode_test_lib:logged(S, fun(_) -> run(Ctx) end) end}
+     end}.
+
+run({Sinks, Ms, S}) ->
+    Self = self(),
+    [spawn(fun() ->
+                   erlang:monitor(process, Self),
+                   httpdcnode_test_lib:sink_subscribe(Sink),
+                   relay(L, Self)
+           end) || {L, Sink} <- Sinks],
+    CNode = node_of(S),
+    put(cnode, CNode),
+    hello_and_snapshot_to_both(S),
+    changes_reach_both(S),
+    one_master_restarts(S, Ms),
+    reconnect_storm(S),
+    big_snapshot_in_pieces(S).
+
+%% Ends with the test process.
+relay(L, To) ->
+    receive
+        {forwarded, presence, M} -> To ! {pres, L, M}, relay(L, To);
+        {'DOWN', _, process, To, _} -> ok
+    end.
+
+%% The next presence message master L got, {What, Arg}; uid lists sorted.
+next(L) ->
+    CNode = get(cnode),
+    receive
+        {pres, L, {httpdcnode, CNode, What, Arg}} when is_list(Arg) -> {What, lists:sort(Arg)};
+        {pres, L, {httpdcnode, CNode, What, Arg}} when is_integer(Arg) -> {What, [Arg]};
+        {pres, L, {httpdcnode, CNode, What, Arg}} -> {What, Arg};
+        {pres, L, Other} -> {unexpected, Other}
+    after ?LINK_WAIT -> {no_presence_message, L}
+    end.
+
+%% Messages to L up to and including the first whose uids hold Marker.
+until_marker(L, Marker) -> until_marker(L, Marker, []).
+
+until_marker(L, Marker, Acc) ->
+    case next(L) of
+        {What, Uids} = M when What =:= up; What =:= down ->
+            case lists:member(Marker, Uids) of
+                true -> lists:reverse([M | Acc]);
+                false -> until_marker(L, Marker, [M | Acc])
+            end;
+        {no_presence_message, _} = E -> erlang:error({E, lists:reverse(Acc)});
+        M -> until_marker(L, Marker, [M | Acc])
+    end.
+
+%% A view (set of uids) after messages.
+apply_msgs(View, Msgs) -> lists:foldl(fun apply_msg/2, View, Msgs).
+
+apply_msg({up, U}, V) -> sets:union(V, sets:from_list(U));
+apply_msg({down, U}, V) -> sets:subtract(V, sets:from_list(U));
+apply_msg({snapshot, U}, _) -> sets:from_list(U);
+apply_msg({snapshot_more, U}, V) -> sets:union(V, sets:from_list(U));
+apply_msg(M, _) -> erlang:error({not_presence, M}).
+
+assert_hello({hello, Info}) ->
+    ?assertMatch(#{history_ttl := ?TTL, history := 32, max_users := 1114112,
+                   epoch := <<_:8/binary>>}, Info),
+    #{epoch := E} = Info,
+    ?assertMatch({ok, _}, catch {ok, binary_to_integer(E, 16)});
+assert_hello(Other) -> erlang:error({expected_hello, Other}).
+
+hello_and_snapshot_to_both(_S) ->
+    [begin
+         assert_hello(next(L)),
+         ?assertEqual({snapshot, []}, next(L))
+     end || L <- "ab"].
+
+changes_reach_both(S) ->
+    C = open_stream(S, 5),
+    [?assertEqual({up, [5]}, next(L)) || L <- "ab"],
+    close(C),
+    [?assertEqual({down, [5]}, next(L)) || L <- "ab"].
+
+%% Master a killed: b keeps getting changes and carrying messages; a, back,
+%% gets hello and a snapshot of what is online now; b gets neither.
+one_master_restarts(S, Ms) ->
+    {_, MA} = lists:keyfind($a, 1, Ms),
+    {_, MB} = lists:keyfind($b, 1, Ms),
+    CNode = node_of(S),
+    C10 = open_stream(S, 10),
+    [?assertEqual({up, [10]}, next(L)) || L <- "ab"],
+    httpdcnode_test_lib:kill_master(MA),
+    wait_until(fun() -> not lists:member(maps:get(node, MA), nodes(connected)) end, ?T,
+               master_a_gone),
+    C11 = open_stream(S, 11),
+    ?assertEqual({up, [11]}, next($b)),
+    %% through master b, while a is down: every one arrives, in order
+    Bs = [<<"via b ", (integer_to_binary(I))/binary>> || I <- lists:seq(1, 50)],
+    [{10, B} = rpc:call(maps:get(node, MB), erlang, send, [{any, CNode}, {10, B}]) || B <- Bs],
+    [?assertEqual(B, expect_chunk(C10, ?T)) || B <- Bs],
+    close(C11),
+    ?assertEqual({down, [11]}, next($b)),
+    MA2 = httpdcnode_test_lib:restart_master(MA),
+    assert_hello(next($a)),
+    ?assertEqual({snapshot, [10]}, next($a)),
+    ?assertMatch({true, _}, {httpdcnode_test_lib:master_sees(MA2, CNode), MA2}),
+    %% b heard nothing of it: its next message is the next change
+    close(C10),
+    [?assertEqual({down, [10]}, next(L)) || L <- "ab"].
+
+%% 2,000 streams go and come back at once: each master hears a handful
+%% of messages that leave it with the right view.
+reconnect_storm(S) ->
+    Uids = lists:seq(1001, 1000 + ?STORM),
+    Cs = open_all(S, Uids),
+    Marker1 = 999,
+    M1 = open_stream(S, Marker1),
+    Before = [{L, apply_msgs(sets:new(), until_marker(L, Marker1))} || L <- "ab"],
+    Want = lists:sort([Marker1 | Uids]),
+    [?assertEqual(Want, sorted(V)) || {_, V} <- Before],
+    %% the storm: every stream ends, every uid comes back
+    [exit(C, kill) || C <- Cs],
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    Cs2 = open_all(S, Uids),
+    Marker2 = 998,
+    M2 = open_stream(S, Marker2),
+    [begin
+         Msgs = until_marker(L, Marker2),
+         io:format(user, "~nreconnect storm of ~b: ~b presence messages to master ~c~n",
+                   [?STORM, length(Msgs), L]),
+         ?assert(length(Msgs) < 50),
+         ?assertEqual(lists:sort([Marker2 | Want]), sorted(apply_msgs(V0, Msgs)))
+     end || {L, V0} <- Before],
+    put(open, [M1, M2 | Cs2]),
+    put(online, [Marker1, Marker2 | Uids]).
+
+sorted(Set) -> lists:sort(sets:to_list(Set)).
+
+open_all(S, Uids) ->
+    [C || {_, C} <- httpdcnode_test_lib:open_streams(S, Uids, 50, #{})].
+
+%% 10,000 uids online; a snapshot asked by this (non-master) node goes to
+%% both masters, in pieces of at most 4,096: snapshot, then snapshot_more.
+big_snapshot_in_pieces(S) ->
+    More = lists:seq(20001, 20000 + ?BIG - length(get(online))),
+    Cs = open_all(S, More),
+    Marker = 997,
+    M = open_stream(S, Marker),
+    [until_marker(L, Marker) || L <- "ab"],
+    Online = lists:sort([Marker | More ++ get(online)]),
+    ?assertEqual(?BIG + 1, length(Online)),
+    Ref = make_ref(),
+    send(S, {self(), Ref, snapshot}),
+    receive {Ref, N} -> ?assertEqual(?BIG + 1, N)
+    after ?T -> erlang:error(no_snapshot_ack)
+    end,
+    Pieces = (?BIG + 1 + ?PIECE - 1) div ?PIECE,
+    [begin
+         {snapshot, First} = next(L),
+         Rest = [next(L) || _ <- lists:seq(2, Pieces)],
+         ?assert(length(First) =< ?PIECE),
+         [?assertMatch({snapshot_more, U} when length(U) =< ?PIECE, P) || P <- Rest],
+         All = lists:append([First | [U || {snapshot_more, U} <- Rest]]),
+         ?assertEqual(Online, lists:sort(All))
+     end || L <- "ab"],
+    St = stats(S),
+    ?assertEqual(0, maps:get(presence_dropped, St)),
+    [exit(C, kill) || C <- [M | Cs ++ get(open)]],
+    wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
+    ok.
