@@ -58,7 +58,11 @@ run({Sinks, Ms, S}) ->
     changes_reach_both(S),
     one_master_restarts(S, Ms),
     reconnect_storm(S),
-    big_snapshot_in_pieces(S).
+    big_snapshot_in_pieces(S),
+    slow_master(S, Ms),
+    [exit(C, kill) || C <- get(open)],
+    wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
+    ok.
 
 %% Ends with the test process.
 relay(L, To) ->
@@ -204,6 +208,57 @@ big_snapshot_in_pieces(S) ->
      end || L <- "ab"],
     St = stats(S),
     ?assertEqual(0, maps:get(presence_dropped, St)),
-    [exit(C, kill) || C <- [M | Cs ++ get(open)]],
-    wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
-    ok.
+    put(open, [M | Cs ++ get(open)]),
+    put(online, Online).
+
+%% Master b stops reading (SIGSTOP) while snapshots pile up for it: a
+%% keeps getting everything at once, b's messages are dropped and
+%% counted, and once b reads again a snapshot gives it the right view.
+slow_master(S, Ms) ->
+    {_, MB} = lists:keyfind($b, 1, Ms),
+    ok = httpdcnode_test_lib:signal(MB, "STOP"),
+    try
+        fill_until_dropped(S, 400),
+        %% a change now reaches a at once: no send to b holds the C-node
+        T0 = erlang:monotonic_time(millisecond),
+        C = open_stream(S, 42),
+        ?assertMatch([_ | _], until_marker($a, 42)),
+        Took = erlang:monotonic_time(millisecond) - T0,
+        io:format(user, "~nwith master b stopped, an up reached master a in ~b ms~n", [Took]),
+        ?assert(Took < 2000),
+        put(open, [C | get(open)]),
+        put(online, lists:sort([42 | get(online)]))
+    after
+        httpdcnode_test_lib:signal(MB, "CONT")
+    end,
+    Want = get(online),
+    wait_until(fun() -> view_of_b(Want) end, ?LINK_WAIT, b_repaired).
+
+%% Snapshots asked by this (non-master) node go to both masters.
+fill_until_dropped(_S, 0) -> erlang:error(presence_to_stopped_master_never_dropped);
+fill_until_dropped(S, N) ->
+    Ref = make_ref(),
+    send(S, {self(), Ref, snapshot}),
+    receive {Ref, _} -> ok after ?T -> erlang:error(no_snapshot_ack) end,
+    flush_a(),
+    case maps:get(presence_dropped, stats(S)) of
+        0 -> fill_until_dropped(S, N - 1);
+        _ -> ok
+    end.
+
+flush_a() ->
+    receive {pres, $a, _} -> flush_a() after 0 -> ok end.
+
+%% Applies what b got so far to its view (kept in the process dictionary).
+view_of_b(Want) ->
+    V = apply_pending_b(case get(view_b) of undefined -> sets:new(); V0 -> V0 end),
+    put(view_b, V),
+    sorted(V) =:= Want.
+
+apply_pending_b(V) ->
+    receive
+        {pres, $b, {httpdcnode, _, hello, _}} -> apply_pending_b(V);
+        {pres, $b, {httpdcnode, _, What, Arg}} ->
+            apply_pending_b(apply_msg({What, if is_list(Arg) -> Arg; true -> [Arg] end}, V))
+    after 0 -> V
+    end.
