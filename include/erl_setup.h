@@ -3,9 +3,10 @@
  * decides when to connect out to each master; ERL_SETUP_WORKERS handshake
  * threads run the handshakes of accepted connections (each bounded by
  * ERL_SOCKET_HANDSHAKE_MS), so a peer that connects and stays silent holds
- * one of them, never the C-node thread; ERL_SETUP_CONNECTORS more threads
- * connect out to masters (each attempt bounded by EPMD_TIMEOUT_MS plus
- * ERL_SOCKET_HANDSHAKE_MS), so neither kind can starve the other. A
+ * one of them, never the C-node thread; one more thread per master
+ * connects out to masters (each attempt bounded by EPMD_TIMEOUT_MS plus
+ * ERL_SOCKET_HANDSHAKE_MS), so neither kind can starve the other and no
+ * master waits for another's attempt. A
  * connection that comes while every handshake thread is
  * busy is closed at once and counted (erl_refused). Established
  * connections reach the C-node thread through one small locked queue and
@@ -17,7 +18,6 @@
 #include <time.h>
 
 #define ERL_SETUP_WORKERS 4         /* handshakes of accepted connections at most */
-#define ERL_SETUP_CONNECTORS 4      /* connects to masters in progress at most */
 #define ERL_SETUP_MASTERS_MAX 8     /* options.h's MASTERS_MAX */
 #define ERL_SETUP_RECONNECT_MIN_MS 100
 #define ERL_SETUP_RECONNECT_MAX_MS 3000

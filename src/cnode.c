@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #define RECEIVE_TMO_MS 2000
+#define REPAIR_CHECK_MS 100
 #define BATCH_PER_LINK 256     /* messages read from one link before polling the others */
 #define CNODE_STACK_BYTES (256u << 20)
 /* After a message larger than this, the receive buffer is given back: it
@@ -139,6 +140,16 @@ static void drop_link(int i, const char *why)
     erl_link_remove(i);
 }
 
+/* A master presence was dropped for that has room again gets a snapshot. */
+static void check_repairs(void)
+{
+    int ask = 0;
+    for (int i = 0; i < erl_link_count(); i++)
+        ask |= erl_send_repair(erl_link_at(i));
+    if (ask)
+        inbound_snapshot();
+}
+
 static void drop_broken_links(void)
 {
     for (int i = erl_link_count() - 1; i >= 0; i--)
@@ -187,15 +198,19 @@ static void poll_once(void)
     int first_link = nfds, nlinks = erl_link_count();
     /* A link whose bytes already sit in its read buffer is ready now,
      * whatever its socket says: do not sleep on it. */
-    int buffered = 0;
+    int buffered = 0, repair = 0;
     for (int i = 0; i < nlinks; i++) {
-        /* A master presence was dropped for: wake when it has room. */
-        short out = erl_link_at(i)->repair ? POLLOUT : 0;
-        fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN | out};
+        fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN};
         buffered |= erl_socket_buffered(erl_link_at(i)->sock);
+        repair |= erl_link_at(i)->repair;
     }
 
-    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : 1000);
+    /* A master that presence was dropped for is looked at every
+     * REPAIR_CHECK_MS (not by POLLOUT: its socket may take bytes while it
+     * still holds too many unsent). */
+    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000);
+    if (repair)
+        check_repairs();
     if (ready < 0 || (ready == 0 && !buffered))
         return;
     if (fds[0].revents)
@@ -203,13 +218,9 @@ static void poll_once(void)
 
     /* Links from the highest index down: drop_link moves the last link into
      * the freed slot, which has already been served then. */
-    for (int i = nlinks - 1; i >= 0; i--) {
-        short rev = fds[first_link + i].revents;
-        if ((rev & POLLOUT) && erl_send_repair(erl_link_at(i)))
-            inbound_snapshot();
-        if ((rev & ~POLLOUT) || erl_socket_buffered(erl_link_at(i)->sock))
+    for (int i = nlinks - 1; i >= 0; i--)
+        if (fds[first_link + i].revents || erl_socket_buffered(erl_link_at(i)->sock))
             read_link(i);
-    }
     if (fds[1].revents)
         take_new_links();
     if (fds[2].revents)

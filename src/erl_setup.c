@@ -2,8 +2,8 @@
  * polls the listen socket, the epmd registration and its timers; it never
  * waits on a peer. Handshakes and master connects run on the worker
  * threads; what they establish goes to the C-node thread's queue. Each
- * master has its own state and backoff: one that is down costs the others
- * nothing but, while an attempt lasts, one of the connect workers. */
+ * master has its own state, backoff and connect thread: one that is down
+ * costs the others nothing. */
 #include "erl_setup.h"
 #include "clock.h"
 #include "epmd.h"
@@ -44,7 +44,8 @@ struct master {
     int64_t next_connect_ms, backoff_ms;
 };
 
-#define NWORKERS (ERL_SETUP_WORKERS + ERL_SETUP_CONNECTORS)
+/* Threads: the handshake workers, and one connector per master (started). */
+#define NWORKERS (ERL_SETUP_WORKERS + ERL_SETUP_MASTERS_MAX)
 
 static ei_cnode setup_ec;         /* the workers' copy: ei reads it during handshakes */
 static int listen_fd = -1, listen_port;
@@ -64,9 +65,10 @@ static int stopping;
 static struct job jobs[NWORKERS];
 static int njobs;                 /* given, not yet taken by a worker */
 /* Given, not yet finished: handshakes of accepted connections (at most
- * ERL_SETUP_WORKERS) and connects (at most ERL_SETUP_CONNECTORS), counted
- * apart so that masters being dialled never starve nodes dialling in, nor
- * the other way round. */
+ * ERL_SETUP_WORKERS) and connects (one per master at most, as many as
+ * there are threads for them), counted apart so that masters being
+ * dialled never starve nodes dialling in, nor the other way round, and
+ * no master waits for another's attempt. */
 static int busy_accepts, busy_connects;
 static struct erl_new_link queue[NEW_LINKS_MAX];
 static int nqueued;
@@ -255,7 +257,7 @@ static void *worker_main(void *arg)
 static int give_job(enum job_kind kind, int fd, int master)
 {
     int *busy = kind == JOB_ACCEPT ? &busy_accepts : &busy_connects;
-    if (*busy == (kind == JOB_ACCEPT ? ERL_SETUP_WORKERS : ERL_SETUP_CONNECTORS))
+    if (*busy == (kind == JOB_ACCEPT ? ERL_SETUP_WORKERS : nmasters))
         return 0;
     (*busy)++;
     jobs[njobs++] = (struct job){.kind = kind, .fd = fd, .master = master};
@@ -433,7 +435,7 @@ int erl_setup_start(const ei_cnode *ec, int lfd, int lport, const char *const *m
         log_msg(LOG_ERROR, "eventfd: %s", strerror(errno));
         return -1;
     }
-    for (; workers_started < NWORKERS; workers_started++) {
+    for (; workers_started < ERL_SETUP_WORKERS + nmasters; workers_started++) {
         int err = pthread_create(&workers[workers_started], NULL, worker_main,
                                  &worker_rl[workers_started]);
         if (err != 0) {
