@@ -19,6 +19,25 @@
 -define(BIG, 10000).
 -define(PIECE, 4096).           % uids per snapshot piece at most
 
+%% Bad --master lists: exit status 2, one line naming --master.
+cli_test_() ->
+    Port = integer_to_list(httpdcnode_test_lib:free_port()),
+    Base = ["--listen", "127.0.0.1:" ++ Port, "--admin-listen", "",
+            "--name", httpdcnode_test_lib:unique("c1cli") ++ "@localhost", "--cookie", "x"],
+    Nine = lists:join(",", ["m" ++ integer_to_list(I) ++ "@localhost" || I <- lists:seq(1, 9)]),
+    Bad = [lists:flatten(Nine), "a@localhost,", ",a@localhost", "a@localhost,,b@localhost",
+           "a@localhost,nohost", "a@localhost,a@localhost", "a@b@c",
+           lists:duplicate(300, $a) ++ "@localhost"],
+    [{"bad --master " ++ lists:sublist(B, 40),
+      {timeout, 15, fun() ->
+                            {St, Out} = httpdcnode_test_lib:run_cli(Base ++ ["--master", B], 5000),
+                            Lines = [L || L <- binary:split(Out, <<"\n">>, [global, trim]),
+                                          L =/= <<>>],
+                            ?assertEqual({exit_status, 2}, {exit_status, St}),
+                            ?assertMatch({one_line, [_]}, {one_line, Lines}),
+                            ?assertMatch({_, _}, binary:match(hd(Lines), <<"--master">>))
+                    end}} || B <- Bad].
+
 masters_test_() ->
     {setup,
      fun() ->
@@ -29,7 +48,10 @@ masters_test_() ->
                          httpdcnode_test_lib:new_master_name(),
                          #{forwarder => {presence, {Sink, node()}}})}
                    || {L, Sink} <- Sinks],
-             List = lists:join(",", [atom_to_list(maps:get(node, M)) || {_, M} <- Ms]),
+             %% a master that never comes, between the two, delays neither
+             Absent = httpdcnode_test_lib:unique("httpdmaster_absent") ++ "@localhost",
+             [NA, NB] = [atom_to_list(maps:get(node, M)) || {_, M} <- Ms],
+             List = lists:join(",", [NA, Absent, NB]),
              S = httpdcnode_test_lib:start_server(
                    #{master => list_to_atom(lists:flatten(List)), presence => presence,
                      extra_args => ["--history-ttl", integer_to_list(?TTL)]}),
