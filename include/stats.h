@@ -58,6 +58,7 @@
     X(erl_connects)     /* Erlang connections made or accepted */             \
     X(erl_nodes)        /* Erlang connections up now */                       \
     X(erl_refused)      /* connections closed: every handshake thread busy */ \
+    X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {

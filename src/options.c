@@ -19,15 +19,18 @@ static const char usage_text[] =
     "  --admin-listen ADDR:PORT private address for GET /stats, /metrics (Prometheus)\n"
     "                           and /probe (default 127.0.0.1:8001; \"\" for none)\n"
     "  --name ALIVE@HOST        this C-node's name (default c1@localhost)\n"
-    "  --master NODE@HOST       Erlang node to connect to and keep connected to\n"
-    "                           (default httpdmaster@localhost; \"\" for none)\n"
+    "  --master NODE@HOST[,NODE@HOST...]  Erlang node(s) to connect to and keep\n"
+    "                           connected to, each on its own (at most 8; default\n"
+    "                           httpdmaster@localhost; \"\" for none); each gets the\n"
+    "                           hello and the presence messages\n"
     "  --cookie-file FILE       read the Erlang cookie from FILE (mode 0600; one\n"
     "                           trailing newline removed); default $ERLANG_COOKIE,\n"
     "                           then ~/.erlang.cookie (also mode 0600)\n"
     "  --cookie COOKIE          the cookie itself: visible to every user in ps,\n"
     "                           prefer --cookie-file\n"
-    "  --presence NAME          send {httpdcnode, Node, up|down|snapshot, Uids}\n"
-    "                           to the process registered as NAME on the master\n"
+    "  --presence NAME          send {httpdcnode, Node, hello, Info} and\n"
+    "                           {httpdcnode, Node, up|down|snapshot|snapshot_more, Uids}\n"
+    "                           to the process registered as NAME on each master\n"
     "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
     "  --max-message BYTES      largest message payload (default 65536)\n"
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
@@ -181,6 +184,34 @@ static int valid_node_name(const char *s)
     return at && at != s && at[1] && !strchr(at + 1, '@') && strlen(s) < 256;
 }
 
+/* --master: "" (none) or node@host[,node@host...], each once, at most
+ * MASTERS_MAX. -1 after printing the error. */
+static int parse_masters(struct options *o, const char *arg)
+{
+    char name[256];
+    o->n_masters = 0;
+    for (const char *p = arg; *arg;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof name)
+            return bad("--master", arg, "a node name is longer than 255 characters");
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (!valid_node_name(name))
+            return bad("--master", arg, "expected node@host[,node@host...], or \"\" for none");
+        if (o->n_masters == MASTERS_MAX)
+            return bad("--master", arg, "more than 8 masters");
+        for (uint32_t i = 0; i < o->n_masters; i++)
+            if (strcmp(o->masters[i], name) == 0)
+                return bad("--master", arg, "a master is named twice");
+        strcpy(o->masters[o->n_masters++], name);
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
 /* "*", or scheme://host[:port] with no path, as browsers send Origin. */
 static int valid_origin(const char *s)
 {
@@ -203,7 +234,8 @@ static void set_defaults(struct options *o)
     strcpy(o->admin_host, "127.0.0.1");
     o->admin_port = 8001;
     strcpy(o->name, "c1@localhost");
-    strcpy(o->master, "httpdmaster@localhost");
+    strcpy(o->masters[0], "httpdmaster@localhost");
+    o->n_masters = 1;
     o->max_users = DEFAULT_MAX_USERS;
     o->max_message = 65536;
     o->max_conns_per_uid = 8;
@@ -264,9 +296,8 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--name", optarg, "expected alive@host, e.g. c1@localhost");
             break;
         case OPT_MASTER:
-            if ((*optarg && !valid_node_name(optarg)) ||
-                copy_str(o->master, sizeof o->master, optarg))
-                return bad("--master", optarg, "expected node@host, or \"\" for none");
+            if (parse_masters(o, optarg) != 0)
+                return -1;
             break;
         case OPT_COOKIE:
             if (!*optarg || copy_str(o->cookie, sizeof o->cookie, optarg))
