@@ -62,7 +62,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench fuzz soak run install clean check-ei
+.PHONY: all deps test check-all unit-test erl-test bench fuzz soak storm run install clean check-ei
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor \
      $(ERL_BEAM) $(ERL_APPF)
@@ -131,6 +131,7 @@ build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
 # left out of its link.
 test_stream_INCLUDES := stream batch
 test_history_INCLUDES := history
+test_expiry_INCLUDES := expiry
 $(BUILD)/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Itools/httpclient -MMD -MP -o $@ $< \
 	    $(filter-out $($*_INCLUDES:%=$(BUILD)/%.o),$(SRV_LIB_OBJ)) $(LDLIBS_SERVER) -lcmocka
@@ -197,6 +198,12 @@ bench: deps
 soak: deps
 	$(MAKE) all
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/soak.sh
+
+# A reconnect storm: 18,000 streams, the server killed and restarted (STORM_STREAMS,
+# under 5 min): scripts/storm.sh --help.
+storm: deps
+	$(MAKE) all
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/storm.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
 # PORT, NAME, MASTER, COOKIE, PUBLIC=1: see scripts/run.sh.

@@ -15,7 +15,8 @@ int auth_http_configure(const struct options *opts);
 void auth_http_free(void);
 
 /* Call before opening uid's stream (GET or HEAD, any transport): 1 to go
- * on; 0 when the request was refused, answered 403 with the reason, and
+ * on (the token's exp is handed to expiry.h for the stream opened next);
+ * 0 when the request was refused, answered 403 with the reason, and
  * counted. Always 1 without --auth-secret-file. */
 int auth_admit(struct evhttp_request *req, uint32_t uid);
 

@@ -13,6 +13,7 @@ enum auth_outcome { AUTH_OK = 0, AUTH_MISSING, AUTH_EXPIRED, AUTH_BAD };
 struct auth_verdict {
     enum auth_outcome outcome;
     const char *reason;         /* static, one line; NULL when AUTH_OK */
+    int64_t exp;                /* AUTH_OK: the token's exp, Unix seconds */
 };
 
 /* The secret, ready to sign: one per thread that checks (the loop). */

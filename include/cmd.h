@@ -14,13 +14,15 @@ enum cmd_kind {
     CMD_KICK,
     CMD_STATS,
     CMD_SNAPSHOT,      /* the master (re)connected: send it who is online */
+    CMD_DRAIN,         /* {drain, Seconds}: uid holds the seconds */
+    CMD_UNDRAIN,       /* {drain, cancel} */
 };
 
 struct cmd {
     uint8_t kind;          /* enum cmd_kind */
     uint8_t pad;
     uint16_t reply_len;    /* encoded {Pid, Ref} bytes at the end, 0 for none */
-    uint32_t uid;          /* CMD_UNICAST, CMD_KICK */
+    uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: seconds */
     uint32_t nuids;        /* CMD_MULTICAST */
     uint32_t payload_len;
     uint64_t received_ns;  /* when the C-node decoded it: clock_now_ns() (monotonic) */

@@ -9,7 +9,4 @@
 int dispatch_start(struct event_base *base, struct handoff *inbox, uint32_t max_users);
 void dispatch_stop(void);
 
-/* Ends every stream with the terminating chunk (shutdown). */
-void dispatch_end_all_streams(void);
-
 #endif

@@ -8,11 +8,17 @@
 
 struct erl_socket;
 
+/* About 290 bytes each, ERL_LINK_MAX of them. */
 struct erl_link {
     int fd;
     const struct erl_socket *sock;   /* its buffered socket (erl_socket.h) */
     int is_master;
     int broken;          /* a send failed or timed out: drop it, send no more */
+    /* Presence, masters only (erl_send.c): */
+    int awaiting;        /* asked for a snapshot: gets the next one, no changes before it */
+    int in_snapshot;     /* got this snapshot's first piece: gets the rest */
+    int repair;          /* a message was dropped for want of room: nothing more
+                          * until there is room, then a snapshot */
     char node[MAXNODELEN + 1];
 };
 
@@ -31,5 +37,14 @@ void erl_link_tick_all(void);
 
 #define ERL_LINK_TICK_REST_MS 1000
 void erl_link_close_all(void);
+
+/* Bytes sent to a link and not yet taken by its peer, past which nothing
+ * optional (presence) is sent to it: a master that stops reading holds
+ * this much of our memory at most, and no send to it can block the
+ * C-node thread (and so the other masters). */
+#define ERL_LINK_UNSENT_MAX (1u << 20)
+/* 1 when l's socket takes more without waiting and holds less than
+ * ERL_LINK_UNSENT_MAX unsent. */
+int erl_link_has_room(const struct erl_link *l);
 
 #endif

@@ -6,10 +6,18 @@
 #include <ei.h>
 
 #include "handoff.h"
+#include "options.h"
 
-/* presence_name: registered name on the master, "" for none. */
-void erl_send_init(ei_cnode *ec, struct handoff *outbox, const char *master,
-                   const char *presence_name);
+struct erl_link;
+
+/* opts->presence: the registered name on each master, "" for none. */
+void erl_send_init(ei_cnode *ec, struct handoff *outbox, const struct options *opts);
+/* Master link l is new: sends it the hello; 1 when it now waits for a
+ * snapshot (the caller asks the loop for one), 0 without --presence. */
+int erl_send_master_up(struct erl_link *l);
+/* 1 when master link l, that presence was dropped for, has room again
+ * and now waits for a snapshot (the caller asks the loop for one). */
+int erl_send_repair(struct erl_link *l);
 /* Sends everything queued. */
 void erl_send_drain(void);
 void erl_send_free(void);

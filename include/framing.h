@@ -6,12 +6,14 @@
  *   raw      HTTP/1.0: the payload as it is; the end is the close
  *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
  *            lines (framing_sse_body, made once per payload), a blank line;
- *            one not UTF-8 as "event: base64" and its base64
+ *            one not UTF-8 as "event: base64" and its base64; ended on purpose,
+ *            an "event: end" saying why
  *   poll     a long-poll: its one answer is made by longpoll.c, not framed;
- *            ended early (kick, shutdown), it answers "ended":true
+ *            ended early (kick, drain), it answers "ended":"REASON"
  *   ws       WebSocket (RFC 6455): one unmasked frame per message, text
  *            when the payload is valid UTF-8, else binary; the 2-10 byte
- *            frame header is the prefix; ends with a close frame (1000)
+ *            frame header is the prefix; ends with a close frame whose code
+ *            says why (framing_terminator)
  *   ws_meta  the same, each frame's payload led by "id: EPOCH:SEQ\n\n"
  *            (subprotocol ws+meta.httpdcnode) */
 #ifndef HTTPDCNODE_FRAMING_H
@@ -76,7 +78,24 @@ int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *d
 size_t framing_sse_body_len(const char *data, uint32_t len);
 void framing_sse_body(const char *data, uint32_t len, char *out);
 
-/* What ends a stream of this framing (may be empty). */
-struct iovec framing_terminator(uint8_t kind);
+/* Why a stream is ended on purpose, which its last bytes tell the client
+ * (README "Endings"): whether to come back, and when.
+ *   drain     the server is going away (SIGTERM, {drain, S}): come back,
+ *             with a backoff, to this or another node (WebSocket 1012)
+ *   kicked    Erlang ended the uid's streams: do not come back (4001)
+ *   replaced  a newer stream of the uid took its place past
+ *             --max-conns-per-uid: do not come back (4002)
+ *   expired   its subscriber token expired: come back only with a fresh
+ *             token (4003) */
+enum end_reason { END_DRAIN = 0, END_KICKED, END_REPLACED, END_EXPIRED, END_REASONS };
+
+/* The reason as the client reads it: "drain", "kicked", ... */
+const char *framing_end_reason(uint8_t reason);
+
+/* What ends a stream of this framing for this reason (may be empty):
+ * chunked the last chunk, raw nothing (the close), poll its answer with
+ * "ended":"REASON", sse "event: end" with data {"reason":"REASON"}, ws a
+ * close frame with the reason's code. */
+struct iovec framing_terminator(uint8_t kind, uint8_t reason);
 
 #endif

@@ -12,10 +12,11 @@
 void inbound_init(struct handoff *inbox, uint32_t max_users, uint32_t max_message);
 
 /* buf[0..len) is one Erlang message (version byte first): a command for
- * the loop, or dropped and counted when it is not one. */
-void inbound_message(const char *buf, int len);
+ * the loop, or dropped and counted when it is not one. Returns the
+ * command's kind (enum cmd_kind), 0 when dropped. */
+int inbound_message(const char *buf, int len);
 
-/* The master (re)connected: the loop sends it a presence snapshot. */
+/* A master (re)connected, or asked: the loop makes a presence snapshot. */
 void inbound_snapshot(void);
 
 #endif

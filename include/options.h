@@ -11,6 +11,8 @@
 #define MAX_MESSAGE_LIMIT (8u << 20)
 
 #define ALLOW_ORIGIN_MAX 16
+/* --master a@h,b@h: masters linked at once, at most. */
+#define MASTERS_MAX 8
 
 struct options {
     char listen_host[64];      /* --listen ADDR:PORT */
@@ -19,7 +21,8 @@ struct options {
     uint16_t admin_port;       /* 0: no admin listener (--admin-listen "") */
     int admin_explicit;        /* given on the command line (else the default) */
     char name[256];            /* --name alive@host, this C-node */
-    char master[256];          /* --master node to connect out to; "" for none */
+    char masters[MASTERS_MAX][256]; /* --master: nodes to connect out to */
+    uint32_t n_masters;        /* 0: none (--master "") */
     char cookie[256];          /* --cookie-file, --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */
     int cookie_in_argv;        /* --cookie: visible in ps, main warns once */
     char presence[256];        /* --presence NAME on the master, "" for none */
@@ -40,6 +43,8 @@ struct options {
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
     char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */
+    uint32_t drain_seconds;    /* --drain-seconds: SIGTERM ends the streams over this long */
+    int token_expiry;          /* a token's stream ends at its exp (--no-token-expiry: 0) */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
 };
 

@@ -12,13 +12,18 @@
 #include "stats.h"
 
 enum out_kind { OUT_ACK = 1, OUT_STATS, OUT_PRESENCE };
-enum presence_op { PRESENCE_UP = 1, PRESENCE_DOWN, PRESENCE_SNAPSHOT };
+/* PRESENCE_SNAPSHOT is a snapshot's first piece (replaces), the others are
+ * PRESENCE_SNAPSHOT_MORE (add), right after it. */
+enum presence_op { PRESENCE_UP = 1, PRESENCE_DOWN, PRESENCE_SNAPSHOT, PRESENCE_SNAPSHOT_MORE };
 
 /* Record layout: header, then the kind's body. */
 struct out_rec {
     uint8_t kind;          /* enum out_kind */
     uint8_t op;            /* enum presence_op, OUT_PRESENCE */
-    uint16_t reply_len;    /* encoded {Pid, Ref} bytes, OUT_ACK and OUT_STATS */
+    union {
+        uint16_t reply_len; /* encoded {Pid, Ref} bytes, OUT_ACK and OUT_STATS */
+        uint16_t to_all;    /* OUT_PRESENCE snapshot: for every master, not who asked */
+    };
     uint32_t count;        /* N for OUT_ACK, pairs for OUT_STATS, uids for OUT_PRESENCE */
     /* OUT_ACK:      reply bytes
      * OUT_STATS:    struct stat_pair[count], then reply bytes
@@ -30,6 +35,6 @@ void outbound_init(struct handoff *outbox);
 void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n);
 void outbound_stats(const char *reply, uint16_t reply_len);
 /* -1 when the queue was full (counted): the caller must repair the view. */
-int outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n);
+int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uint32_t n);
 
 #endif

@@ -1,10 +1,14 @@
 /* Presence: which uids came online or went offline, batched on the loop
- * thread and sent to the master's --presence process. */
+ * thread (net changes per window) and sent to each master's --presence
+ * process. */
 #ifndef HTTPDCNODE_PRESENCE_H
 #define HTTPDCNODE_PRESENCE_H
 
 #include <event2/event.h>
 #include <stdint.h>
+
+/* Shortest wait from a change to its message (longer in a storm). */
+#define PRESENCE_WINDOW_MS 50
 
 /* enabled = 0 makes every call below a no-op (no --presence). */
 int presence_init(struct event_base *base, int enabled);
@@ -13,8 +17,11 @@ void presence_free(void);
 /* uidtable callback: uid got its first stream (online) or lost its last. */
 void presence_changed(uint32_t uid, int online);
 
-/* Sends everything online now as a snapshot (after pending changes);
- * returns how many uids are online. */
+/* Sends everything online now as a snapshot (after pending changes), for
+ * the masters that asked (to_all = 0) or for every master (a repair);
+ * returns how many uids are online. presence_snapshot() is for those that
+ * asked. */
+uint32_t presence_snapshot_to(int to_all);
 uint32_t presence_snapshot(void);
 
 #endif

@@ -18,6 +18,8 @@
     X(input_closed)     /* ended for sending more than 4 KB after its GET */  \
     X(backlog_bytes)    /* unsent bytes held for all streams now */           \
     X(kicked)           /* streams ended by {kick, Uid} */                    \
+    X(drained)          /* streams ended by a drain (SIGTERM, {drain, S}) */  \
+    X(token_expired)    /* streams ended at their subscriber token's exp */   \
     X(msgs_applied)     /* messages taken from the hand-off */                \
     X(history_bytes)    /* bytes of kept messages, headers included */        \
     X(history_entries)  /* messages kept */                                   \
@@ -35,6 +37,7 @@
     X(http_too_big)     /* 503 uid above --max-users */                       \
     X(http_bad_method)  /* 405 */                                             \
     X(http_no_fds)      /* 503 because descriptors ran short */               \
+    X(http_draining)    /* 503: the node is draining, new streams refused */  \
     X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
     X(http_bad_origin)  /* 403: a cross-origin request from an origin not allowed */ \
     X(auth_missing)     /* 403: no subscriber token */                        \
@@ -55,6 +58,7 @@
     X(erl_connects)     /* Erlang connections made or accepted */             \
     X(erl_nodes)        /* Erlang connections up now */                       \
     X(erl_refused)      /* connections closed: every handshake thread busy */ \
+    X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {

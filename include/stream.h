@@ -52,6 +52,7 @@ struct stream {
         struct {                     /* WELCOMING, ENDING, ABANDONED: */
             struct evhttp_request *req;
             int fd;                  /* our own descriptor of the socket, -1 once closed */
+            uint8_t why;             /* ENDING: its enum end_reason, for after the import */
         } w;
     } u;
     struct stream *next;             /* 8: next older stream of the uid; CLOSED: reap list */
@@ -118,8 +119,11 @@ int stream_replay(struct stream *s, const char *asked, uint32_t budget);
  * (the replay reaches it in the history). */
 int stream_replaying(const struct stream *s);
 
-/* Ends a stream on purpose (kick, eviction, shutdown): its framing's
- * terminator, then the close. The reason is counted by the caller. */
+/* Ends a stream on purpose: its framing's terminator for the reason
+ * (enum end_reason, framing.h: what the client is told to do), then the
+ * close. The reason is counted by the caller. */
+void stream_end_why(struct stream *s, uint8_t why);
+/* stream_end_why(s, END_DRAIN): the server is going away. */
 void stream_end(struct stream *s);
 /* The same with other last bytes than the terminator (none: iov_len 0),
  * for a LIVE stream (one still welcoming gets its terminator). */

@@ -5,6 +5,9 @@
  *   {[Uid, ...], Data}      the same to each listed uid
  *   {broadcast, Data}       to every stream
  *   {kick, Uid}             end Uid's streams
+ *   {drain, Seconds}        end every stream over Seconds (0..3600) and
+ *                           refuse new ones (503): drain.h
+ *   {drain, cancel}         stop that, take new streams again
  *   {Pid, Ref, Uid | [Uid], Data}   as {Uid, Data}, replies {Ref, N} to Pid
  *   {Pid, Ref, stats}       replies {Ref, #{...}} to Pid
  *   {Pid, Ref, snapshot}    presence snapshot to the master, then {Ref, N} to Pid
@@ -43,6 +46,9 @@ enum term_error {
 #define TERM_MAX_REF_LEN (1 + 2 + 3 + 1020 + 4 + 5 * 4)
 #define TERM_MAX_REPLY_LEN (TERM_MAX_PID_LEN + TERM_MAX_REF_LEN)
 
+/* The longest {drain, Seconds}, as --drain-seconds. */
+#define TERM_MAX_DRAIN_SECONDS 3600
+
 struct term_limits {
     uint32_t max_users;
     uint32_t max_message;
@@ -58,7 +64,7 @@ void term_limits_init(struct term_limits *lim, uint32_t max_users, uint32_t max_
 
 struct term_view {
     enum cmd_kind kind;    /* the command the term asks for */
-    uint32_t uid;          /* CMD_UNICAST, CMD_KICK */
+    uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: the seconds */
     uint32_t nuids;        /* CMD_MULTICAST */
     int uids_index;        /* where the uid list starts in buf */
     int payload_index;     /* where Data starts in buf */

@@ -2,7 +2,8 @@
 # Runs every test, once everything is built (`make test` calls it from the
 # repository root): each cmocka binary build/tests/test_*, then every EUnit
 # module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
-# `make bench` (scripts/bench.sh --smoke) and a 60-s `make soak`.
+# `make bench` (scripts/bench.sh --smoke), a 60-s `make soak` and a small
+# `make storm`.
 # Ends with one line "tests: N passed, M failed"; exits non-zero when a test
 # failed or a runner crashed or ran out of time.
 #   UNIT_TIMEOUT  seconds for one cmocka binary (default 120)
@@ -18,6 +19,7 @@
 #   HTTPDTEST_MODULES  only these EUnit modules (space-separated names)
 #   BENCH_SMOKE   0: no bench smoke
 #   SOAK          0: no soak
+#   STORM         0: no reconnect storm
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -173,6 +175,27 @@ SOAK_SECONDS=60 SOAK_STREAMS=3000 SOAK_STABLE=500 SOAK_CHURN=100 SOAK_RATE=5000 
 line=$(grep -E '^soak: [0-9]+ passed, [0-9]+ failed$' "$work/soak.out" | tail -n1)
 if [[ -z $line ]]; then
   echo "run-tests: soak ended without a result"
+  failed=$((failed + 1))
+else
+  read -r _ p _ f _ <<<"$line"
+  passed=$((passed + p))
+  failed=$((failed + f))
+fi
+fi
+
+# --- reconnect storm, 2,000 streams (make storm runs 18,000) ---------------------
+# 500 each chunked, SSE, WebSocket, long-poll, reconnecting with a full-jitter
+# backoff (cap 5 s here); the server killed and restarted on the same ports:
+# all back, no id error or duplicate, one gap per resumed id stream.
+# Report in build/storm/test/report.md.
+if [[ ${STORM:-1} != 0 ]]; then
+echo "== storm (2,000 streams)"
+STORM_STREAMS=2000 STORM_RATE=200 STORM_WARM=3 STORM_AFTER=3 STORM_CAP=5000 STORM_BOUND=30 \
+  STORM_DIR="$PWD/build/storm/test" timeout --kill-after=10 120 scripts/storm.sh </dev/null 2>&1 |
+  tee "$work/storm.out"
+line=$(grep -E '^storm: [0-9]+ passed, [0-9]+ failed$' "$work/storm.out" | tail -n1)
+if [[ -z $line ]]; then
+  echo "run-tests: storm ended without a result"
   failed=$((failed + 1))
 else
   read -r _ p _ f _ <<<"$line"

@@ -3,6 +3,7 @@
 #include "auth_http.h"
 #include "auth_secret.h"
 #include "auth_token.h"
+#include "expiry.h"
 #include "log.h"
 #include "stats.h"
 
@@ -80,8 +81,10 @@ int auth_admit(struct evhttp_request *req, uint32_t uid)
     const char *authz = evhttp_find_header(evhttp_request_get_input_headers(req),
                                            "Authorization");
     struct auth_verdict v = auth_token_check(key, uid, query, authz, (int64_t)time(NULL));
-    if (v.outcome == AUTH_OK)
+    if (v.outcome == AUTH_OK) {
+        expiry_next_stream(v.exp);      /* the stream it opens ends at exp */
         return 1;
+    }
     count(v.outcome);
     reply_forbidden(req, v.reason);
     return 0;

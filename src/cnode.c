@@ -1,9 +1,11 @@
 /* The C-node thread. One poll loop over: a stop eventfd, the queue of new
  * connections (erl_setup.c makes them on other threads), the replies from
  * the loop and every Erlang connection. Nothing here waits on a peer that
- * is not connected yet. */
+ * is not connected yet. Each master (--master a@h,b@h) is a link of its
+ * own: one going or coming back touches none of the others. */
 #include "cnode.h"
 #include "clock.h"
+#include "cmd.h"
 #include "erl_link.h"
 #include "erl_send.h"
 #include "erl_setup.h"
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #define RECEIVE_TMO_MS 2000
+#define REPAIR_CHECK_MS 100
 #define BATCH_PER_LINK 256     /* messages read from one link before polling the others */
 #define CNODE_STACK_BYTES (256u << 20)
 /* After a message larger than this, the receive buffer is given back: it
@@ -85,14 +88,8 @@ static int start_listening(void)
     return 0;
 }
 
-/* The master is (again) connected: ask the loop for a presence snapshot. */
-static void master_came_up(void)
-{
-    if (options->presence[0])
-        inbound_snapshot();
-}
-
-/* A connection the setup threads established becomes a link. */
+/* A connection the setup threads established becomes a link. A master
+ * gets the hello, then (the loop makes it) a snapshot of its own. */
 static void take_new_link(const struct erl_new_link *n)
 {
     if (n->is_master && erl_link_find(n->node)) {
@@ -100,15 +97,28 @@ static void take_new_link(const struct erl_new_link *n)
         ei_close_connection(n->fd);
         return;
     }
-    if (erl_link_add(n->fd, n->node, n->is_master) < 0) {
+    int i = erl_link_add(n->fd, n->node, n->is_master);
+    if (i < 0) {
         ei_close_connection(n->fd);
         if (n->is_master)
-            erl_setup_master_gone();
+            erl_setup_master_gone(n->node);
         return;
     }
     log_msg(LOG_INFO, n->is_master ? "connected to master %s" : "node %s connected", n->node);
-    if (n->is_master)
-        master_came_up();
+    if (n->is_master && erl_send_master_up(erl_link_at(i)))
+        inbound_snapshot();
+}
+
+/* {Pid, Ref, snapshot} came on link i: the snapshot goes to that master,
+ * or, asked by another node, to every master (the loop makes it). */
+static void snapshot_asked(int i)
+{
+    struct erl_link *from = erl_link_at(i);
+    for (int j = 0; j < erl_link_count(); j++) {
+        struct erl_link *l = erl_link_at(j);
+        if (l->is_master && (l == from || !from->is_master))
+            l->awaiting = 1;
+    }
 }
 
 static void take_new_links(void)
@@ -123,11 +133,21 @@ static void drop_link(int i, const char *why)
     struct erl_link *l = erl_link_at(i);
     if (l->is_master) {
         log_msg(LOG_INFO, "lost master %s (%s); reconnecting", l->node, why);
-        erl_setup_master_gone();
+        erl_setup_master_gone(l->node);
     } else {
         log_msg(LOG_INFO, "node %s disconnected (%s)", l->node, why);
     }
     erl_link_remove(i);
+}
+
+/* A master presence was dropped for that has room again gets a snapshot. */
+static void check_repairs(void)
+{
+    int ask = 0;
+    for (int i = 0; i < erl_link_count(); i++)
+        ask |= erl_send_repair(erl_link_at(i));
+    if (ask)
+        inbound_snapshot();
 }
 
 static void drop_broken_links(void)
@@ -159,8 +179,9 @@ static void read_link(int i)
             return;
         }
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
-                             msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
-            inbound_message(xbuf.buff, xbuf.index);   /* index: the message length */
+                             msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT) &&
+            inbound_message(xbuf.buff, xbuf.index) == CMD_SNAPSHOT)  /* index: its length */
+            snapshot_asked(i);
         cnode_trim_xbuf(&xbuf);
         if (!erl_socket_buffered(sock))
             return;             /* the next poll says when the socket has more */
@@ -177,13 +198,19 @@ static void poll_once(void)
     int first_link = nfds, nlinks = erl_link_count();
     /* A link whose bytes already sit in its read buffer is ready now,
      * whatever its socket says: do not sleep on it. */
-    int buffered = 0;
+    int buffered = 0, repair = 0;
     for (int i = 0; i < nlinks; i++) {
         fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN};
         buffered |= erl_socket_buffered(erl_link_at(i)->sock);
+        repair |= erl_link_at(i)->repair;
     }
 
-    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : 1000);
+    /* A master that presence was dropped for is looked at every
+     * REPAIR_CHECK_MS (not by POLLOUT: its socket may take bytes while it
+     * still holds too many unsent). */
+    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000);
+    if (repair)
+        check_repairs();
     if (ready < 0 || (ready == 0 && !buffered))
         return;
     if (fds[0].revents)
@@ -227,13 +254,16 @@ int cnode_start(const struct options *opts, struct handoff *in, struct handoff *
     if (init_cnode() != 0 || start_listening() != 0)
         return -1;
     ei_x_new(&xbuf);
-    erl_send_init(&ec, outbox, opts->master, opts->presence);
+    erl_send_init(&ec, outbox, opts);
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd < 0) {
         log_msg(LOG_ERROR, "eventfd: %m");
         return -1;
     }
-    if (erl_setup_start(&ec, listen_fd, listen_port, opts->master) != 0)
+    const char *masters[MASTERS_MAX];
+    for (uint32_t i = 0; i < opts->n_masters; i++)
+        masters[i] = opts->masters[i];
+    if (erl_setup_start(&ec, listen_fd, listen_port, masters, (int)opts->n_masters) != 0)
         return -1;
     /* ei decodes nested terms recursively: room for TERM_MAX_DEPTH levels
      * (only the pages a deep term touches are ever used). */

@@ -2,6 +2,8 @@
 #include "dispatch.h"
 #include "batch.h"
 #include "cmd.h"
+#include "drain.h"
+#include "framing.h"
 #include "history.h"
 #include "latency_probe.h"
 #include "log.h"
@@ -93,7 +95,7 @@ static void kick(uint32_t uid)
     for (; s; s = next) {
         next = s->next;
         loop_stats.kicked++;
-        stream_end(s);
+        stream_end_why(s, END_KICKED);
     }
 }
 
@@ -122,6 +124,15 @@ static int apply(void *body, size_t size, void *ctx)
     case CMD_KICK:
         kick(c->uid);
         break;
+    case CMD_DRAIN:
+        batch_flush();            /* what was sent before goes first */
+        log_msg(LOG_INFO, "{drain, %u} from Erlang: new streams are refused", c->uid);
+        drain_start(c->uid, NULL);
+        return 0;
+    case CMD_UNDRAIN:
+        if (drain_cancel() == 0)
+            log_msg(LOG_INFO, "{drain, cancel} from Erlang: new streams are taken again");
+        return 0;
     case CMD_STATS:
         batch_flush();            /* the counters include what came before */
         outbound_stats(cmd_reply(c), c->reply_len);
@@ -213,16 +224,5 @@ void dispatch_stop(void)
     if (more_ev) {
         event_free(more_ev);
         more_ev = NULL;
-    }
-}
-
-void dispatch_end_all_streams(void)
-{
-    for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid)) {
-        struct stream *s = uidtable_first(uid), *next;
-        for (; s; s = next) {
-            next = s->next;
-            stream_end(s);
-        }
     }
 }

@@ -5,9 +5,11 @@
 #include "stats.h"
 
 #include <errno.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@ int erl_link_add(int fd, const char *node, int is_master)
     l->sock = erl_socket_find(fd);
     l->is_master = is_master;
     l->broken = 0;
+    l->awaiting = l->in_snapshot = l->repair = 0;
     strncpy(l->node, node, sizeof l->node - 1);
     l->node[sizeof l->node - 1] = '\0';
     atomic_fetch_add(&cnode_stats.erl_connects, 1);
@@ -99,4 +102,14 @@ void erl_link_close_all(void)
 {
     while (nlinks > 0)
         erl_link_remove(nlinks - 1);
+}
+
+int erl_link_has_room(const struct erl_link *l)
+{
+    struct pollfd pfd = {.fd = l->fd, .events = POLLOUT};
+    int unsent = 0;
+    if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLOUT) ||
+        (pfd.revents & (POLLERR | POLLHUP)))
+        return 0;
+    return ioctl(l->fd, SIOCOUTQ, &unsent) == 0 && (unsigned)unsent < ERL_LINK_UNSENT_MAX;
 }

@@ -1,7 +1,9 @@
 /* Connection setup for the C-node (see erl_setup.h). One setup thread
  * polls the listen socket, the epmd registration and its timers; it never
  * waits on a peer. Handshakes and master connects run on the worker
- * threads; what they establish goes to the C-node thread's queue. */
+ * threads; what they establish goes to the C-node thread's queue. Each
+ * master has its own state, backoff and connect thread: one that is down
+ * costs the others nothing. */
 #include "erl_setup.h"
 #include "clock.h"
 #include "epmd.h"
@@ -31,14 +33,26 @@ enum job_kind { JOB_ACCEPT, JOB_CONNECT };
 struct job {
     enum job_kind kind;
     int fd;                       /* JOB_ACCEPT: the accepted connection */
+    int master;                   /* JOB_CONNECT: index in masters[] */
 };
+
+/* One master: its name (read-only once started), then its state under lock.
+ * About 800 bytes each, ERL_SETUP_MASTERS_MAX of them. */
+struct master {
+    char node[MAXNODELEN + 1], alive[MAXNODELEN + 1], host[MAXNODELEN + 1];
+    int linked, connecting, down_logged;
+    int64_t next_connect_ms, backoff_ms;
+};
+
+/* Threads: the handshake workers, and one connector per master (started). */
+#define NWORKERS (ERL_SETUP_WORKERS + ERL_SETUP_MASTERS_MAX)
 
 static ei_cnode setup_ec;         /* the workers' copy: ei reads it during handshakes */
 static int listen_fd = -1, listen_port;
-static char master[MAXNODELEN + 1];
-static char master_alive[MAXNODELEN + 1], master_host[MAXNODELEN + 1];
+static struct master masters[ERL_SETUP_MASTERS_MAX];
+static int nmasters;
 
-static pthread_t setup_thread, workers[ERL_SETUP_WORKERS];
+static pthread_t setup_thread, workers[NWORKERS];
 static int setup_started, workers_started;
 static int stop_fd = -1;          /* readable once stopping (never cleared) */
 static int wake_fd = -1;          /* wakes the setup thread: a job ended, the master went */
@@ -48,20 +62,23 @@ static int ready_fd = -1;         /* the C-node thread has connections to take *
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t job_ready = PTHREAD_COND_INITIALIZER;
 static int stopping;
-static struct job jobs[ERL_SETUP_WORKERS];
+static struct job jobs[NWORKERS];
 static int njobs;                 /* given, not yet taken by a worker */
-static int busy;                  /* given, not yet finished: at most ERL_SETUP_WORKERS */
+/* Given, not yet finished: handshakes of accepted connections (at most
+ * ERL_SETUP_WORKERS) and connects (one per master at most, as many as
+ * there are threads for them), counted apart so that masters being
+ * dialled never starve nodes dialling in, nor the other way round, and
+ * no master waits for another's attempt. */
+static int busy_accepts, busy_connects;
 static struct erl_new_link queue[NEW_LINKS_MAX];
 static int nqueued;
-static int master_linked, master_connecting, master_down_logged;
-static int64_t next_connect_ms, connect_backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
 
 /* Setup thread only. */
 static int publish_fd = -1;
 static int64_t next_publish_ms, listen_paused_until_ms;
 static int publish_failed_logged;
 static struct log_ratelimit refused_rl, accept_rl;
-static struct log_ratelimit worker_rl[ERL_SETUP_WORKERS];
+static struct log_ratelimit worker_rl[NWORKERS];
 
 static void poke(int efd)
 {
@@ -71,7 +88,16 @@ static void poke(int efd)
 
 /* ---- the queue to the C-node thread ---- */
 
-static void push_link(int fd, const char *node, int is_master)
+/* The index of master node, or -1. The names do not change once started. */
+static int master_index(const char *node)
+{
+    for (int i = 0; i < nmasters; i++)
+        if (strcmp(masters[i].node, node) == 0)
+            return i;
+    return -1;
+}
+
+static void push_link(int fd, const char *node, int master)
 {
     pthread_mutex_lock(&lock);
     if (nqueued == NEW_LINKS_MAX) {
@@ -83,11 +109,11 @@ static void push_link(int fd, const char *node, int is_master)
     }
     struct erl_new_link *l = &queue[nqueued++];
     l->fd = fd;
-    l->is_master = is_master;
+    l->is_master = master >= 0;
     strncpy(l->node, node, sizeof l->node - 1);
     l->node[sizeof l->node - 1] = '\0';
-    if (is_master)
-        master_linked = 1;
+    if (master >= 0)
+        masters[master].linked = 1;
     poke(ready_fd);
     pthread_mutex_unlock(&lock);
 }
@@ -110,22 +136,25 @@ int erl_setup_take(struct erl_new_link *out)
     return took;
 }
 
-void erl_setup_master_gone(void)
+void erl_setup_master_gone(const char *node)
 {
+    int i = master_index(node);
+    if (i < 0)
+        return;
     pthread_mutex_lock(&lock);
-    master_linked = 0;
-    next_connect_ms = clock_now_ms() + ERL_SETUP_RECONNECT_MIN_MS;
-    connect_backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
+    masters[i].linked = 0;
+    masters[i].next_connect_ms = clock_now_ms() + ERL_SETUP_RECONNECT_MIN_MS;
+    masters[i].backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
     pthread_mutex_unlock(&lock);
     poke(wake_fd);
 }
 
 /* ---- workers ---- */
 
-static int resolve_master(struct in_addr *addr)
+static int resolve_master(const struct master *m, struct in_addr *addr)
 {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
-    if (getaddrinfo(master_host, NULL, &hints, &res) != 0)
+    if (getaddrinfo(m->host, NULL, &hints, &res) != 0)
         return -1;
     *addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
     freeaddrinfo(res);
@@ -133,14 +162,14 @@ static int resolve_master(struct in_addr *addr)
 }
 
 /* epmd's answer, then the handshake: both bounded. The fd, or -1 and why. */
-static int connect_master(const char **why)
+static int connect_master(const struct master *m, const char **why)
 {
     struct in_addr addr;
-    if (resolve_master(&addr) != 0) {
+    if (resolve_master(m, &addr) != 0) {
         *why = "its host name does not resolve";
         return -1;
     }
-    int port = epmd_port_please(addr, master_alive, EPMD_TIMEOUT_MS, stop_fd);
+    int port = epmd_port_please(addr, m->alive, EPMD_TIMEOUT_MS, stop_fd);
     if (port < 0) {
         *why = errno == ENOENT ? "not registered with epmd" : strerror(errno);
         return -1;
@@ -151,34 +180,34 @@ static int connect_master(const char **why)
     return fd;
 }
 
-static void master_connect_done(int ok, const char *why)
+static void master_connect_done(struct master *m, int ok, const char *why)
 {
     pthread_mutex_lock(&lock);
-    master_connecting = 0;
+    m->connecting = 0;
     if (ok) {
-        connect_backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
-        master_down_logged = 0;
+        m->backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
+        m->down_logged = 0;
     } else {
-        if (!master_down_logged)
+        if (!m->down_logged)
             log_msg(LOG_INFO, "master %s not reachable (%s); retrying every %d s at most "
                               "(HTTP clients are served meanwhile)",
-                    master, why, ERL_SETUP_RECONNECT_MAX_MS / 1000);
-        master_down_logged = 1;
-        next_connect_ms = clock_now_ms() + connect_backoff_ms;
-        connect_backoff_ms *= 2;
-        if (connect_backoff_ms > ERL_SETUP_RECONNECT_MAX_MS)
-            connect_backoff_ms = ERL_SETUP_RECONNECT_MAX_MS;
+                    m->node, why, ERL_SETUP_RECONNECT_MAX_MS / 1000);
+        m->down_logged = 1;
+        m->next_connect_ms = clock_now_ms() + m->backoff_ms;
+        m->backoff_ms *= 2;
+        if (m->backoff_ms > ERL_SETUP_RECONNECT_MAX_MS)
+            m->backoff_ms = ERL_SETUP_RECONNECT_MAX_MS;
     }
     pthread_mutex_unlock(&lock);
 }
 
-static void run_connect(void)
+static void run_connect(int i)
 {
     const char *why = "";
-    int fd = connect_master(&why);
+    int fd = connect_master(&masters[i], &why);
     if (fd >= 0)
-        push_link(fd, master, 1);
-    master_connect_done(fd >= 0, why);
+        push_link(fd, masters[i].node, i);
+    master_connect_done(&masters[i], fd >= 0, why);
 }
 
 static void run_accept(int fd, struct log_ratelimit *rl)
@@ -192,7 +221,7 @@ static void run_accept(int fd, struct log_ratelimit *rl)
                     strerror(erl_errno), ERL_SOCKET_HANDSHAKE_MS);
         return;
     }
-    push_link(cfd, conn.nodename, master[0] && strcmp(conn.nodename, master) == 0);
+    push_link(cfd, conn.nodename, master_index(conn.nodename));
 }
 
 static void *worker_main(void *arg)
@@ -212,22 +241,26 @@ static void *worker_main(void *arg)
         if (j.kind == JOB_ACCEPT)
             run_accept(j.fd, rl);
         else
-            run_connect();
+            run_connect(j.master);
 
         pthread_mutex_lock(&lock);
-        busy--;
+        if (j.kind == JOB_ACCEPT)
+            busy_accepts--;
+        else
+            busy_connects--;
         pthread_mutex_unlock(&lock);
         poke(wake_fd);
     }
 }
 
-/* 1 when a worker was free to take the job. Lock held. */
-static int give_job(enum job_kind kind, int fd)
+/* 1 when a worker of the kind was free to take the job. Lock held. */
+static int give_job(enum job_kind kind, int fd, int master)
 {
-    if (busy == ERL_SETUP_WORKERS)
+    int *busy = kind == JOB_ACCEPT ? &busy_accepts : &busy_connects;
+    if (*busy == (kind == JOB_ACCEPT ? ERL_SETUP_WORKERS : nmasters))
         return 0;
-    busy++;
-    jobs[njobs++] = (struct job){.kind = kind, .fd = fd};
+    (*busy)++;
+    jobs[njobs++] = (struct job){.kind = kind, .fd = fd, .master = master};
     pthread_cond_signal(&job_ready);
     return 1;
 }
@@ -266,14 +299,24 @@ static void check_registration(void)
     next_publish_ms = clock_now_ms();
 }
 
-static void maybe_connect_master(int64_t now)
+/* Every master that is due gets a connect, while connect workers are
+ * free; the most overdue first, so a master never waits behind the others
+ * for more than their attempts. */
+static void maybe_connect_masters(int64_t now)
 {
-    if (!master[0])
-        return;
     pthread_mutex_lock(&lock);
-    if (!master_linked && !master_connecting && now >= next_connect_ms &&
-        give_job(JOB_CONNECT, -1))
-        master_connecting = 1;
+    for (;;) {
+        struct master *due = NULL;
+        for (int i = 0; i < nmasters; i++) {
+            struct master *m = &masters[i];
+            if (!m->linked && !m->connecting && now >= m->next_connect_ms &&
+                (!due || m->next_connect_ms < due->next_connect_ms))
+                due = m;
+        }
+        if (!due || !give_job(JOB_CONNECT, -1, (int)(due - masters)))
+            break;
+        due->connecting = 1;
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -299,7 +342,7 @@ static void accept_some(void)
             return;                      /* EAGAIN: none left; others: that one is gone */
         }
         pthread_mutex_lock(&lock);
-        int given = give_job(JOB_ACCEPT, fd);
+        int given = give_job(JOB_ACCEPT, fd, -1);
         pthread_mutex_unlock(&lock);
         if (!given)
             refuse(fd);
@@ -314,8 +357,11 @@ static int next_timeout_ms(int64_t now)
     if (publish_fd < 0 && next_publish_ms - now < t)
         t = next_publish_ms - now;
     pthread_mutex_lock(&lock);
-    if (master[0] && !master_linked && !master_connecting && next_connect_ms - now < t)
-        t = next_connect_ms - now;
+    for (int i = 0; i < nmasters; i++) {
+        const struct master *m = &masters[i];
+        if (!m->linked && !m->connecting && m->next_connect_ms - now < t)
+            t = m->next_connect_ms - now;
+    }
     pthread_mutex_unlock(&lock);
     return t < 0 ? 0 : (int)t;
 }
@@ -327,7 +373,7 @@ static void *setup_main(void *arg)
         int64_t now = clock_now_ms();
         if (publish_fd < 0 && now >= next_publish_ms)
             try_publish();
-        maybe_connect_master(clock_now_ms());
+        maybe_connect_masters(clock_now_ms());
 
         now = clock_now_ms();
         struct pollfd fds[4] = {
@@ -356,29 +402,32 @@ static void *setup_main(void *arg)
 
 /* ---- start and stop ---- */
 
-static int split_master(const char *node)
+static int add_master(const char *node)
 {
     const char *at = strchr(node, '@');
-    if (!node[0])
-        return 0;
-    if (!at || strlen(node) > MAXNODELEN)
+    if (!at || strlen(node) > MAXNODELEN || nmasters == ERL_SETUP_MASTERS_MAX)
         return -1;                /* options.c checks the form first */
-    memcpy(master_alive, node, (size_t)(at - node));
-    master_alive[at - node] = '\0';
-    strcpy(master_host, at + 1);
-    strcpy(master, node);
+    struct master *m = &masters[nmasters++];
+    memcpy(m->alive, node, (size_t)(at - node));
+    m->alive[at - node] = '\0';
+    strcpy(m->host, at + 1);
+    strcpy(m->node, node);
+    m->backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
     return 0;
 }
 
-int erl_setup_start(const ei_cnode *ec, int lfd, int lport, const char *master_node)
+int erl_setup_start(const ei_cnode *ec, int lfd, int lport, const char *const *master_nodes,
+                    int n_masters)
 {
     setup_ec = *ec;
     listen_fd = lfd;
     listen_port = lport;
-    if (split_master(master_node) != 0) {
-        log_msg(LOG_ERROR, "bad master node name %s", master_node);
-        return -1;
-    }
+    for (int i = 0; i < n_masters; i++)
+        if (add_master(master_nodes[i]) != 0) {
+            log_msg(LOG_ERROR, "bad master node name %s (or more than %d masters)",
+                    master_nodes[i], ERL_SETUP_MASTERS_MAX);
+            return -1;
+        }
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -386,7 +435,7 @@ int erl_setup_start(const ei_cnode *ec, int lfd, int lport, const char *master_n
         log_msg(LOG_ERROR, "eventfd: %s", strerror(errno));
         return -1;
     }
-    for (; workers_started < ERL_SETUP_WORKERS; workers_started++) {
+    for (; workers_started < ERL_SETUP_WORKERS + nmasters; workers_started++) {
         int err = pthread_create(&workers[workers_started], NULL, worker_main,
                                  &worker_rl[workers_started]);
         if (err != 0) {

@@ -210,18 +210,44 @@ int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *d
     return k;
 }
 
-struct iovec framing_terminator(uint8_t kind)
+/* ---------------------------------------------------------------- endings */
+
+#define POLL_ENDED(r) "{\"messages\":[],\"gap\":false,\"ended\":\"" r "\"}\n"
+#define SSE_END(r) "event: end\ndata: {\"reason\":\"" r "\"}\n\n"
+
+/* Indexed by enum end_reason. */
+static const char *const reason_names[END_REASONS] = {"drain", "kicked", "replaced", "expired"};
+/* A waiting poll's head is out: its body says why it was ended rather
+ * than leave the client with no JSON at all. */
+static const char *const poll_ended[END_REASONS] = {
+    POLL_ENDED("drain"), POLL_ENDED("kicked"), POLL_ENDED("replaced"), POLL_ENDED("expired")};
+/* EventSource reconnects after any close: this event is how a client
+ * learns not to. */
+static const char *const sse_end[END_REASONS] = {
+    SSE_END("drain"), SSE_END("kicked"), SSE_END("replaced"), SSE_END("expired")};
+/* Close frames: 1012 service restart; 4001-4003 private codes (RFC 6455
+ * 7.4.2), the application's own. */
+static const unsigned char ws_close[END_REASONS][4] = {
+    {0x88, 2, 1012 >> 8, 1012 & 0xff}, {0x88, 2, 4001 >> 8, 4001 & 0xff},
+    {0x88, 2, 4002 >> 8, 4002 & 0xff}, {0x88, 2, 4003 >> 8, 4003 & 0xff}};
+
+const char *framing_end_reason(uint8_t reason)
+{
+    return reason < END_REASONS ? reason_names[reason] : "drain";
+}
+
+struct iovec framing_terminator(uint8_t kind, uint8_t reason)
 {
     static const char last_chunk[] = "0\r\n\r\n";
-    static const char ws_close[] = "\x88\x02\x03\xe8";    /* close, 1000 */
-    /* A waiting poll's head is out: its body says it was ended (kick,
-     * shutdown) rather than leave the client with no JSON at all. */
-    static const char poll_ended[] = "{\"messages\":[],\"gap\":false,\"ended\":true}\n";
+    if (reason >= END_REASONS)
+        reason = END_DRAIN;
     if (kind == FRAMING_CHUNKED)
         return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
     if (kind == FRAMING_POLL)
-        return (struct iovec){(void *)poll_ended, sizeof poll_ended - 1};
+        return (struct iovec){(void *)poll_ended[reason], strlen(poll_ended[reason])};
+    if (kind == FRAMING_SSE)
+        return (struct iovec){(void *)sse_end[reason], strlen(sse_end[reason])};
     if (framing_is_websocket(kind))
-        return (struct iovec){(void *)ws_close, sizeof ws_close - 1};
+        return (struct iovec){(void *)ws_close[reason], 4};
     return (struct iovec){NULL, 0};
 }

@@ -4,6 +4,7 @@
 #include "admin.h"
 #include "auth_http.h"
 #include "cors.h"
+#include "drain.h"
 #include "http_guard.h"
 #include "log.h"
 #include "stats.h"
@@ -65,6 +66,17 @@ static void refuse_no_fds(struct evhttp_request *req)
                "Server is at its connection limit, try again later");
 }
 
+/* A node being drained sends its clients elsewhere (README "Draining"). */
+static void refuse_draining(struct evhttp_request *req)
+{
+    loop_stats.http_draining++;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Connection", "close");
+    evhttp_add_header(h, "Retry-After", "5");
+    reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
+               "This node is draining, connect to another one");
+}
+
 /* How a transport starts a stream for uid: -1 when it could not (503). */
 typedef int (*stream_start_fn)(struct evhttp_request *req, uint32_t uid);
 
@@ -73,6 +85,10 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text, strea
     uint32_t uid;
     char body[64];
 
+    if (drain_refusing()) {
+        refuse_draining(req);
+        return;
+    }
     switch (uid_parse(uid_text, options->max_users, &uid)) {
     case UID_INVALID:
         loop_stats.http_not_found++;

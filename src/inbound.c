@@ -57,7 +57,7 @@ static struct cmd *reserve(size_t size)
     return rec;
 }
 
-void inbound_message(const char *buf, int len)
+int inbound_message(const char *buf, int len)
 {
     int index = 0, version;
     struct term_view v;
@@ -70,12 +70,12 @@ void inbound_message(const char *buf, int len)
         e = term_parse(buf, index, len, &limits, &v);
     if (e != TERM_OK) {
         count_bad_term(e);
-        return;
+        return 0;
     }
     uint32_t reply_len = v.has_reply ? (uint32_t)v.reply_len : 0;
     struct cmd *c = reserve(cmd_size(v.nuids, v.payload_len, reply_len));
     if (!c)
-        return;
+        return 0;
     *c = (struct cmd){
         .kind = (uint8_t)v.kind,
         .reply_len = (uint16_t)reply_len,
@@ -91,6 +91,7 @@ void inbound_message(const char *buf, int len)
     if (reply_len)
         memcpy(cmd_reply(c), buf + v.reply_index, reply_len);
     handoff_commit(inbox);
+    return v.kind;    /* cnode.c routes a snapshot asked for to the asker */
 }
 
 void inbound_snapshot(void)

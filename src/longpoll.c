@@ -61,6 +61,13 @@ int poll_answer(struct stream *s, const char *data, uint32_t len, uint32_t seq)
 
 static void on_poll_idle(struct stream *s)
 {
+    if (s->state != STREAM_LIVE || stream_replaying(s)) {
+        /* Its answer did not go out within --poll-timeout: the client
+         * does not read; it polls again from its last id. */
+        loop_stats.slow_closed++;
+        stream_end_with(s, (struct iovec){NULL, 0});
+        return;
+    }
     char body[96];
     size_t n = (size_t)snprintf(body, sizeof body, "{\"messages\":[");
     n += answer_end(body + n, sizeof body - n, history_last_seq(s->uid));

@@ -3,6 +3,8 @@
 #include "auth_http.h"
 #include "cnode.h"
 #include "dispatch.h"
+#include "drain.h"
+#include "expiry.h"
 #include "handoff.h"
 #include "history.h"
 #include "http_front.h"
@@ -37,19 +39,32 @@ static struct handoff *inbox, *outbox;
 static int shutting_down;
 static int cnode_joined;
 
+static uint32_t drain_seconds;      /* --drain-seconds */
+
+/* The drain is over: the C-node goes, then the loop. */
+static void on_drained(void)
+{
+    cnode_joined = cnode_stop() == 0;
+    event_base_loopbreak(base);
+}
+
+/* The first SIGTERM or SIGINT drains (the C-node still delivers to the
+ * streams not ended yet), a second ends the rest at once. */
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     (void)arg;
-    if (shutting_down)
+    if (shutting_down) {
+        log_msg(LOG_INFO, "signal %d again: ending the streams left now", (int)sig);
+        drain_now();
         return;
+    }
     shutting_down = 1;
-    log_msg(LOG_INFO, "signal %d: ending every stream and exiting", (int)sig);
+    log_msg(LOG_INFO, "signal %d: draining the streams over %u s, then exiting", (int)sig,
+            drain_seconds);
     http_front_stop();
     admin_stop();
-    dispatch_end_all_streams();
-    cnode_joined = cnode_stop() == 0;
-    event_base_loopbreak(base);
+    drain_start(drain_seconds, on_drained);
 }
 
 static struct event_base *new_base(void)
@@ -122,10 +137,12 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox, opts.max_users) != 0 ||
-        heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 ||
+        heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
+        expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0') != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
+    drain_seconds = opts.drain_seconds;
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
     evsignal_add(sigint, NULL);
@@ -139,6 +156,8 @@ int main(int argc, char **argv)
     event_free(sigint);
     event_free(sigterm);
     dispatch_stop();
+    drain_free();
+    expiry_free();
     heartbeat_stop();
     ws_free();
     stream_unconfigure();

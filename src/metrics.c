@@ -12,7 +12,8 @@ enum family {
     STREAMS_OPEN, UIDS_ONLINE, BACKLOG_BYTES, ERLANG_NODES, RESIDENT_MEMORY,
     STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
-    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, REPLAYS, REPLAYED, REPLAY_GAPS, WS_IGNORED, FAMILIES
+    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
+    WS_IGNORED, FAMILIES
 };
 
 static const struct {
@@ -42,6 +43,10 @@ static const struct {
     [HISTORY_ENTRIES] = {"history_messages", "gauge", "Messages kept for resume."},
     [HISTORY_EVICTED] = {"history_evicted_total", "counter",
                          "Kept messages pushed out for room."},
+    [HISTORY_MOVED] = {"history_moved_total", "counter",
+                       "Kept messages moved ahead, still of use, rather than pushed out."},
+    [MULTICAST_REPEATS] = {"multicast_repeats_total", "counter",
+                           "Uids a multicast listed again (given the message once)."},
     [REPLAYS] = {"replays_total", "counter", "Resumes that replayed from the history or told a gap."},
     [REPLAYED] = {"replayed_messages_total", "counter", "Messages replayed to resuming clients."},
     [REPLAY_GAPS] = {"replay_gaps_total", "counter", "Gaps told to resuming clients."},
@@ -65,6 +70,8 @@ static const struct sample {
     {STREAMS_CLOSED, "client", "client_closed"},
     {STREAMS_CLOSED, "kick", "kicked"},
     {STREAMS_CLOSED, "evicted", "evicted"},
+    {STREAMS_CLOSED, "drain", "drained"},
+    {STREAMS_CLOSED, "token_expired", "token_expired"},
     {STREAMS_CLOSED, "slow", "slow_closed"},
     {STREAMS_CLOSED, "input", "input_closed"},
     {STREAMS_CLOSED, "ws_protocol", "ws_bad_frames"},
@@ -82,6 +89,7 @@ static const struct sample {
     {HTTP_REJECTED, "too_big", "http_too_big"},
     {HTTP_REJECTED, "bad_method", "http_bad_method"},
     {HTTP_REJECTED, "no_fds", "http_no_fds"},
+    {HTTP_REJECTED, "draining", "http_draining"},
     {HTTP_REJECTED, "header_timeout", "http_header_timeout"},
     {HTTP_REJECTED, "bad_origin", "http_bad_origin"},
     {HTTP_REJECTED, "ws_handshake", "ws_refused"},
@@ -95,6 +103,8 @@ static const struct sample {
     {HISTORY_BYTES, NULL, "history_bytes"},
     {HISTORY_ENTRIES, NULL, "history_entries"},
     {HISTORY_EVICTED, NULL, "history_evicted"},
+    {HISTORY_MOVED, NULL, "history_moved"},
+    {MULTICAST_REPEATS, NULL, "multicast_repeats"},
     {REPLAYS, NULL, "replays"},
     {REPLAYED, NULL, "replayed"},
     {REPLAY_GAPS, NULL, "replay_gaps"},

@@ -19,15 +19,18 @@ static const char usage_text[] =
     "  --admin-listen ADDR:PORT private address for GET /stats, /metrics (Prometheus)\n"
     "                           and /probe (default 127.0.0.1:8001; \"\" for none)\n"
     "  --name ALIVE@HOST        this C-node's name (default c1@localhost)\n"
-    "  --master NODE@HOST       Erlang node to connect to and keep connected to\n"
-    "                           (default httpdmaster@localhost; \"\" for none)\n"
+    "  --master NODE@HOST[,NODE@HOST...]  Erlang node(s) to connect to and keep\n"
+    "                           connected to, each on its own (at most 8; default\n"
+    "                           httpdmaster@localhost; \"\" for none); each gets the\n"
+    "                           hello and the presence messages\n"
     "  --cookie-file FILE       read the Erlang cookie from FILE (mode 0600; one\n"
     "                           trailing newline removed); default $ERLANG_COOKIE,\n"
     "                           then ~/.erlang.cookie (also mode 0600)\n"
     "  --cookie COOKIE          the cookie itself: visible to every user in ps,\n"
     "                           prefer --cookie-file\n"
-    "  --presence NAME          send {httpdcnode, Node, up|down|snapshot, Uids}\n"
-    "                           to the process registered as NAME on the master\n"
+    "  --presence NAME          send {httpdcnode, Node, hello, Info} and\n"
+    "                           {httpdcnode, Node, up|down|snapshot|snapshot_more, Uids}\n"
+    "                           to the process registered as NAME on each master\n"
     "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
     "  --max-message BYTES      largest message payload (default 65536)\n"
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
@@ -56,6 +59,11 @@ static const char usage_text[] =
     "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
     "                           FILE (mode 600): exp=EXP&sig=HMAC in the query, or\n"
     "                           Authorization: Bearer UID.EXP.HMAC (see README)\n"
+    "  --drain-seconds SECONDS  on SIGTERM, end the streams spread over this long\n"
+    "                           (at least 100 a second) so that their clients do not\n"
+    "                           all come back at once (default 10; 0: all at once)\n"
+    "  --no-token-expiry        a stream opened with a token lives past the token's\n"
+    "                           exp (by default it is ended then)\n"
     "  --probe-latency          for benchmarks: GET /probe on the admin address gives\n"
     "                           the age of messages whose payload starts with\n"
     "                           t=<ns since the epoch>; at each hop inside the server\n"
@@ -68,7 +76,8 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
-       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE };
+       OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
+       OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -94,6 +103,8 @@ static const struct option long_opts[] = {
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
+    {"drain-seconds", required_argument, NULL, OPT_DRAIN_SECONDS},
+    {"no-token-expiry", no_argument, NULL, OPT_NO_TOKEN_EXPIRY},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -173,6 +184,34 @@ static int valid_node_name(const char *s)
     return at && at != s && at[1] && !strchr(at + 1, '@') && strlen(s) < 256;
 }
 
+/* --master: "" (none) or node@host[,node@host...], each once, at most
+ * MASTERS_MAX. -1 after printing the error. */
+static int parse_masters(struct options *o, const char *arg)
+{
+    char name[256];
+    o->n_masters = 0;
+    for (const char *p = arg; *arg;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof name)
+            return bad("--master", arg, "a node name is longer than 255 characters");
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (!valid_node_name(name))
+            return bad("--master", arg, "expected node@host[,node@host...], or \"\" for none");
+        if (o->n_masters == MASTERS_MAX)
+            return bad("--master", arg, "more than 8 masters");
+        for (uint32_t i = 0; i < o->n_masters; i++)
+            if (strcmp(o->masters[i], name) == 0)
+                return bad("--master", arg, "a master is named twice");
+        strcpy(o->masters[o->n_masters++], name);
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
 /* "*", or scheme://host[:port] with no path, as browsers send Origin. */
 static int valid_origin(const char *s)
 {
@@ -195,7 +234,8 @@ static void set_defaults(struct options *o)
     strcpy(o->admin_host, "127.0.0.1");
     o->admin_port = 8001;
     strcpy(o->name, "c1@localhost");
-    strcpy(o->master, "httpdmaster@localhost");
+    strcpy(o->masters[0], "httpdmaster@localhost");
+    o->n_masters = 1;
     o->max_users = DEFAULT_MAX_USERS;
     o->max_message = 65536;
     o->max_conns_per_uid = 8;
@@ -208,6 +248,8 @@ static void set_defaults(struct options *o)
     o->history_bytes = 64u << 20;
     o->heartbeat = 25;
     o->poll_timeout = 25;
+    o->drain_seconds = 10;
+    o->token_expiry = 1;
     o->verbosity = 1;
     o->writers = usable_cpus();
     if (o->writers > 4)
@@ -254,9 +296,8 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--name", optarg, "expected alive@host, e.g. c1@localhost");
             break;
         case OPT_MASTER:
-            if ((*optarg && !valid_node_name(optarg)) ||
-                copy_str(o->master, sizeof o->master, optarg))
-                return bad("--master", optarg, "expected node@host, or \"\" for none");
+            if (parse_masters(o, optarg) != 0)
+                return -1;
             break;
         case OPT_COOKIE:
             if (!*optarg || copy_str(o->cookie, sizeof o->cookie, optarg))
@@ -335,6 +376,11 @@ int options_parse(struct options *o, int argc, char **argv)
                 copy_str(o->auth_secret_file, sizeof o->auth_secret_file, optarg))
                 return bad("--auth-secret-file", optarg, "expected a path");
             break;
+        case OPT_DRAIN_SECONDS:
+            if (parse_u32(optarg, 0, 3600, &o->drain_seconds))
+                return bad("--drain-seconds", optarg, "expected 0 (all at once) to 3600 seconds");
+            break;
+        case OPT_NO_TOKEN_EXPIRY: o->token_expiry = 0; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;

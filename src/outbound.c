@@ -39,12 +39,13 @@ void outbound_stats(const char *reply, uint16_t reply_len)
     handoff_commit(outbox);
 }
 
-int outbound_presence(enum presence_op op, const uint32_t *uids, uint32_t n)
+int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uint32_t n)
 {
     struct out_rec *r = reserve((size_t)n * sizeof *uids);
     if (!r)
         return -1;
-    *r = (struct out_rec){.kind = OUT_PRESENCE, .op = (uint8_t)op, .count = n};
+    *r = (struct out_rec){.kind = OUT_PRESENCE, .op = (uint8_t)op, .to_all = (uint16_t)to_all,
+                          .count = n};
     memcpy(r + 1, uids, (size_t)n * sizeof *uids);
     handoff_commit(outbox);
     return 0;

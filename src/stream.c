@@ -3,6 +3,7 @@
  * while it does not. */
 #include "stream.h"
 #include "backlog.h"
+#include "expiry.h"
 #include "framing.h"
 #include "log.h"
 #include "pool.h"
@@ -81,6 +82,7 @@ static void stream_close(struct stream *s)
     case STREAM_WELCOMING:
     case STREAM_ENDING:
         uidtable_remove(s);
+        expiry_forget(s);
         backlog_free(&s->out);
         close(s->u.w.fd);
         s->u.w.fd = -1;
@@ -91,6 +93,7 @@ static void stream_close(struct stream *s)
         if (framing_is_websocket(s->framing))
             ws_reader_forget(s);
         uidtable_remove(s);
+        expiry_forget(s);
         backlog_free(&s->out);
         event_del(&s->u.ev);
         close(stream_fd(s));
@@ -166,19 +169,23 @@ static void stream_watch(struct stream *s, int want_write)
 /* Clients do not talk after their request: a read is EOF, an error, or a
  * few stray bytes we drop. Past the allowance, reading them would only
  * spend our CPU on a client that ignores the protocol. */
-static void read_client(struct stream *s, int fd)
+static int read_client(struct stream *s, int fd)
 {
     char sink[512];
     ssize_t n = recv(fd, sink, sizeof sink, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         loop_stats.client_closed++;
         stream_close(s);
-    } else if (n > 0 && s->input_bytes + (size_t)n > STREAM_INPUT_ALLOWANCE) {
+        return -1;
+    }
+    if (n > 0 && s->input_bytes + (size_t)n > STREAM_INPUT_ALLOWANCE) {
         loop_stats.input_closed++;
         stream_close(s);
-    } else if (n > 0) {
-        s->input_bytes = (uint16_t)(s->input_bytes + n);
+        return -1;
     }
+    if (n > 0)
+        s->input_bytes = (uint16_t)(s->input_bytes + n);
+    return 0;
 }
 
 /* Refills the stream's backlog from its replay at most this often per
@@ -241,10 +248,11 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
     }
     /* A WebSocket client talks (pings, pongs, close): its frames are read
      * and checked; other clients only send stray bytes. */
-    if ((what & EV_READ) && framing_is_websocket(s->framing))
-        ws_reader_readable(s, fd);
-    else if (what & EV_READ)
-        read_client(s, fd);
+    if (what & EV_READ) {
+        int r = framing_is_websocket(s->framing) ? ws_reader_readable(s, fd) : read_client(s, fd);
+        if (r < 0)
+            return;                          /* the stream ended */
+    }
     int writing = s->state == STREAM_LIVE || s->state == STREAM_DRAINING;
     if ((what & EV_WRITE) && writing && s->out) {
         int r = stream_flush(s, fd);
@@ -380,9 +388,10 @@ struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request 
     loop_stats.streams_open++;
     loop_stats.streams_total++;
     uidtable_add(s);
+    expiry_track(s);                     /* when its request carried a token */
     if (uidtable_count(uid) > config.max_conns_per_uid) {
         loop_stats.evicted++;
-        stream_end(uidtable_oldest(uid));
+        stream_end_why(uidtable_oldest(uid), END_REPLACED);
     }
     return s;
 }
@@ -393,6 +402,7 @@ int stream_import_idle(struct stream *s, const struct timeval *idle)
 {
     assert(s->state == STREAM_WELCOMING || s->state == STREAM_ENDING);
     int fd = s->u.w.fd, ending = s->state == STREAM_ENDING;
+    uint8_t why = s->u.w.why;          /* the union is the event from here */
     /* Each message is one small write that must leave at once: without
      * NODELAY, Nagle holds the second of two quick messages until the
      * client's (delayed) ACK, tens of milliseconds later. */
@@ -410,19 +420,21 @@ int stream_import_idle(struct stream *s, const struct timeval *idle)
     if (s->out && stream_flushed(s, stream_flush(s, fd)) != 0)
         return -1;
     if (ending) {
-        stream_end(s);
+        stream_end_why(s, why);
         return -1;
     }
     return 0;
 }
 
-void stream_end(struct stream *s) { stream_end_with(s, framing_terminator(s->framing)); }
+void stream_end(struct stream *s) { stream_end_why(s, END_DRAIN); }
 
-void stream_end_with(struct stream *s, struct iovec t)
+/* Last bytes t, or while welcoming the terminator for why once imported. */
+static void end_with(struct stream *s, struct iovec t, uint8_t why)
 {
     if (s->state == STREAM_WELCOMING) {
         /* No socket of ours yet: finish once the welcome is out. */
         uidtable_remove(s);
+        s->u.w.why = why;
         s->state = STREAM_ENDING;
         return;
     }
@@ -432,6 +444,8 @@ void stream_end_with(struct stream *s, struct iovec t)
     }
     if (s->state != STREAM_LIVE)
         return;
+    if (s->framing == FRAMING_POLL && stream_replaying(s))
+        t.iov_len = 0;                       /* an answer under way: cut, not spoilt */
     if (t.iov_len) {
         /* Best effort: a stream whose client does not read loses its tail. */
         if (!s->out)
@@ -441,3 +455,10 @@ void stream_end_with(struct stream *s, struct iovec t)
     }
     stream_close(s);
 }
+
+void stream_end_why(struct stream *s, uint8_t why)
+{
+    end_with(s, framing_terminator(s->framing, why), why);
+}
+
+void stream_end_with(struct stream *s, struct iovec last) { end_with(s, last, END_DRAIN); }

@@ -33,6 +33,17 @@ static enum term_error decode_uid(const char *buf, int *index, uint32_t max, uin
     return TERM_OK;
 }
 
+/* {drain, Seconds}: an integer 0..TERM_MAX_DRAIN_SECONDS, anything else a
+ * bad shape (counted as bad_terms). */
+static enum term_error decode_seconds(const char *buf, int *index, uint32_t *out)
+{
+    long long v;
+    if (ei_decode_longlong(buf, index, &v) != 0 || v < 0 || v > TERM_MAX_DRAIN_SECONDS)
+        return TERM_BAD_SHAPE;
+    *out = (uint32_t)v;
+    return TERM_OK;
+}
+
 /* A proper list of uids (or the string form Erlang uses when all are < 256). */
 static enum term_error decode_uid_list(const char *buf, int *index, const struct term_limits *lim,
                                        struct term_view *v)
@@ -113,6 +124,15 @@ static enum term_error parse_pair(const char *buf, int index, const struct term_
         ei_skip_term(buf, &index);
         v->kind = CMD_BROADCAST;
         return decode_payload(buf, &index, lim, v);
+    }
+    if (atom_is(buf, index, "drain")) {
+        ei_skip_term(buf, &index);
+        if (atom_is(buf, index, "cancel")) {
+            v->kind = CMD_UNDRAIN;
+            return TERM_OK;
+        }
+        v->kind = CMD_DRAIN;
+        return decode_seconds(buf, &index, &v->uid);
     }
     if (atom_is(buf, index, "kick")) {
         ei_skip_term(buf, &index);
@@ -370,6 +390,7 @@ const char *term_error_str(enum term_error e)
     case TERM_OK: return "ok";
     case TERM_BAD_SHAPE:
         return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
+               "{drain, Seconds (0..3600)}, {drain, cancel}, "
                "{Pid, Ref, Uid, Data}, {Pid, Ref, stats} or {Pid, Ref, snapshot}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
     case TERM_TOO_BIG:

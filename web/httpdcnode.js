@@ -10,6 +10,10 @@
  *                              // "waiting" also: s.delay (ms), s.attempt (n)
  *     transports: ['ws', 'sse', 'poll'],     // the default order; or one name
  *     query: function () { return 'exp=...&sig=...'; },  // optional, on every request
+ *     token: function () { return fetch('/token').then(r => r.text()); },
+ *                              // optional: 'exp=...&sig=...' (or a Promise of it),
+ *                              // asked before each (re)connect: a fresh token
+ *     onend: function (e) { ... e.reason: "kicked", "replaced", "expired" ... },
  *     backoffBase: 500, backoffCap: 20000    // ms, the defaults (see lost below)
  *   });
  *   conn.close();
@@ -20,6 +24,12 @@
  * way EventSource would (invalid bytes as U+FFFD); m.bytes is undefined
  * for UTF-8 payloads.
  *
+ * The server says why it ended a stream (README "Endings"): "drain" (it
+ * is going away) is reconnected with the backoff, as a lost connection;
+ * "kicked" and "replaced" end the connection for good (onend, status
+ * "ended"); "expired" (the token) reconnects only when a token callback
+ * can give a fresh one, else ends it too.
+ *
  * Every transport is one function below that turns the server's wire
  * format into calls on a small context (opened, message, gap, failed); the
  * core (connect) owns the last id, fallback, backoff and duplicates. */
@@ -27,6 +37,8 @@
   'use strict';
 
   var SUBPROTOCOL = 'ws+meta.httpdcnode';
+  /* The server's close codes for a stream it ended on purpose. */
+  var WS_ENDINGS = { 1012: 'drain', 4001: 'kicked', 4002: 'replaced', 4003: 'expired' };
   var ORDER = ['ws', 'sse', 'poll'];
   /* Reconnect waits: full jitter, see backoffDelay. */
   var BACKOFF_BASE_MS = 500;
@@ -126,7 +138,9 @@
     ws.onclose = function (e) {
       if (done) return;
       done = true;
-      ctx.failed('closed (code ' + e.code + (e.reason ? ', ' + e.reason : '') + ')');
+      var why = 'closed (code ' + e.code + (e.reason ? ', ' + e.reason : '') + ')';
+      if (WS_ENDINGS[e.code]) return ctx.ended(WS_ENDINGS[e.code], why);
+      ctx.failed(why);
     };
     return { stop: function () { done = true; ws.close(1000); } };
   }
@@ -150,9 +164,15 @@
       try { var g = parseGap(e.data); } catch (err) { return ctx.error('unreadable gap event'); }
       ctx.gap(g.last, g.first, g.next);
     });
+    /* The server's last event when it ends the stream on purpose. */
+    var reason = null;
+    es.addEventListener('end', function (e) {
+      try { reason = JSON.parse(e.data).reason || 'drain'; } catch (err) { reason = 'drain'; }
+    });
     es.onerror = function () {
       var ended = es.readyState === global.EventSource.CONNECTING && ctx.hasOpened();
       es.close();
+      if (reason) return ctx.ended(reason, 'stream ended (' + reason + ')');
       ctx.failed(ended ? 'stream ended' : ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
     };
     return { stop: function () { es.close(); } };
@@ -195,6 +215,11 @@
         .then(function (answer) {
           if (stopped) return;
           var n = applyPollAnswer(ctx, answer);
+          if (answer.ended) {           /* "drain", "kicked", ...; true from older servers */
+            stopped = true;
+            var reason = typeof answer.ended === 'string' ? answer.ended : 'drain';
+            return ctx.ended(reason, 'poll ended (' + reason + ')');
+          }
           var wait = n ? 0 : Math.max(0, POLL_MIN_MS - (Date.now() - started));
           if (!stopped) timer = setTimeout(poll, wait);
         })
@@ -251,6 +276,7 @@
     var lastId = opts.since || null, last = parseId(lastId);
     var idx = 0, current = null, currentCtx = null, timer = null, closed = false;
     var attempts = 0;          /* failures in a row since a healthy connection: n */
+    var token = null;          /* the query the token callback gave for this connect */
     var streak = 0;            /* transports tried in a row without one opening */
     var worked = {}, failures = {};
 
@@ -270,8 +296,21 @@
       call(opts.onmessage, bytes ? { id: id, data: data, bytes: bytes } : { id: id, data: data });
     }
 
+    /* Asks the token callback first, when there is one. */
     function start() {
       timer = null;
+      if (typeof opts.token !== 'function') return launch();
+      var ctx = currentCtx = context(order[idx]);
+      new Promise(function (ok) { ok(opts.token()); }).then(function (q) {
+        if (closed || currentCtx !== ctx) return;
+        token = q === undefined || q === null ? null : String(q);
+        launch();
+      }, function (err) {
+        ctx.failed('no token: ' + String((err && err.message) || err));
+      });
+    }
+
+    function launch() {
       var name = order[idx];
       var ctx = currentCtx = context(name);
       status(worked[name] ? 'reconnecting' : 'connecting', lastId ? 'since ' + lastId : 'from now on');
@@ -291,6 +330,7 @@
         uid: uid,
         url: function (path, websocket) {
           var query = typeof opts.query === 'function' ? opts.query() : opts.query;
+          if (token) query = query ? query + '&' + token : token;
           return endpoint(url, path, query, lastId, websocket);
         },
         since: function () { return lastId; },
@@ -315,6 +355,18 @@
           call(opts.ongap, { last: l, first: f });
         },
         error: function (why) { if (ctx.live) status('error', why); },
+        /* The server ended the stream on purpose, saying why. */
+        ended: function (reason, why) {
+          if (!ctx.live) return;
+          var again = reason === 'drain' || (reason === 'expired' && typeof opts.token === 'function');
+          if (again) return ctx.failed(why);
+          ctx.live = false;
+          current = null;
+          if (closed) return;
+          closed = true;
+          status('ended', reason);
+          call(opts.onend, { reason: reason });
+        },
         failed: function (why) {
           if (!ctx.live) return;
           ctx.live = false;

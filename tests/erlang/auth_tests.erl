@@ -42,7 +42,9 @@ cases() ->
      {"a malformed token: 403, auth_bad", fun malformed/1},
      {"the Authorization header wins over the query", fun header_wins/1},
      {"HEAD needs a token too", fun head/1},
-     {"a stream outlives its token; a reconnect needs a fresh one", fun outlives/1},
+     {"streams opened with a 2-s token (SSE, WebSocket, a waiting poll, /test/N) end with "
+      "the expired ending within a second of exp; one with a later token stays; a "
+      "reconnect needs a fresh token", fun expires/1},
      {"httpdcnode:token/2 and token_url/3 make tokens the server takes", fun erlang_token/1},
      {"the openssl dgst one-liner of the README makes a valid token", fun openssl_token/1},
      {"the counters, in /stats and in the Erlang stats map", fun counters/1},
@@ -297,18 +299,65 @@ head(#{s := S, secret := K}) ->
     ?assertMatch(#{status := 200}, expect_head(C, ?T)),
     close(C).
 
-%% Checked when it opens: the stream goes on after exp, the same token
-%% is then refused.
+%% A stream lives as long as its token: at exp it is ended with the
+%% expired ending (WebSocket 4003, SSE's end event, the poll's "ended"),
+%% within a second; a stream with a later token goes on; the same token is
+%% refused from then on.
+expires(#{s := S, secret := K}) ->
+    Exp = now_s() + 2,
+    Q = fun(Uid, E) -> "?" ++ query(K, Uid, E) end,
+    Short = [core_drain_tests:client(S, Kind, Uid, Q(Uid, Exp))
+             || {Kind, Uid} <- [{sse, 30}, {ws, 31}, {poll, 32}]],
+    Long = core_drain_tests:client(S, sse, 33, Q(33, Exp + 60)),
+    [core_drain_tests:wait_ready(C) || C <- [Long | Short]],
+    Chunked = open_ok(S, 34, path(34, query(K, 34, Exp)), []),
+    Before = maps:get(token_expired, stats(S)),
+    Ends = core_drain_tests:collect(Short, erlang:monotonic_time(millisecond) + 3 * ?T),
+    expect_end(Chunked, ?T),
+    ExpMono = Exp * 1000 - erlang:time_offset(millisecond),
+    [begin
+         ?assertEqual({Kind, expired}, {Kind, core_drain_tests:ending(Kind, Bytes)}),
+         Late = T - ExpMono,
+         io:format(user, " [~s ended ~b ms after exp] ", [Kind, Late]),
+         ?assert(Late >= -100 andalso Late =< 1200)
+     end || {Kind, Bytes, T} <- maps:values(Ends)],
+    wait_stat(S, token_expired, fun(V) -> V =:= Before + 4 end, ?T),
+    %% The later token's stream is still served, and still open.
+    D0 = maps:get(deliveries, stats(S)),
+    send(S, {33, <<"still here">>}),
+    wait_stat(S, deliveries, fun(V) -> V =:= D0 + 1 end, ?T),
+    ?assertEqual(still_open, receive {closed, Long, _, _} -> closed after 0 -> still_open end),
+    refused(S, path(12, query(K, 12, Exp)), [], ?EXPIRED),
+    opens(S, 12, path(12, query(K, 12, now_s() + 60)), []),
+    unlink(Long),
+    exit(Long, kill).
+
+%% With --no-token-expiry a stream outlives its token, as before.
+no_expiry_test_() ->
+    {setup,
+     fun() ->
+             Secret = list_to_binary(hex(crypto:strong_rand_bytes(24))),
+             File = secret_file(<<Secret/binary, "\n">>, 8#600),
+             S = httpdcnode_test_lib:start_server(
+                   #{extra_args => ["--auth-secret-file", File, "--no-token-expiry"]}),
+             #{s => S, secret => Secret, file => File}
+     end,
+     fun stop_auth_server/1,
+     fun(Ctx) ->
+             [case_test("--no-token-expiry: an SSE stream and a WebSocket outlive their 2-s "
+                        "tokens", Ctx, fun outlives/1)]
+     end}.
+
 outlives(#{s := S, secret := K}) ->
     Exp = now_s() + 2,
-    Q = query(K, 12, Exp),
-    C = open_ok(S, 12, path(12, Q), []),
-    wait_until(fun() -> now_s() > Exp end, 5000, token_expiry),
-    send(S, {12, <<"after exp">>}),
-    ?assertEqual(<<"after exp">>, expect_chunk(C, ?T)),
-    refused(S, path(12, Q), [], ?EXPIRED),
-    opens(S, 12, path(12, query(K, 12, now_s() + 60)), []),
-    close(C).
+    Q = fun(Uid) -> "?" ++ query(K, Uid, Exp) end,
+    Cs = [core_drain_tests:client(S, Kind, Uid, Q(Uid)) || {Kind, Uid} <- [{sse, 40}, {ws, 41}]],
+    [core_drain_tests:wait_ready(C) || C <- Cs],
+    wait_until(fun() -> now_s() > Exp + 1 end, 5000, token_expiry),
+    send(S, {[40, 41], <<"after exp">>}),
+    wait_stat(S, deliveries, fun(V) -> V >= 2 end, ?T),
+    ?assertMatch(#{streams_open := 2, token_expired := 0}, stats(S)),
+    [begin unlink(C), exit(C, kill) end || C <- Cs].
 
 erlang_token(#{s := S, file := File}) ->
     _ = application:load(httpdcnode),

@@ -1,9 +1,10 @@
 %% The demo page (GET /) and its client (GET /httpdcnode.js) in a real
 %% browser: headless Chromium driven by tests/js/browser_page.mjs, which
 %% reports every row the page shows as a JSON line. Messages come from
-%% this node; the server ends the page's stream ({kick, N}) and the page
-%% must come back by itself with every message sent meanwhile, once and in
-%% order, or show a gap when history could not cover them.
+%% this node; the server ends the page's stream (a drain: {drain, 0} then
+%% {drain, cancel}) and the page must come back by itself with every
+%% message sent meanwhile, once and in order, or show a gap when history
+%% could not cover them; a kicked stream it must not come back to.
 -module(browser_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -18,13 +19,25 @@ browser_test_() ->
                                      "headers, 304 on a matching ETag", #{}, 30,
                                      fun web_files/1),
      [httpdcnode_test_lib:server_test("page over " ++ T ++ ": messages with ids, the page "
-                                      "goes on by itself after a kick, every message once and "
+                                      "goes on by itself after a drain, every message once and "
                                       "in order", #{}, 120, fun(S) -> resume(S, T) end)
       || T <- ["sse", "ws", "poll"]],
      [httpdcnode_test_lib:server_test("page over " ++ T ++ ": a gap shown when history was "
                                       "exceeded", #{extra_args => ["--history", "2"]}, 120,
                                       fun(S) -> gap(S, T) end)
       || T <- ["sse", "ws"]],
+     httpdcnode_test_lib:server_test("client over sse, ws and poll: kicked, it ends for good "
+                                     "(status ended, onend), no reconnect", #{}, 120,
+                                     fun kicked/1),
+     {setup, fun token_secret/0, fun file:delete/1,
+      fun(File) ->
+              httpdcnode_test_lib:server_test(
+                "client over sse, ws and poll with 3-s tokens: at exp the stream ends "
+                "(expired), the client comes back with the fresh token its token callback "
+                "gives; without a callback it ends for good",
+                #{extra_args => ["--auth-secret-file", File]}, 120,
+                fun(S) -> token_expiry(S, File) end)
+      end},
      httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
                                      #{}, 120, fun first_that_works/1),
      httpdcnode_test_lib:server_test("client over sse, ws and poll: a payload that is not UTF-8 "
@@ -79,8 +92,9 @@ header(#{headers := H}, Name) -> httpdcnode_test_lib:header(H, Name).
 
 %%% ---------------------------------------------------------------- the page
 
-%% A long-poll that is kicked answers "ended" and the page polls again; a
-%% stream (SSE, WebSocket) is closed and the page reconnects, resuming.
+%% A drain ends the page's stream, telling it to come back: a long-poll
+%% answers "ended":"drain", SSE sends an end event, a WebSocket closes with
+%% 1012; the page reconnects after its backoff, resuming.
 resume(S, T) ->
     with_page(S, "?uid=60&transport=" ++ T, fun(P) ->
         wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
@@ -88,7 +102,7 @@ resume(S, T) ->
         wait_messages(P, 3),
         %% The server ends the stream; what is sent before the page is back
         %% waits in the uid's history.
-        send(S, {kick, 60}),
+        bounce(S),
         send_range(S, 60, 4, 6),
         T =:= "poll" orelse
             wait_log(P, fun(L) -> count(<<"open">>, L) >= 2 end, "the page's stream open again"),
@@ -120,7 +134,7 @@ gap(S, T) ->
         wait_log(P, fun(L) -> count(<<"open">>, L) >= 1 end, "the page's stream open"),
         send(S, {61, m(1)}),
         wait_messages(P, 1),
-        send(S, {kick, 61}),
+        bounce(S),
         send_range(S, 61, 2, 6),
         wait_log(P, fun(L) -> count(<<"gap">>, L) >= 1 end, "a gap shown"),
         wait_messages(P, 3),
@@ -195,7 +209,7 @@ server_back(S) ->
             %% the upper half has odds of 2^-18.
             ?assert(lists:any(fun({N, D}) -> 2 * D < min(400, 50 bsl N) end, All)),
             %% A stream that delivered something starts afresh at n = 0.
-            [send(S2, {kick, U}) || {T, U} <- Ts, T =/= <<"poll">>],
+            bounce(S2),
             [?assertMatch({T, {0, _}},
                           {T, lists:last(wait_status_waits(P, T, length(W) + 1))})
              || {T, W} <- Waits, T =/= <<"poll">>]
@@ -204,6 +218,78 @@ server_back(S) ->
         end,
         no_script_errors(P)
     end).
+
+%% A kick says "do not come back": each transport's connection ends with
+%% status "ended" (reason kicked) and schedules no retry.
+kicked(S) ->
+    with_page(S, "", fun(P) ->
+        Ts = [{<<"sse">>, 70}, {<<"ws">>, 71}, {<<"poll">>, 72}],
+        [connect(P, T, T, U, "{}") || {T, U} <- Ts],
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open) || {T, _} <- Ts],
+        [send(S, {kick, U}) || {_, U} <- Ts],
+        [begin
+             St = wait_status(P, T, fun(St) -> count_state(<<"ended">>, St) >= 1 end, ended),
+             ?assertMatch({T, #{<<"state">> := <<"ended">>, <<"detail">> := <<"kicked">>}},
+                          {T, lists:last(St)}),
+             ?assertEqual({T, 0}, {T, count_state(<<"waiting">>, St)})
+         end || {T, _} <- Ts],
+        no_script_errors(P)
+    end).
+
+%% Each connection's token callback gives a token valid 2-3 s, then one
+%% valid a minute: the stream opened with the first is ended at its exp
+%% and the client reconnects with the second, resuming. A connection with
+%% a fixed query and no callback stops at the expired ending.
+token_expiry(S, File) ->
+    {ok, Secret0} = file:read_file(File),
+    Secret = string:trim(Secret0, trailing, "\n"),
+    Tok = fun(U, E) ->
+                  Mac = crypto:mac(hmac, sha256, Secret,
+                                   [integer_to_list(U), ":", integer_to_list(E)]),
+                  Sig = [io_lib:format("~2.16.0b", [X]) || <<X>> <= Mac],
+                  iolist_to_binary(["exp=", integer_to_list(E), "&sig=", Sig])
+          end,
+    Ts = [{<<"sse">>, 73}, {<<"ws">>, 74}, {<<"poll">>, 75}],
+    with_page(S, "", fun(P) ->
+        Exp = erlang:system_time(second) + 3,
+        [connect(P, T, T, U, json_tokens([Tok(U, Exp), Tok(U, Exp + 60)])) || {T, U} <- Ts],
+        connect(P, <<"fixed">>, <<"sse">>, 76,
+                binary_to_list(iolist_to_binary(["{\"query\":\"", Tok(76, Exp), "\"}"]))),
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open)
+         || {T, _} <- [{<<"fixed">>, 76} | Ts]],
+        [send(S, {U, m(1)}) || {_, U} <- Ts],
+        [wait_msgs(P, T, 1) || {T, _} <- Ts],
+        %% Past exp: ended, and back with the fresh token.
+        [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 2 end, open_again)
+         || {T, _} <- Ts],
+        ?assert(erlang:system_time(second) >= Exp),
+        [send(S, {U, m(2)}) || {_, U} <- Ts],
+        [?assertMatch({T, [_, #{<<"data">> := <<"m2">>}]}, {T, wait_msgs(P, T, 2)})
+         || {T, _} <- Ts],
+        St = wait_status(P, <<"fixed">>, fun(St) -> count_state(<<"ended">>, St) >= 1 end, ended),
+        ?assertMatch(#{<<"state">> := <<"ended">>, <<"detail">> := <<"expired">>}, lists:last(St)),
+        ?assertEqual(0, count_state(<<"waiting">>, St)),
+        no_script_errors(P)
+    end).
+
+json_tokens(Qs) ->
+    binary_to_list(iolist_to_binary(["{\"tokens\":[", lists:join(",", [["\"", Q, "\""] || Q <- Qs]),
+                                     "]}"])).
+
+%% A secret file for the token case (mode 600, as the server wants).
+token_secret() ->
+    File = filename:join([httpdcnode_test_lib:repo_root(), "build", "tests", "auth",
+                          httpdcnode_test_lib:unique("browser_secret")]),
+    ok = filelib:ensure_dir(File),
+    ok = file:write_file(File, [binary:encode_hex(crypto:strong_rand_bytes(16)), "\n"]),
+    ok = file:change_mode(File, 8#600),
+    File.
+
+%% The server ends every stream with the drain ending and at once takes
+%% new ones again: the clients come back.
+bounce(S) ->
+    send(S, {drain, 0}),
+    send(S, {drain, cancel}).
 
 %% {Attempt, Delay} of each "waiting" status of Tag so far.
 waits(P, Tag) ->

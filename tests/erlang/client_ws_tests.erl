@@ -14,13 +14,13 @@
 
 ws_client_test_() ->
     [httpdcnode_test_lib:server_test("ws: text and binary frames, pings answered, kick closes "
-                                     "with 1000", #{extra_args => ["--heartbeat", "1"]}, 60,
+                                     "with 4001", #{extra_args => ["--heartbeat", "1"]}, 60,
                                      fun plain/1),
      httpdcnode_test_lib:server_test("ws: ws+meta ids, resume with since= exactly once and in "
                                      "order, then live", #{}, 60, fun resume/1),
      httpdcnode_test_lib:server_test("ws: a gap frame when history is too short",
                                      #{extra_args => ["--history", "2"]}, 60, fun gap/1),
-     httpdcnode_test_lib:server_test("ws: SIGTERM closes with 1000", #{}, 60, fun sigterm/1),
+     httpdcnode_test_lib:server_test("ws: SIGTERM closes with 1012", #{}, 60, fun sigterm/1),
      httpdcnode_test_lib:server_test("httpclient --proto ws answers the heartbeat's pings: "
                                      "no stream closed as dead",
                                      #{extra_args => ["--heartbeat", "1"]}, 60,
@@ -48,7 +48,7 @@ plain(S) ->
     expect(C, ping),
     ?assertMatch(#{ws_dead := 0, ws_bad_frames := 0, streams_open := 1}, stats(S)),
     send(S, {kick, 50}),
-    ?assertMatch(#{<<"code">> := 1000}, expect(C, close)),
+    ?assertMatch(#{<<"code">> := 4001}, expect(C, close)),
     stop(C).
 
 resume(S) ->
@@ -59,7 +59,7 @@ resume(S) ->
     ?assertEqual({Epoch, 2, <<"m2">>}, meta(expect(C, message))),
     ?assertEqual({Epoch, 3, <<"m3">>}, meta(expect(C, message))),
     send(S, {kick, 51}),
-    ?assertMatch(#{<<"code">> := 1000}, expect(C, close)),
+    ?assertMatch(#{<<"code">> := 4001}, expect(C, close)),
     stop(C),
     wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
     [send(S, {51, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(4, 6)],
@@ -95,7 +95,7 @@ sigterm(S) ->
     C = client(S, "53", none),
     expect(C, open),
     httpdcnode_test_lib:signal(S, "TERM"),
-    ?assertMatch(#{<<"code">> := 1000}, expect(C, close)),
+    ?assertMatch(#{<<"code">> := 1012}, expect(C, close)),
     ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)),
     stop(C).
 

@@ -151,6 +151,7 @@ next_presence(CNode) ->
 presence(S, M, Sink) ->
     CNode = node_of(S),
     httpdcnode_test_lib:sink_subscribe(Sink),
+    ?assertMatch({hello, [#{history_ttl := 120}]}, next_presence(CNode)),
     ?assertEqual({snapshot, []}, next_presence(CNode)),
     A = open_stream(S, 5),
     ?assertEqual({up, [5]}, next_presence(CNode)),
@@ -170,6 +171,7 @@ presence(S, M, Sink) ->
     httpdcnode_test_lib:kill_master(M),
     M2 = httpdcnode_test_lib:restart_master(M),
     httpdcnode_test_lib:wait_master_sees(M2, CNode, ?LINK_WAIT),
+    ?assertMatch({hello, [#{}]}, next_presence(CNode)),
     ?assertEqual({snapshot, [7]}, next_presence(CNode)),
     close(C7),
     ?assertEqual({down, [7]}, next_presence(CNode)).

@@ -17,7 +17,7 @@ poll_test_() ->
      httpdcnode_test_lib:server_test("nothing new before --poll-timeout: an empty answer",
                                      #{extra_args => ["--poll-timeout", "1"]}, 30,
                                      fun timeout/1),
-     httpdcnode_test_lib:server_test("kick and SIGTERM end a waiting poll with \"ended\":true",
+     httpdcnode_test_lib:server_test("kick and SIGTERM end a waiting poll with \"ended\":\"kicked\" and \"drain\"",
                                      #{}, 30, fun ended/1),
      httpdcnode_test_lib:server_test("binary payloads come as data_base64; text is escaped",
                                      #{}, 30, fun payloads/1),
@@ -71,12 +71,12 @@ ended(S) ->
     Kicked = spawn_poll(S, "/poll/12"),
     wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
     send(S, {kick, 12}),
-    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false, <<"ended">> => true},
+    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false, <<"ended">> => <<"kicked">>},
                  answer(Kicked)),
     Waiting = spawn_poll(S, "/poll/13"),
     wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
     httpdcnode_test_lib:signal(S, "TERM"),
-    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false, <<"ended">> => true},
+    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false, <<"ended">> => <<"drain">>},
                  answer(Waiting)),
     ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
 

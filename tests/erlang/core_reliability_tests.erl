@@ -48,11 +48,30 @@ reliability_test_() ->
        "messages encoded, /stats responsive", #{max_message => 65536}, 60,
        fun amplification/1),
      httpdcnode_test_lib:server_test(
+       "a long-poll answer not taken within --poll-timeout is closed, never followed by a "
+       "second answer",
+       #{max_message => 65536, max_backlog => 16 * ?MIB,
+         extra_args => ["--poll-timeout", "1", "--history", "128"]}, 30,
+       fun poll_answer_timeout/1),
+     httpdcnode_test_lib:server_test(
        "a uid sending 70,000 messages of 1 KB keeps its newest --history; another uid's "
        "history stays", #{extra_args => ["--history-bytes", integer_to_list(4 * ?MIB)]}, 60,
        fun busy_uid/1),
      {"after a restart every gap carries next: SSE (id: too), long-poll (no gap again from "
       "next), WebSocket", {timeout, httpdcnode_test_lib:scaled(60), fun restart_gaps/0}}].
+
+poll_answer_timeout(S) ->
+    %% 7.5 MB of answer: more than the kernel's buffers take.
+    [send(S, {5, big(I)}) || I <- lists:seq(1, 128)],
+    sync(S),
+    Slow0 = maps:get(slow_closed, stats(S)),
+    Sock = connect_raw(S, [{recbuf, 4096}]),
+    ok = gen_tcp:send(Sock, request_bytes("GET", "/poll/5?since=00000000:0", "HTTP/1.1", [])),
+    true = wait_until(fun() -> maps:get(slow_closed, stats(S)) > Slow0 end, ?T, poll_timed_out),
+    Got = read_all(Sock, <<>>),
+    ?assertEqual(1, length(binary:matches(Got, <<"{\"messages\":[">>))),
+    ?assertEqual(nomatch, binary:match(Got, <<"\"next\"">>)),    % the answer was cut
+    gen_tcp:close(Sock).
 
 %%% ---------------------------------------------------------------- the arena per uid
 

@@ -29,7 +29,7 @@ sse_test_() ->
                                      30, fun heartbeat/1),
      httpdcnode_test_lib:server_test("multicast and broadcast reach SSE and chunked streams; "
                                      "kick ends an SSE stream", #{}, 30, fun mixed/1),
-     httpdcnode_test_lib:server_test("SIGTERM closes SSE streams, exit 0", #{}, 30,
+     httpdcnode_test_lib:server_test("SIGTERM closes SSE streams after an end event (drain), exit 0", #{}, 30,
                                      fun sigterm/1)].
 
 %%% ---------------------------------------------------------------- cases
@@ -182,6 +182,7 @@ mixed(S) ->
     ?assertMatch({_, 2, [<<"all">>]}, parse(read_event(Sock))),
     ?assertEqual(<<"all">>, expect_chunk(C, ?T)),
     send(S, {kick, 13}),
+    ?assertEqual(<<"event: end\ndata: {\"reason\":\"kicked\"}\n\n">>, read_event(Sock)),
     ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)),
     close(C).
 
@@ -189,6 +190,7 @@ sigterm(S) ->
     {Sock, _} = connect(S, 15, []),
     <<"retry: ", _/binary>> = read_event(Sock),
     httpdcnode_test_lib:signal(S, "TERM"),
+    ?assertEqual(<<"event: end\ndata: {\"reason\":\"drain\"}\n\n">>, read_event(Sock)),
     ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)),
     ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
 

@@ -37,9 +37,9 @@ ws_test_() ->
                                      "(1001), one that answers stays",
                                      #{extra_args => ["--heartbeat", "1"]}, 30, fun dead/1),
      httpdcnode_test_lib:server_test("multicast and broadcast reach WebSocket and chunked "
-                                     "streams at once; kick closes with 1000", #{}, 30,
+                                     "streams at once; kick closes with 4001 (do not come back)", #{}, 30,
                                      fun mixed/1),
-     httpdcnode_test_lib:server_test("SIGTERM closes WebSockets with 1000, exit 0", #{}, 30,
+     httpdcnode_test_lib:server_test("SIGTERM closes WebSockets with 1012 (service restart), exit 0", #{}, 30,
                                      fun sigterm/1)].
 
 %%% ---------------------------------------------------------------- cases
@@ -247,18 +247,18 @@ mixed(S) ->
     ?assertEqual({1, 1, <<"twice">>}, recv_frame(Plain)),
     ?assertEqual({1, 1, <<"twice">>}, recv_frame(Plain2)),
     send(S, {kick, 11}),
-    expect_close(Plain, 1000),
-    expect_close(Plain2, 1000),
+    expect_close(Plain, 4001),
+    expect_close(Plain2, 4001),
     send(S, {kick, 12}),
-    expect_close(Meta, 1000),
+    expect_close(Meta, 4001),
     close(C).
 
 sigterm(S) ->
     Sock = open(S, 14),
     Meta = open_meta(S, "15"),
     httpdcnode_test_lib:signal(S, "TERM"),
-    expect_close(Sock, 1000),
-    expect_close(Meta, 1000),
+    expect_close(Sock, 1012),
+    expect_close(Meta, 1012),
     ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
 
 %%% ---------------------------------------------------------------- helpers

@@ -14,7 +14,9 @@
 //   {"ev":"status","tag":TAG,"state":S,"detail":D,"delay":MS,"attempt":N}
 // Commands on stdin, a line each: "dump", "screenshot PATH", "quit",
 // "connect TAG TRANSPORTS UID [OPTIONS-JSON]" (httpdcnode.connect in the
-// page, the options added to the callbacks). When stdin closes (the test
+// page, the options added to the callbacks; "tokens":[Q1, Q2, ...] becomes
+// a token callback giving Q1, then Q2, ..., the last one from then on, each
+// as a Promise). When stdin closes (the test
 // is over, or its node died), or after 300 s, it closes the browser and
 // exits.
 import { chromium } from 'playwright-core';
@@ -90,6 +92,13 @@ function dumpPage() {
 function connectInPage([tag, transports, uid, opts]) {
   const hex = (b) => (b ? Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('') : null);
   window.__conns = window.__conns || {};
+  if (opts.tokens) {
+    const left = opts.tokens.slice();
+    opts = Object.assign({}, opts, {
+      token: () => new Promise((ok) => setTimeout(() => ok(left.length > 1 ? left.shift() : left[0]), 10)),
+    });
+    delete opts.tokens;
+  }
   window.__conns[tag] = httpdcnode.connect(location.origin, uid, Object.assign({}, opts, {
     transports,
     onmessage: (m) => window.__report({ ev: 'msg', tag, id: m.id, data: m.data, hex: hex(m.bytes) }),

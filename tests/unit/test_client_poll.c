@@ -138,6 +138,34 @@ static void malformed_answers_are_errors(void **state)
     }
 }
 
+/* A gap answer's "next" is where the loop polls from; only when it is the
+ * last id of the answer (the server writes it after the messages). */
+static void the_next_id_of_an_answer(void **state)
+{
+    (void)state;
+    struct poll_parser p;
+    struct seen s = {0};
+    uint32_t epoch = 0, seq = 0;
+    const char text[] = "{\"messages\":[{\"id\":\"4fb91385:9\",\"data\":\"x\"}],"
+                        "\"gap\":true,\"next\":\"0000abcd:7\"}";
+    pollp_init(&p);
+    assert_int_equal(pollp_feed(&p, text, sizeof text - 1, &cbs, &s), POLL_DONE);
+    assert_int_equal(pollp_next(&p, &epoch, &seq), 1);
+    assert_int_equal(epoch, 0xabcdu);
+    assert_int_equal(seq, 7);
+    assert_int_equal(s.m[0].seq, 9);
+
+    const char before[] = "{\"next\":\"0000abcd:7\",\"messages\":[{\"id\":\"4fb91385:9\"}]}";
+    pollp_init(&p);
+    assert_int_equal(pollp_feed(&p, before, sizeof before - 1, &cbs, &s), POLL_DONE);
+    assert_int_equal(pollp_next(&p, &epoch, &seq), 0);
+
+    const char bad[] = "{\"messages\":[],\"gap\":true,\"next\":\"nope\"}";
+    pollp_init(&p);
+    assert_int_equal(pollp_feed(&p, bad, sizeof bad - 1, &cbs, &s), POLL_DONE);
+    assert_int_equal(pollp_next(&p, &epoch, &seq), 0);
+}
+
 static void the_state_is_small(void **state)
 {
     (void)state;
@@ -151,6 +179,7 @@ int main(void)
         cmocka_unit_test(same_events_for_every_piece_size),
         cmocka_unit_test(an_empty_answer_and_a_false_gap),
         cmocka_unit_test(malformed_answers_are_errors),
+        cmocka_unit_test(the_next_id_of_an_answer),
         cmocka_unit_test(the_state_is_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

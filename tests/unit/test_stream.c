@@ -256,7 +256,7 @@ static void the_largest_backlog_goes_past_the_total(void **state)
 
 /* A WebSocket stream: a frame per message, text or binary; the client's
  * ping answered (read by ws_reader.c through the stream's event), its
- * close answered with its code, and stream_end's close 1000. */
+ * close answered with its code, and a kick's close 4001. */
 static void websocket_streams_frame_answer_and_close(void **state)
 {
     (void)state;
@@ -291,9 +291,9 @@ static void websocket_streams_frame_answer_and_close(void **state)
     int c[2];
     struct stream *u = live_stream(33, c, 0);
     u->framing = FRAMING_WS_META;
-    stream_end(u);
+    stream_end_why(u, END_KICKED);
     assert_int_equal(drain(c[1], buf, sizeof buf), 4);
-    assert_memory_equal(buf, "\x88\x02\x03\xe8", 4);
+    assert_memory_equal(buf, "\x88\x02\x0f\xa1", 4);
     close(a[1]);
     close(b[1]);
     close(c[1]);

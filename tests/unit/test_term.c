@@ -208,6 +208,42 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_free(&x);
 }
 
+/* {drain, Seconds} in 0..3600 and {drain, cancel}; anything else a bad shape. */
+static void drain_terms(void **state)
+{
+    (void)state;
+    struct term_view v;
+    static const long long good[] = {0, 1, 3600};
+    for (size_t i = 0; i < 3; i++) {
+        begin();
+        ei_x_encode_tuple_header(&x, 2);
+        ei_x_encode_atom(&x, "drain");
+        ei_x_encode_longlong(&x, good[i]);
+        assert_int_equal(parse(&v), TERM_OK);
+        assert_int_equal(v.kind, CMD_DRAIN);
+        assert_int_equal(v.uid, (uint32_t)good[i]);
+    }
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "drain");
+    ei_x_encode_atom(&x, "cancel");
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_UNDRAIN);
+    static const long long bad[] = {-1, 3601, 1ll << 40};
+    for (size_t i = 0; i < 3; i++) {
+        begin();
+        ei_x_encode_tuple_header(&x, 2);
+        ei_x_encode_atom(&x, "drain");
+        ei_x_encode_longlong(&x, bad[i]);
+        assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    }
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "drain");
+    ei_x_encode_binary(&x, "soon", 4);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+}
+
 static void bad_uids(void **state)
 {
     (void)state;
@@ -520,6 +556,7 @@ int main(void)
         cmocka_unit_test(unicast_string_and_iolist),
         cmocka_unit_test(multicast_list_and_string_forms),
         cmocka_unit_test(broadcast_kick_stats_and_acknowledged),
+        cmocka_unit_test(drain_terms),
         cmocka_unit_test(bad_uids),
         cmocka_unit_test(bad_payloads),
         cmocka_unit_test(bad_shapes),

@@ -21,6 +21,7 @@ static char g_rbuf[65536];
 static uint64_t g_now_real;
 
 static void on_connect(evutil_socket_t fd, short what, void *arg);
+static void retry_later(struct conn *c);
 
 static size_t index_of(const struct conn *c)
 {
@@ -53,6 +54,8 @@ int conn_set_init(struct conn_set *cs, struct event_base *base, const struct cli
     cs->timeout.tv_sec = (time_t)o->timeout;
     cs->timeout.tv_usec = (suseconds_t)((o->timeout - (double)cs->timeout.tv_sec) * 1e6);
     g_set = cs;
+    /* Each worker its own backoff draws (they are forked from one parent). */
+    cs->rng = ((uint64_t)getpid() << 32) ^ mono_ns() ^ 0x9e3779b97f4a7c15ull;
     return 0;
 }
 
@@ -93,6 +96,7 @@ static void finish(struct conn *c, uint64_t *if_pending, uint64_t *if_streaming)
     struct worker_stats *st = g_set->st;
     close_socket(c);
     if (c->phase == CP_STREAMING) {
+        st->up--;
         if (if_streaming)
             (*if_streaming)++;
     } else {
@@ -101,6 +105,8 @@ static void finish(struct conn *c, uint64_t *if_pending, uint64_t *if_streaming)
         (*if_pending)++;
     }
     c->phase = CP_CLOSED;
+    if (g_set->o->reconnect_lost_ms)
+        retry_later(c);
 }
 
 void conn_welcome(struct conn *c)
@@ -110,6 +116,8 @@ void conn_welcome(struct conn *c)
     c->phase = CP_STREAMING;
     st->chunks++;
     st->welcomed++;
+    st->up++;
+    c->tries = 0;
     g_set->pending--;
     event_del(&c->ev);
     /* --no-read: the socket stays open, unread, until the end. */
@@ -265,8 +273,53 @@ static void poll_again(struct conn *c, int same_socket)
     close_socket(c);
     if (connect_socket(c) != 0) {
         g_set->st->stream_errors++;
+        g_set->st->up--;
         c->phase = CP_CLOSED;
+        if (g_set->o->reconnect_lost_ms)
+            retry_later(c);
     }
+}
+
+/* xorshift64*: the backoff draws need no more than spread. */
+static uint64_t next_random(void)
+{
+    uint64_t x = g_set->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    g_set->rng = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    (void)fd;
+    (void)what;
+    g_set->st->retrying--;
+    c->phase = CP_CLOSED;
+    conn_open(g_set, index_of(c));
+}
+
+/* --reconnect-lost: closed c waits a random time in [0, min(cap, base *
+ * 2^tries)] (full jitter: clients that lost a server at the same moment
+ * come back spread over the window, their waits growing while it stays
+ * away), its event the timer; then it opens again, resuming. */
+static void retry_later(struct conn *c)
+{
+    const struct client_opts *o = g_set->o;
+    uint64_t window = (uint64_t)o->reconnect_lost_ms << (c->tries < 31 ? c->tries : 31);
+    if (window > o->reconnect_cap_ms)
+        window = o->reconnect_cap_ms;
+    uint64_t ms = next_random() % (window + 1);
+    if (c->tries < UINT8_MAX)
+        c->tries++;
+    c->phase = CP_RETRY;
+    g_set->st->retries++;
+    g_set->st->retrying++;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
+    event_assign(&c->ev, g_set->base, -1, 0, on_retry, c);
+    event_add(&c->ev, &tv);
 }
 
 /* --reconnect-after: c is closed and opened again resuming from its last
@@ -276,6 +329,7 @@ static void drop(struct conn *c)
     struct conn_set *cs = g_set;
     ws_say_goodbye(c, event_get_fd(&c->ev));
     close_socket(c);
+    cs->st->up--;
     c->flags = (uint8_t)((c->flags & ~CF_DROP) | CF_RECONNECTED);
     cs->st->reconnects++;
     if (cs->o->reconnect_on_signal && !cs->resume_signalled) {
@@ -437,6 +491,7 @@ int conn_churn(struct conn_set *cs, size_t i, int reset)
         ws_say_goodbye(c, fd);
     }
     close_socket(c);
+    cs->st->up--;
     cs->st->churn_closed++;
     c->phase = CP_CLOSED;
     conn_open(cs, i);
@@ -447,10 +502,15 @@ void conn_close_all(struct conn_set *cs)
 {
     for (size_t i = 0; i < cs->n; i++) {
         struct conn *c = &cs->conns[i];
-        if (c->phase == CP_IDLE || c->phase == CP_CLOSED || c->phase == CP_PARKED)
+        if (c->phase == CP_RETRY)
+            event_del(&c->ev);      /* a timer, no socket */
+        if (c->phase == CP_IDLE || c->phase == CP_CLOSED || c->phase == CP_PARKED ||
+            c->phase == CP_RETRY)
             continue;
-        if (c->phase == CP_STREAMING)
+        if (c->phase == CP_STREAMING) {
             ws_say_goodbye(c, event_get_fd(&c->ev));
+            cs->st->up--;
+        }
         close_socket(c);
         c->phase = CP_CLOSED;
     }

@@ -26,7 +26,10 @@
     "about 250 bytes of client memory: a worker's RSS\n" \
     "grows by that much per idle stream (make bench, section 1)"
 
-enum conn_phase { CP_IDLE, CP_CONNECTING, CP_WAIT_WELCOME, CP_STREAMING, CP_CLOSED, CP_PARKED };
+/* CP_RETRY: lost, its event a timer for the --reconnect-lost reconnection. */
+enum conn_phase {
+    CP_IDLE, CP_CONNECTING, CP_WAIT_WELCOME, CP_STREAMING, CP_CLOSED, CP_PARKED, CP_RETRY
+};
 
 #define CF_DROP 0x01u           /* --reconnect-after reached: the rest of this read is not counted */
 #define CF_RECONNECTED 0x02u    /* dropped by --reconnect-after once already */
@@ -46,6 +49,7 @@ struct conn {
     uint32_t msgs;              /* since it was opened, for --reconnect-after */
     uint8_t phase;
     uint8_t flags;
+    uint8_t tries;              /* --reconnect-lost: failures since the last welcome (padding) */
 };
 
 /* A message as a transport parsed it. */
@@ -66,6 +70,7 @@ struct conn_set {
     unsigned worker, procs;     /* conns[i] is global connection worker + i * procs */
     size_t pending;             /* connecting or awaiting the welcome */
     int resume_signalled;       /* SIGUSR1 came: parked connections may reconnect */
+    uint64_t rng;               /* --reconnect-lost backoff draws */
     struct timeval timeout;
     /* Called after a connection was welcomed, failed, closed or parked. */
     void (*on_change)(void *arg);

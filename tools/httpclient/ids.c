@@ -14,6 +14,13 @@ void ids_gap(struct id_track *t)
     t->gap = 1;
 }
 
+void ids_resume(struct id_track *t, uint32_t epoch, uint32_t seq)
+{
+    t->epoch = epoch;
+    t->seq = seq;
+    t->have = 1;
+}
+
 enum id_verdict ids_next(struct id_track *t, uint32_t epoch, uint32_t seq)
 {
     enum id_verdict v = ID_OK;

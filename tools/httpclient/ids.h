@@ -24,6 +24,9 @@ enum id_verdict {
 void ids_init(struct id_track *t);
 /* A gap was reported: the next id may jump. */
 void ids_gap(struct id_track *t);
+/* The server said where to resume (after a gap): the last id becomes that;
+ * a gap told stays told. */
+void ids_resume(struct id_track *t, uint32_t epoch, uint32_t seq);
 /* Checks the next id and makes it the last one (a duplicate leaves the last
  * one as it is). */
 enum id_verdict ids_next(struct id_track *t, uint32_t epoch, uint32_t seq);

@@ -69,6 +69,13 @@ void opts_usage(FILE *out)
 "                       wait for SIGUSR1 (to this process) before reconnecting;\n"
 "                       resume_s is then the time from the signal to the last\n"
 "                       message\n"
+"      --reconnect-lost MS  a stream that ends (the server closed or reset\n"
+"                       it) and a connection that fails are opened again\n"
+"                       after a random wait in [0, min(--reconnect-cap,\n"
+"                       MS * 2^n)], n the failures in a row (full jitter, as\n"
+"                       the browser client), resuming from the last id; not\n"
+"                       bound by --pending: all come back as they would\n"
+"      --reconnect-cap MS  the longest of those waits (default 20000)\n"
 "      --no-read        stop reading each stream after its welcome: a client\n"
 "                       that never reads, for the server's --max-backlog\n"
 "      --json           print the summary as one JSON line on stdout\n"
@@ -82,8 +89,10 @@ void opts_usage(FILE *out)
 "histogram, ~1.6%% precision, 1 us..10 s). msgs/s is counted from the first to\n"
 "the last message. With --churn, connected and welcomed include the\n"
 "reconnections; churn_closed counts the disconnects, churn_reset those that\n"
-"were resets. A reconnection (--churn, --reconnect-after) resumes from the\n"
-"last id seen, as a browser does.\n"
+"were resets. A reconnection (--churn, --reconnect-after, --reconnect-lost)\n"
+"resumes from the last id seen, as a browser does. With --reconnect-lost,\n"
+"retries counts the waits begun, up the streams welcomed and not lost since\n"
+"(a poll loop is up from its first answer's head until it is lost).\n"
 "\n"
 "The welcome: chunked, the first chunk; sse, the first event block (the\n"
 "server's \"retry:\"); ws, the 101 answer; poll, the first answer's head.\n"
@@ -277,7 +286,7 @@ static int finish_request(struct client_opts *o, char **headers, size_t nheaders
 enum {
     O_HOST = 256, O_PATH, O_UID_BASE, O_UIDS, O_SRC, O_PENDING, O_TIMEOUT, O_HOLD,
     O_UNTIL, O_MAX_TIME, O_JSON, O_CHURN, O_CHURN_RESET, O_NO_READ, O_PROTO,
-    O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL
+    O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL, O_RECONNECT_LOST, O_RECONNECT_CAP
 };
 
 static int parse_proto(const char *s, enum client_proto *out)
@@ -315,6 +324,8 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         {"proto", required_argument, NULL, O_PROTO},
         {"reconnect-after", required_argument, NULL, O_RECONNECT_AFTER},
         {"reconnect-on-signal", no_argument, NULL, O_RECONNECT_ON_SIGNAL},
+        {"reconnect-lost", required_argument, NULL, O_RECONNECT_LOST},
+        {"reconnect-cap", required_argument, NULL, O_RECONNECT_CAP},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -333,6 +344,7 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
     o->pending = 100;
     o->timeout = 10;
     o->churn_reset_pct = 50;
+    o->reconnect_cap_ms = 20000;
 
     opterr = 0;
     int c;
@@ -433,6 +445,16 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
             break;
         case O_RECONNECT_ON_SIGNAL:
             o->reconnect_on_signal = 1;
+            break;
+        case O_RECONNECT_LOST:
+            if (parse_ulong(optarg, 1, 3600000, &v))
+                return bad("--reconnect-lost", optarg, "want 1..3600000 ms");
+            o->reconnect_lost_ms = (uint32_t)v;
+            break;
+        case O_RECONNECT_CAP:
+            if (parse_ulong(optarg, 1, 3600000, &v))
+                return bad("--reconnect-cap", optarg, "want 1..3600000 ms");
+            o->reconnect_cap_ms = (uint32_t)v;
             break;
         case 'q':
             o->quiet = 1;

@@ -46,6 +46,8 @@ struct client_opts {
     enum client_proto proto;
     uint64_t reconnect_after;           /* --reconnect-after K, 0: never */
     int reconnect_on_signal;            /* wait for SIGUSR1 before that reconnection */
+    uint32_t reconnect_lost_ms;         /* --reconnect-lost backoff base, 0: never */
+    uint32_t reconnect_cap_ms;          /* the longest backoff wait */
 
     /* The request is req_pre + uid + req_post (the rest of the path), then
      * "since=" the last id for a resumption (ws, poll), then req_tail (the

@@ -6,11 +6,11 @@ enum {
     S_STR, S_STR_ESC, S_STR_HEX, S_LIT, S_NUM, S_AFTER, S_DONE, S_ERROR
 };
 
-/* Members that mean something: "messages" and "gap" in the answer,
- * "id" and "data" in a message. */
-enum { K_MESSAGES, K_GAP, K_ID, K_DATA, K_OTHER };
-static const char *const k_keys[] = {"messages", "gap", "id", "data"};
-#define N_KEYS 4
+/* Members that mean something: "messages", "gap" and "next" in the
+ * answer, "id" and "data" in a message. */
+enum { K_MESSAGES, K_GAP, K_ID, K_DATA, K_NEXT, K_OTHER };
+static const char *const k_keys[] = {"messages", "gap", "id", "data", "next"};
+#define N_KEYS 5
 
 #define MAX_DEPTH 8
 /* depth of the answer object, the messages array, a message */
@@ -22,6 +22,7 @@ static const char *const k_keys[] = {"messages", "gap", "id", "data"};
 #define FL_HAVE_ID 0x02u
 #define FL_BAD_ID 0x04u
 #define FL_IN_LIST 0x08u    /* the container at D_LIST is "messages" */
+#define FL_HAVE_NEXT 0x10u  /* "next" was a well-formed EPOCH:SEQ string */
 
 void pollp_init(struct poll_parser *p)
 {
@@ -85,7 +86,7 @@ static int open_container(struct poll_parser *p, int array)
             return -1;                          /* each message is an object */
         stamp_start(&p->ts);
         id_start(&p->id);
-        p->flags &= (uint8_t)~(FL_HAVE_ID | FL_BAD_ID);
+        p->flags &= (uint8_t)~(FL_HAVE_ID | FL_BAD_ID | FL_HAVE_NEXT);
         p->ts.phase = STAMP_NONE;               /* until "data" starts */
     }
     if (p->depth == MAX_DEPTH)
@@ -130,15 +131,19 @@ static void close_container(struct poll_parser *p, const struct poll_callbacks *
 static void string_start(struct poll_parser *p)
 {
     p->state = S_STR;
-    if (reading(p, D_MESSAGE, K_ID))
+    /* "next" shares the id scanner: it counts if no message id follows it
+     * (the server writes it last). */
+    if (reading(p, D_MESSAGE, K_ID) || reading(p, D_ANSWER, K_NEXT)) {
         id_start(&p->id);
-    else if (reading(p, D_MESSAGE, K_DATA))
+        p->flags &= (uint8_t)~FL_HAVE_NEXT;
+    } else if (reading(p, D_MESSAGE, K_DATA)) {
         stamp_start(&p->ts);
+    }
 }
 
 static void string_byte(struct poll_parser *p, unsigned c)
 {
-    if (reading(p, D_MESSAGE, K_ID))
+    if (reading(p, D_MESSAGE, K_ID) || reading(p, D_ANSWER, K_NEXT))
         id_byte(&p->id, c);
     else if (reading(p, D_MESSAGE, K_DATA))
         stamp_byte(&p->ts, c);
@@ -150,6 +155,8 @@ static void string_end(struct poll_parser *p)
         p->flags |= id_ok(&p->id) ? FL_HAVE_ID : FL_BAD_ID;
     else if (reading(p, D_MESSAGE, K_DATA) && stamp_open(&p->ts))
         p->ts.phase = STAMP_NONE;
+    else if (reading(p, D_ANSWER, K_NEXT) && id_ok(&p->id))
+        p->flags |= FL_HAVE_NEXT;
     p->state = S_AFTER;
 }
 
@@ -313,6 +320,15 @@ static int step(struct poll_parser *p, unsigned c, const struct poll_callbacks *
     default:
         return -1;
     }
+}
+
+int pollp_next(const struct poll_parser *p, uint32_t *epoch, uint32_t *seq)
+{
+    if (!(p->flags & FL_HAVE_NEXT))
+        return 0;
+    *epoch = p->id.epoch;
+    *seq = p->id.seq;
+    return 1;
 }
 
 enum poll_result pollp_feed(struct poll_parser *p, const char *buf, size_t len,

@@ -4,7 +4,8 @@
  * nested containers up to depth 8) and never buffers: each byte is looked
  * at once, in pieces of any size. It reports each object of the
  * "messages" array (its "id", and whether its "data" starts with
- * "t=<ns>;"), then the end of the answer with its "gap" flag. Anything that
+ * "t=<ns>;"), then the end of the answer with its "gap" flag (and its
+ * "next", the id to poll from, for pollp_next). Anything that
  * is not one JSON object with "messages" an array of objects is an error. */
 #ifndef HTTPCLIENT_POLL_PARSER_H
 #define HTTPCLIENT_POLL_PARSER_H
@@ -30,7 +31,7 @@ struct poll_callbacks {
 
 struct poll_parser {
     struct stamp_scan ts;
-    struct id_scan id;
+    struct id_scan id;      /* a message's "id", then the answer's "next" */
     uint8_t state;
     uint8_t depth;          /* open containers */
     uint8_t arrays;         /* bit d: the container at depth d + 1 is an array */
@@ -48,5 +49,8 @@ void pollp_init(struct poll_parser *p);
  * anything else is an error). */
 enum poll_result pollp_feed(struct poll_parser *p, const char *buf, size_t len,
                            const struct poll_callbacks *cb, void *ctx);
+
+/* The answer's "next" id, once on_answer came: 1 if it had a well-formed one. */
+int pollp_next(const struct poll_parser *p, uint32_t *epoch, uint32_t *seq);
 
 #endif

@@ -38,6 +38,9 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
         out->churn_reset += w->churn_reset;
         out->reconnects += w->reconnects;
         out->parked += w->parked;
+        out->retries += w->retries;
+        out->retrying += w->retrying;
+        out->up += w->up;
         out->id_errors += w->id_errors;
         out->gaps += w->gaps;
         out->dup += w->dup;
@@ -78,10 +81,11 @@ void report_progress(FILE *out, const struct worker_stats *s, const struct run_i
 {
     fprintf(out,
             "httpclient %.0fs: conns %llu/%lu welcomed %llu failed %llu closed %llu "
-            "msgs %llu msg/s %.0f lat p50 %llu p99 %llu us\n",
+            "up %llu retries %llu msgs %llu msg/s %.0f lat p50 %llu p99 %llu us\n",
             ri->elapsed_s, (unsigned long long)s->connected, ri->conns,
             (unsigned long long)s->welcomed, (unsigned long long)s->failed,
-            (unsigned long long)s->closed_by_server, (unsigned long long)s->msgs, msg_rate,
+            (unsigned long long)s->closed_by_server, (unsigned long long)s->up,
+            (unsigned long long)s->retries, (unsigned long long)s->msgs, msg_rate,
             (unsigned long long)hist_percentile(&s->lat, 50),
             (unsigned long long)hist_percentile(&s->lat, 99));
     fflush(out);
@@ -108,6 +112,7 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 "\"cpu_us\":%llu,\"msgs_cpu_us\":%llu,\"churn_closed\":%llu,\"churn_reset\":%llu,"
                 "\"proto\":\"%s\",\"id_errors\":%llu,\"gaps\":%llu,\"dup\":%llu,"
                 "\"polls\":%llu,\"pongs\":%llu,\"reconnects\":%llu,\"resume_s\":%s,"
+                "\"retries\":%llu,\"up\":%llu,"
                 "\"stopped_by\":\"%s\"}\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
                 (unsigned long long)s->failed, (unsigned long long)s->fail_connect,
@@ -121,7 +126,8 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 (unsigned long long)s->churn_reset, ri->proto, (unsigned long long)s->id_errors,
                 (unsigned long long)s->gaps, (unsigned long long)s->dup,
                 (unsigned long long)s->polls, (unsigned long long)s->pongs,
-                (unsigned long long)s->reconnects, resume, ri->stopped_by);
+                (unsigned long long)s->reconnects, resume, (unsigned long long)s->retries,
+                (unsigned long long)s->up, ri->stopped_by);
     } else {
         fprintf(out, "connections: %lu requested, %llu connected, %llu welcomed, %llu failed\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
@@ -139,6 +145,10 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
             fprintf(out, "  reconnect-after: %llu drops, each reconnected resuming; "
                          "from SIGUSR1 to the last message: %s s\n",
                     (unsigned long long)s->reconnects, resume);
+        if (s->retries)
+            fprintf(out, "  reconnect-lost: %llu waits for a reconnection after a loss or "
+                         "failure; %llu up at the end\n",
+                    (unsigned long long)s->retries, (unsigned long long)s->up);
         fprintf(out, "%s: ids %llu errors, %llu duplicates, %llu gaps reported; %llu poll answers; "
                      "%llu pings answered\n",
                 ri->proto, (unsigned long long)s->id_errors, (unsigned long long)s->dup,

@@ -30,6 +30,9 @@ struct worker_stats {
     uint64_t churn_reset;       /* of those, resets (SO_LINGER 0) */
     uint64_t reconnects;        /* --reconnect-after drops (each reconnected, resuming) */
     uint64_t parked;            /* dropped, waiting for SIGUSR1 now */
+    uint64_t retries;           /* --reconnect-lost waits begun (one per loss or failure) */
+    uint64_t retrying;          /* waiting for such a reconnection now */
+    uint64_t up;                /* welcomed and not lost since, now */
     uint64_t id_errors;         /* ids missing without a gap, another epoch, no id */
     uint64_t gaps;              /* gaps the server reported */
     uint64_t dup;               /* ids not after the previous one */

@@ -91,8 +91,15 @@ static void poll_message_cb(void *ctx, const struct poll_message *pm)
 static void poll_answer_cb(void *ctx, int gap)
 {
     struct conn *c = ctx;
-    if (!(c->flags & CF_DROP))
-        conn_answer(c, gap);
+    uint32_t epoch, seq;
+    if (c->flags & CF_DROP)
+        return;
+    conn_answer(c, gap);
+    /* After a gap the next poll goes from the answer's "next" (as the
+     * browser client does): from the id asked, an epoch the server no
+     * longer has, each poll would be told the same gap at once. */
+    if (gap && pollp_next(&c->u.poll, &epoch, &seq))
+        ids_resume(&c->ids, epoch, seq);
 }
 
 static const struct poll_callbacks k_poll_json = {poll_message_cb, poll_answer_cb};

@@ -100,7 +100,7 @@ static void open_more(struct worker *w)
         !(w->cs.resume_signalled && w->resume_next < w->cs.n))
         event_del(w->pace_ev);
     /* Every connection opened and ended: nothing left to wait for. */
-    if (w->next == w->cs.n && w->st.open == 0 && w->st.parked == 0)
+    if (w->next == w->cs.n && w->st.open == 0 && w->st.parked == 0 && w->st.retrying == 0)
         stop(w);
 }
 

@@ -1,0 +1,265 @@
+%% Draining and the endings that tell a client whether to come back: SIGTERM
+%% ends the streams spread over --drain-seconds while messages still reach
+%% the ones left, each transport says why its stream ended (drain, kicked),
+%% and {drain, Seconds} from Erlang drains a node that stays up, refusing
+%% new streams until {drain, cancel}. Raw sockets: every byte is checked.
+-module(core_drain_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, port_of/1]).
+
+%% The raw clients and what they read, for auth_tests' token expiry cases.
+-export([client/4, wait_ready/1, collect/2, ending/2, messages/2]).
+
+-define(T, 10000).
+-define(PER_KIND, 200).
+-define(KEY, "dGhlIHNhbXBsZSBub25jZQ==").
+
+drain_test_() ->
+    [httpdcnode_test_lib:server_test("SIGTERM with 600 streams and --drain-seconds 2: closes "
+                                     "spread over the drain, each with its drain ending, "
+                                     "messages still delivered meanwhile, exit 0",
+                                     #{extra_args => ["--drain-seconds", "2"]}, 60,
+                                     fun sigterm_spread/1),
+     httpdcnode_test_lib:server_test("SIGTERM with 3 streams and the default drain: over at "
+                                     "once", #{}, 30, fun sigterm_few/1),
+     httpdcnode_test_lib:server_test("SIGTERM with --drain-seconds 0: every stream ended at "
+                                     "once, with its drain ending",
+                                     #{extra_args => ["--drain-seconds", "0"]}, 30,
+                                     fun sigterm_few/1),
+     httpdcnode_test_lib:server_test("a second SIGTERM during a drain ends the rest at once "
+                                     "(each with its drain ending), exit 0",
+                                     #{extra_args => ["--drain-seconds", "60"]}, 60,
+                                     fun second_sigterm/1),
+     httpdcnode_test_lib:server_test("kick: a WebSocket closes with 4001, a poll answers "
+                                     "\"ended\":\"kicked\"", #{}, 30, fun kicked/1),
+     httpdcnode_test_lib:server_test("{drain, 1} from Erlang: streams end, new ones get 503 "
+                                     "with Retry-After, the node stays up; bad drain terms "
+                                     "counted; {drain, cancel} takes streams again", #{}, 30,
+                                     fun erlang_drain/1)].
+
+%%% ---------------------------------------------------------------- cases
+
+sigterm_spread(S) ->
+    Ws = [client(S, ws, U) || U <- lists:seq(1, ?PER_KIND)],
+    Sse = [client(S, sse, U) || U <- lists:seq(?PER_KIND + 1, 2 * ?PER_KIND)],
+    Poll = [client(S, poll, U) || U <- lists:seq(2 * ?PER_KIND + 1, 3 * ?PER_KIND)],
+    All = Ws ++ Sse ++ Poll,
+    wait_stat(S, streams_open, fun(V) -> V =:= 3 * ?PER_KIND end, ?T),
+    [wait_ready(C) || C <- All],
+    T0 = now_ms(),
+    ok = httpdcnode_test_lib:signal(S, "TERM"),
+    %% Once the drain is under way, a message to every WebSocket and SSE
+    %% uid: the streams still open must get it before their ending.
+    receive {closed, _, _, _} = First -> self() ! First after ?T -> erlang:error(no_close) end,
+    TSend = now_ms(),
+    send(S, {lists:seq(1, 2 * ?PER_KIND), <<"during">>}),
+    Ends = collect(All, now_ms() + 3 * ?T),
+    {ok, Status, ExitMs} = httpdcnode_test_lib:wait_exit(S, 7000),
+    ?assertEqual(0, Status),
+    Times = lists:sort([T || {_, _, T} <- maps:values(Ends)]),
+    N = length(Times),
+    Early = lists:nth(N div 10, Times),
+    Late = lists:nth(N - N div 10, Times),
+    io:format(user, " [closes from ~b to ~b ms after SIGTERM, 10%-90% ~b ms apart; "
+              "exit after ~b ms] ", [hd(Times) - T0, lists:last(Times) - T0, Late - Early,
+                                    now_ms() - T0 - ExitMs]),
+    ?assert(Late - Early >= 1000),
+    ?assert(lists:last(Times) - T0 =< 2000 + 1500),
+    [?assertEqual({C, drain}, {C, ending(Kind, Bytes)}) || C <- All,
+                                                           {Kind, Bytes, _} <- [maps:get(C, Ends)]],
+    %% Those closed well after the message was sent must have had it.
+    After = [C || C <- Ws ++ Sse, element(3, maps:get(C, Ends)) > TSend + 300],
+    ?assert(length(After) >= ?PER_KIND),
+    [?assertEqual({C, [<<"during">>]}, {C, messages(Kind, Bytes)})
+     || C <- After, {Kind, Bytes, _} <- [maps:get(C, Ends)]].
+
+sigterm_few(S) ->
+    Cs = [client(S, K, U) || {K, U} <- [{ws, 1}, {sse, 2}, {poll, 3}]],
+    wait_stat(S, streams_open, fun(V) -> V =:= 3 end, ?T),
+    [wait_ready(C) || C <- Cs],
+    ok = httpdcnode_test_lib:signal(S, "TERM"),
+    Ends = collect(Cs, now_ms() + ?T),
+    [?assertEqual(drain, ending(K, B)) || {K, B, _} <- maps:values(Ends)],
+    {ok, 0, Ms} = httpdcnode_test_lib:wait_exit(S, ?T),
+    ?assert(Ms < 2000).
+
+%% 600 streams at 100 a second would take 6 s; the second signal comes
+%% once the first closes are in.
+second_sigterm(S) ->
+    Cs = [client(S, K, U + ?PER_KIND * kind_index(K)) || K <- [ws, sse, poll],
+                                                         U <- lists:seq(1, ?PER_KIND)],
+    wait_stat(S, streams_open, fun(V) -> V =:= 3 * ?PER_KIND end, ?T),
+    [wait_ready(C) || C <- Cs],
+    ok = httpdcnode_test_lib:signal(S, "TERM"),
+    receive {closed, _, _, _} = First -> self() ! First after ?T -> erlang:error(no_close) end,
+    T1 = now_ms(),
+    ok = httpdcnode_test_lib:signal(S, "TERM"),
+    Ends = collect(Cs, now_ms() + ?T),
+    Last = lists:max([T || {_, _, T} <- maps:values(Ends)]),
+    io:format(user, " [the last close ~b ms after the second SIGTERM] ", [Last - T1]),
+    ?assert(Last - T1 < 2000),
+    [?assertEqual({K, drain}, {K, ending(K, B)}) || {K, B, _} <- maps:values(Ends)],
+    ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
+
+kicked(S) ->
+    Ws = client(S, ws, 20),
+    Poll = client(S, poll, 21),
+    wait_stat(S, streams_open, fun(V) -> V =:= 2 end, ?T),
+    [wait_ready(C) || C <- [Ws, Poll]],
+    send(S, {kick, 20}),
+    send(S, {kick, 21}),
+    Ends = collect([Ws, Poll], now_ms() + ?T),
+    {ws, WsBytes, _} = maps:get(Ws, Ends),
+    ?assertEqual({close, 4001}, lists:last(frames(body(WsBytes)))),
+    {poll, PollBytes, _} = maps:get(Poll, Ends),
+    ?assertEqual(#{<<"messages">> => [], <<"gap">> => false, <<"ended">> => <<"kicked">>},
+                 httpdcnode_test_lib:json_decode(body(PollBytes))).
+
+erlang_drain(S) ->
+    Cs = [client(S, K, U + 10 * kind_index(K)) || K <- [ws, sse, poll], U <- lists:seq(1, 10)],
+    wait_stat(S, streams_open, fun(V) -> V =:= 30 end, ?T),
+    [wait_ready(C) || C <- Cs],
+    Bad0 = maps:get(bad_terms, stats(S)),
+    send(S, {drain, 1}),
+    Ends = collect(Cs, now_ms() + ?T),
+    [?assertEqual({K, drain}, {K, ending(K, B)}) || {K, B, _} <- maps:values(Ends)],
+    %% New streams are refused, and told when to try again.
+    [begin
+         R = httpdcnode_test_lib:http_request(port_of(S), request(K, 40)),
+         ?assertMatch({K, #{status := 503}}, {K, R}),
+         ?assertEqual(<<"5">>, httpdcnode_test_lib:header(maps:get(headers, R),
+                                                          <<"retry-after">>))
+     end || K <- [ws, sse, poll]],
+    ?assertEqual(running, httpdcnode_test_lib:proc_status(S)),
+    ?assertMatch(#{drained := 30, http_draining := 3}, stats(S)),
+    %% Not a number of seconds in 0..3600: dropped and counted.
+    send(S, {drain, -1}),
+    send(S, {drain, 3601}),
+    send(S, {drain, <<"soon">>}),
+    wait_stat(S, bad_terms, fun(V) -> V =:= Bad0 + 3 end, ?T),
+    send(S, {drain, cancel}),
+    C = httpdcnode_test_lib:wait_until(
+          fun() ->
+                  Conn = httpdcnode_test_lib:open(port_of(S), request(sse, 41)),
+                  case httpdcnode_test_lib:expect_head(Conn, ?T) of
+                      #{status := 200} -> {true, Conn};
+                      H -> httpdcnode_test_lib:close(Conn), {false, H}
+                  end
+          end, ?T, taken_again),
+    httpdcnode_test_lib:close(C).
+
+%%% ---------------------------------------------------------------- clients
+
+kind_index(ws) -> 0;
+kind_index(sse) -> 1;
+kind_index(poll) -> 2.
+
+request(Kind, Uid) -> request(Kind, Uid, "").
+
+request(ws, Uid, Q) ->
+    httpdcnode_test_lib:request_bytes("GET", "/ws/" ++ integer_to_list(Uid) ++ Q, "HTTP/1.1",
+                                      ["Upgrade: websocket", "Connection: Upgrade",
+                                       "Sec-WebSocket-Version: 13",
+                                       "Sec-WebSocket-Key: " ?KEY]);
+request(sse, Uid, Q) ->
+    httpdcnode_test_lib:request_bytes("GET", "/sse/" ++ integer_to_list(Uid) ++ Q, "HTTP/1.1", []);
+request(poll, Uid, Q) ->
+    httpdcnode_test_lib:request_bytes("GET", "/poll/" ++ integer_to_list(Uid) ++ Q, "HTTP/1.1",
+                                      []).
+
+%% A process holding one stream: it says {ready, Pid} once the response
+%% head came, then {closed, Pid, Bytes, Ms} (everything read, and when the
+%% server closed, monotonic) to the caller. Query: "" or "?..." (a token).
+client(S, Kind, Uid) -> client(S, Kind, Uid, "").
+
+client(S, Kind, Uid, Query) ->
+    Parent = self(),
+    Port = port_of(S),
+    Pid = spawn_link(fun() ->
+                             {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port,
+                                                          [binary, {active, false}]),
+                             ok = gen_tcp:send(Sock, request(Kind, Uid, Query)),
+                             read_all(Sock, Parent, <<>>)
+                     end),
+    put({kind, Pid}, Kind),
+    Pid.
+
+read_all(Sock, Parent, Acc) ->
+    case gen_tcp:recv(Sock, 0, 30000) of
+        {ok, B} ->
+            New = <<Acc/binary, B/binary>>,
+            binary:match(Acc, <<"\r\n\r\n">>) =:= nomatch andalso
+                binary:match(New, <<"\r\n\r\n">>) =/= nomatch andalso (Parent ! {ready, self()}),
+            read_all(Sock, Parent, New);
+        {error, closed} ->
+            Parent ! {closed, self(), Acc, now_ms()},
+            gen_tcp:close(Sock);
+        {error, E} -> exit({recv, E})
+    end.
+
+wait_ready(C) ->
+    receive {ready, C} -> ok after ?T -> erlang:error({no_head, C}) end.
+
+%% #{Pid => {Kind, Bytes, ClosedAtMs}} of every client in Cs.
+collect(Cs, Deadline) -> collect(Cs, Deadline, #{}).
+
+collect([], _, Acc) -> Acc;
+collect(Cs, Deadline, Acc) ->
+    receive
+        {closed, C, Bytes, T} ->
+            collect(lists:delete(C, Cs), Deadline, Acc#{C => {get({kind, C}), Bytes, T}})
+    after max(0, Deadline - now_ms()) ->
+            erlang:error({not_closed, length(Cs)})
+    end.
+
+%%% ---------------------------------------------------------------- what they read
+
+body(Bytes) ->
+    [_Head, Body] = binary:split(Bytes, <<"\r\n\r\n">>),
+    Body.
+
+%% The reason the stream's last bytes give.
+ending(ws, Bytes) ->
+    case lists:last(frames(body(Bytes))) of
+        {close, 1012} -> drain;
+        {close, 4001} -> kicked;
+        {close, 4003} -> expired;
+        Other -> {unexpected, Other}
+    end;
+ending(sse, Bytes) ->
+    Events = binary:split(body(Bytes), <<"\n\n">>, [global, trim_all]),
+    case lists:last(Events) of
+        <<"event: end\ndata: {\"reason\":\"", R/binary>> ->
+            binary_to_atom(hd(binary:split(R, <<"\"">>)), utf8);
+        Other -> {unexpected, Other}
+    end;
+ending(poll, Bytes) ->
+    case httpdcnode_test_lib:json_decode(body(Bytes)) of
+        #{<<"messages">> := [], <<"ended">> := R} when is_binary(R) -> binary_to_atom(R, utf8);
+        Other -> {unexpected, Other}
+    end.
+
+%% The messages' payloads a stream got.
+messages(ws, Bytes) -> [P || {text, P} <- frames(body(Bytes))];
+messages(sse, Bytes) ->
+    [D || E <- binary:split(body(Bytes), <<"\n\n">>, [global, trim_all]),
+          <<"id: ", _/binary>> = Line <- [E],
+          [_, <<"data: ", D/binary>>] <- [binary:split(Line, <<"\n">>)]].
+
+%% Server frames (unmasked): {text, Payload}, {close, Code} or {Op, Payload}.
+frames(<<>>) -> [];
+frames(<<_:4, Op:4, 0:1, Len:7, Rest/binary>>) when Len < 126 -> frame(Op, Len, Rest);
+frames(<<_:4, Op:4, 0:1, 126:7, Len:16, Rest/binary>>) -> frame(Op, Len, Rest);
+frames(<<_:4, Op:4, 0:1, 127:7, Len:64, Rest/binary>>) -> frame(Op, Len, Rest).
+
+frame(Op, Len, Bin) ->
+    <<P:Len/binary, Rest/binary>> = Bin,
+    F = case {Op, P} of
+            {1, _} -> {text, P};
+            {8, <<Code:16, _/binary>>} -> {close, Code};
+            _ -> {Op, P}
+        end,
+    [F | frames(Rest)].
+
+now_ms() -> erlang:monotonic_time(millisecond).
