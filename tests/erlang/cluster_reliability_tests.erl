@@ -26,6 +26,8 @@
 -define(PRESENCE, httpdcnode_presence).
 %% The master's last-seen cap here (the cap test fills past it).
 -define(CAP, 20000).
+%% ms a long-poll client takes between an answer and its next poll.
+-define(POLL_GAP_MS, 120).
 %% Uids that never connect: publishers of router:send.
 -define(PUB, 900000).
 
@@ -270,6 +272,9 @@ poll_once(S, U, Since, N, Acc, Deadline) ->
            end,
     Acc1 = lists:foldl(fun(#{<<"id">> := Id, <<"data">> := D}, A) -> [{Id, D, Gap} | A] end,
                        Acc, Ms),
+    %% A client on a slow link: longer than the C-node's presence window
+    %% (50 ms), so the master hears it go offline between two polls.
+    timer:sleep(?POLL_GAP_MS),
     poll_loop(S, U, Next, N, Acc1, Deadline).
 
 moved_gets_gap(Ctx) ->
