@@ -11,9 +11,10 @@
 %% - A uid that came back on another C-node gets a gap there (another
 %%   epoch), and its entry then names the new node.
 %% - A uid never seen is dropped and counted (stats/0: app).
-%% - The last-seen table: its cap holds when filled past it, the periodic
-%%   sweep removes expired entries (a C-node's hello with history_ttl 1 s),
-%%   and its cost per uid is measured.
+%% - The last-seen table: an entry lasts as long as the C-node's hello says
+%%   it keeps history (a real C-node with --history-ttl 1), its cap holds
+%%   when filled past it, the periodic sweep removes expired entries (a
+%%   hello with history_ttl 1 s), and its cost per uid is measured.
 %% - Two masters and a client node: either master delivers, subscriptions
 %%   made on one are on the other (mnesia copies, also after one restarts),
 %%   and a node of role client forwards send, router:send and subscriptions.
@@ -52,6 +53,8 @@ reliability_test_() ->
                   fun moved_gets_gap/1),
                 t(Ctx, "a uid never seen: dropped and counted, no C-node gets it", 60,
                   fun never_seen_dropped/1),
+                t(Ctx, "a real C-node's hello: its epoch, and its history_ttl bounds the "
+                  "last-seen entry", 60, fun real_hello_ttl/1),
                 t(Ctx, "the sweep removes expired last-seen entries", 60,
                   fun sweep_expires/1),
                 t(Ctx, "the last-seen cap holds when filled past it; cost per uid", 120,
@@ -197,6 +200,7 @@ sse_offline(Ctx, Via, U) ->
     R1 = via(Ctx, Via, U, <<"m1">>),
     {E, 1, [<<"m1">>]} = parse(read_event(Sock)),
     is_sync(Via) andalso ?assertEqual({ok, 1}, R1),
+    check_hello_epoch(Ctx, N1, E),
     gen_tcp:close(Sock),
     wait_online(mnode(Ctx), U, []),
     Before = app(Ctx),
@@ -319,6 +323,46 @@ never_seen_dropped(Ctx) ->
 msgs_in(Ctx) ->
     maps:from_list([{N, maps:get(msgs_in, S)} || {N, S} <- maps:to_list(m(Ctx, stats, [])),
                                                   N =/= app]).
+
+%% The epoch of the ids is the one the C-node's hello told (when it sent one
+%% with a map: a C-node of several masters does).
+check_hello_epoch(Ctx, Node, Epoch) ->
+    case catch m(Ctx, ?PRESENCE, node_info, [Node]) of
+        {'EXIT', _} -> ok;                        % no hello kept here
+        {_, #{epoch := HE}} -> ?assertEqual(Epoch, HE);
+        {_, #{}} -> ok
+    end.
+
+%% A C-node started with --history-ttl 1: after its uid leaves, the master
+%% routes to it for 1 s, then drops and counts.
+real_hello_ttl(Ctx) ->
+    S = ?L:start_server(#{master => mnode(Ctx), presence => ?PRESENCE,
+                          extra_args => ["--history-ttl", "1"]}),
+    try
+        N = ?L:node_of(S),
+        ?L:wait_until(fun() ->
+                              case m(Ctx, ?PRESENCE, node_info, [N]) of
+                                  {1000, #{history_ttl := 1, epoch := <<_:8/binary>>}} -> true;
+                                  Other -> {false, Other}
+                              end
+                      end, ?WAIT, hello_kept),
+        U = 7001,
+        Sock = sse_connect(S, U, []),
+        wait_online(mnode(Ctx), U, [N]),
+        gen_tcp:close(Sock),
+        wait_online(mnode(Ctx), U, []),
+        ?assertEqual({offline, N}, route(mnode(Ctx), U)),
+        ?L:wait_until(fun() -> route(mnode(Ctx), U) =:= none end, 5000, ttl_passed),
+        %% and swept (so that the sweep test counts only its own)
+        ?L:wait_until(fun() -> m(Ctx, ets, lookup, [httpdcnode_presence_last, U]) =:= [] end,
+                      5000, swept),
+        Before = app(Ctx),
+        ?assertEqual({ok, 0}, m(Ctx, send_sync, [U, <<"too late">>])),
+        ?assertMatch(#{dropped_offline := 1, routed_offline := 0}, deltas(Before, app(Ctx)))
+    after
+        ?L:stop_server(S),
+        wait_known(mnode(Ctx), maps:get(nodes, Ctx))
+    end.
 
 %% A C-node that keeps its history 1 s says so in its hello (stood for by
 %% this test: reports sent to the master's presence as a C-node would).
