@@ -16,6 +16,7 @@
          online/1, online_uids/1, nodes/0, stats/0, stats/1, app_stats/0]).
 -export([token/2, token_url/3]).
 -export([to_binary/1, group_by_node/2]).
+-export([relay_sync/3]).
 -export_type([uid/0, msg/0]).
 
 -define(TIMEOUT, 5000).
@@ -68,10 +69,16 @@ send_sync(Uid, Msg, Timeout) when is_integer(Uid), Uid > 0 ->
             Targets = case httpdcnode_presence:route(Uid) of
                           {online, Nodes} -> [{N, Uid} || N <- Nodes];
                           {offline, N} ->
-                              [{N, Uid} || connected_offline(N, 1, erlang:nodes(connected))];
+                              case connected_offline(N, 1, erlang:nodes(connected)) of
+                                  true -> [{N, Uid}];
+                                  false -> {relay, [{N, Uid}]}
+                              end;
                           none -> count(dropped_offline, 1), []
                       end,
-            acked(Targets, Bin, Timeout)
+            case Targets of
+                {relay, Groups} -> relayed_sync(Groups, Bin, 1, Timeout);
+                _ -> acked(Targets, Bin, Timeout)
+            end
     end.
 
 %% Sends Msg to every uid of Uids, online or offline for a moment (as
@@ -103,9 +110,14 @@ multicast_sync(Uids, Msg, Timeout) when is_list(Uids) ->
         false ->
             {Groups, Offline} = plan(Uids),
             Connected = erlang:nodes(connected),
-            acked([G || {N, _} = G <- Groups,
-                        connected_offline(N, maps:get(N, Offline, 0), Connected)],
-                  Bin, Timeout)
+            {Here, Away} =
+                lists:partition(fun({N, _}) ->
+                                        connected_offline(N, maps:get(N, Offline, 0), Connected)
+                                end, Groups),
+            {ok, A} = acked(Here, Bin, Timeout),
+            {ok, B} = relayed_sync(Away, Bin, lists:sum([maps:get(N, Offline, 0) || {N, _} <- Away]),
+                                   Timeout),
+            {ok, A + B}
     end.
 
 %% Sends Msg to every stream on every known C-node.
@@ -243,20 +255,68 @@ count(Name, N) ->
 
 %% An offline uid's message to its last node: never a new connection (a
 %% node gone for good would cost a connection attempt per message).
+%% Not linked to it (the link between this master and the node was cut,
+%% the node lives on): another master that is linked delivers it.
 send_offline(Node, Msg, K) ->
     case erlang:send({any, Node}, Msg, [noconnect]) of
-        noconnect -> count(dropped_offline, K);
+        noconnect -> relay(Node, Msg, K);
         _ -> count(routed_offline, K)
     end.
 
-%% Whether a group holding K offline uids goes to Node (counted).
+%% The other masters (application env masters) this node is connected to.
+peers() ->
+    Connected = erlang:nodes(connected),
+    [M || M <- application:get_env(httpdcnode, masters, []), M =/= node(),
+          lists:member(M, Connected)].
+
+%% Msg for K offline uids on Node, handed to a peer master's presence
+%% server, which sends it if it is linked to Node (and counts it there);
+%% with no peer it is dropped and counted here.
+relay(Node, Msg, K) ->
+    case peers() of
+        [] -> count(dropped_offline, K);
+        [P | _] ->
+            erlang:send({httpdcnode_presence, P}, {httpdcnode_relay, Node, Msg, K}, [noconnect]),
+            count(relayed_offline, K)
+    end.
+
+%% Whether a group holding K offline uids goes to Node from here (counted);
+%% one that does not is relayed by relayed_sync/3 or dropped.
 connected_offline(_Node, 0, _Connected) ->
     true;
 connected_offline(Node, K, Connected) ->
     case lists:member(Node, Connected) of
         true -> count(routed_offline, K), true;
-        false -> count(dropped_offline, K), false
+        false -> false
     end.
+
+%% The acknowledged form of relay/3 for groups {Node, Uid | [Uid]} whose
+%% node this master is not linked to: a peer master sends them and
+%% counts the connections written to. K: the offline uids among them.
+relayed_sync([], _Bin, _K, _Timeout) ->
+    {ok, 0};
+relayed_sync(Groups, Bin, K, Timeout) ->
+    Peers = peers(),
+    try Peers of
+        [] -> count(dropped_offline, K), {ok, 0};
+        [P | _] ->
+            count(relayed_offline, K),
+            erpc:call(P, ?MODULE, relay_sync, [Groups, Bin, Timeout], Timeout + 1000)
+    catch
+        _:_ -> {ok, 0}
+    end.
+
+%% On a peer master, for relayed_sync/4: the groups whose node it is
+%% linked to are sent and acknowledged; the others are dropped, counted.
+relay_sync(Groups, Bin, Timeout) ->
+    Connected = erlang:nodes(connected),
+    {Here, Gone} = lists:partition(fun({N, _}) -> lists:member(N, Connected) end, Groups),
+    count(routed_offline, uids_in(Here)),
+    count(dropped_offline, uids_in(Gone)),
+    acked(Here, Bin, Timeout).
+
+uids_in(Groups) ->
+    lists:sum([case Us of L when is_list(L) -> length(L); _ -> 1 end || {_, Us} <- Groups]).
 
 %% Uids grouped by where their message goes ([{Node, [Uid]}] as
 %% group_by_node/2), and how many of each group are offline uids routed to

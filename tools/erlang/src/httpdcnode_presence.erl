@@ -74,7 +74,7 @@
 -define(INFO, httpdcnode_presence_info).
 %% The application's counters (a counters ref in persistent_term).
 -define(COUNTERS, {httpdcnode, counters}).
--define(COUNTER_NAMES, [routed_offline, dropped_offline, last_seen_evicted,
+-define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
                         last_seen_expired]).
 %% Expired entries removed per sweep step; the next step follows at once.
 -define(SWEEP_BATCH, 10000).
@@ -171,7 +171,8 @@ sweep() ->
 
 %% The application's counters: routed_offline (messages for offline uids
 %% sent to their last node), dropped_offline (for a uid never seen, expired,
-%% or whose last node is not connected), last_seen_evicted (by the cap),
+%% or whose last node no master is linked to), relayed_offline (handed to
+%% another master, linked to the node), last_seen_evicted (by the cap),
 %% last_seen_expired (by the sweep).
 -spec counter_values() -> #{atom() => non_neg_integer()}.
 counter_values() ->
@@ -293,6 +294,13 @@ handle_info({nodedown, Node, _Info}, State) ->
     case is_configured(Node, State) of
         true -> ok;
         false -> forget(Node)
+    end,
+    {noreply, State};
+handle_info({httpdcnode_relay, Node, Msg, K}, State) when is_integer(K) ->
+    %% Another master is not linked to Node: sent from here if this one is.
+    case erlang:send({any, Node}, Msg, [noconnect]) of
+        noconnect -> count_event(dropped_offline, K);
+        _ -> count_event(routed_offline, K)
     end,
     {noreply, State};
 handle_info(_Other, State) ->
