@@ -1,6 +1,8 @@
 /* Totals and their printing: see report.h. */
 #include "report.h"
 
+#include "clock.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -76,18 +78,32 @@ double report_connect_rate(const struct worker_stats *s)
     return (double)s->connected / ((double)(s->last_connect_ns - s->first_connect_ns) / 1e9);
 }
 
+/* When the last message arrived, as CLOCK_REALTIME ms (0: none yet), so
+ * that a script can compare it with the time it sent something (the last
+ * delivery of a broadcast) to the ms, although lines come once a second. */
+uint64_t report_last_msg_real_ms(const struct worker_stats *s, uint64_t mono_now,
+                                 uint64_t real_now)
+{
+    if (!s->last_msg_ns || s->last_msg_ns > mono_now)
+        return 0;
+    return (real_now - (mono_now - s->last_msg_ns)) / 1000000u;
+}
+
 void report_progress(FILE *out, const struct worker_stats *s, const struct run_info *ri,
                      double msg_rate)
 {
     fprintf(out,
             "httpclient %.0fs: conns %llu/%lu welcomed %llu failed %llu closed %llu "
-            "up %llu retries %llu msgs %llu msg/s %.0f lat p50 %llu p99 %llu us\n",
+            "up %llu retries %llu msgs %llu msg/s %.0f lat p50 %llu p99 %llu us "
+            "max %llu us last_msg_ms %llu\n",
             ri->elapsed_s, (unsigned long long)s->connected, ri->conns,
             (unsigned long long)s->welcomed, (unsigned long long)s->failed,
             (unsigned long long)s->closed_by_server, (unsigned long long)s->up,
             (unsigned long long)s->retries, (unsigned long long)s->msgs, msg_rate,
             (unsigned long long)hist_percentile(&s->lat, 50),
-            (unsigned long long)hist_percentile(&s->lat, 99));
+            (unsigned long long)hist_percentile(&s->lat, 99),
+            (unsigned long long)s->lat.max_us,
+            (unsigned long long)report_last_msg_real_ms(s, mono_ns(), real_ns()));
     fflush(out);
 }
 

@@ -24,7 +24,13 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
 double report_msg_rate(const struct worker_stats *s, double elapsed_s);
 /* Successful connects per second from the first connect() to the last success. */
 double report_connect_rate(const struct worker_stats *s);
-/* One progress line; msg_rate is the rate since the previous line. */
+/* The last message's arrival as CLOCK_REALTIME ms, from the two clocks
+ * read now; 0 when none came. */
+uint64_t report_last_msg_real_ms(const struct worker_stats *s, uint64_t mono_now,
+                                 uint64_t real_now);
+/* One progress line; msg_rate is the rate since the previous line. It ends
+ * "lat p50 P p99 Q us max M us last_msg_ms T" (latency from the stamps so
+ * far; T as report_last_msg_real_ms). */
 void report_progress(FILE *out, const struct worker_stats *s, const struct run_info *ri,
                      double msg_rate);
 void report_summary(FILE *out, const struct worker_stats *s, const struct run_info *ri, int json);
