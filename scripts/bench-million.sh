@@ -1,0 +1,711 @@
+#!/usr/bin/env bash
+# `make bench-million`: a million open streams over C-nodes routed by the
+# application, on loopback, measured end to end (issue 17). Needs `make all`.
+#
+# One Erlang master runs the httpdcnode application (tools/erlang/src/
+# million.erl samples its presence count every 50 ms); ceil(STREAMS /
+# PER_NODE) C-nodes, each --master it, --presence httpdcnode_presence,
+# --history-bytes 4 MiB, its own ports, holding one contiguous block of
+# uids (each uid on one node; random uids hit every node). One ./httpclient
+# process per C-node, each over its own 127.50.N.* source addresses (the
+# per-process cap on open files, 20,000 here, is what sets ~19,000 streams
+# per process on either side). Whole nodes are SSE or WebSocket (ws+meta,
+# with ids), a tenth of the streams each at least; the rest chunked.
+#
+# Phases, in order, each measured: connect (time to all open; rate and memory
+# sampled every second, plotted); presence (until the master's count is every
+# uid); memory at the peak (servers' RssAnon, kernel Slab + TCP pages,
+# clients' RssAnon, MemAvailable); paced sends (RATE msg/s through
+# httpdcnode:send/2 to random uids, stamped: delivered, lost, latency);
+# multicast_sync to MCAST random uids; broadcast to all, against the write
+# floor (writefloor's us per write x STREAMS / cores); churn (CHURN connects
+# and disconnects a second, half resets, for CHURN_S s, on extra uids) under
+# paced sends; a C-node killed (SIGKILL) and restarted under paced sends
+# (its client comes back with --reconnect-lost). Checks print PASS/FAIL,
+# targets (issue 17) "TARGET met/missed". Writes $MILLION_DIR/report.md,
+# result.json, connect.png and memory.png; ends with "bench-million: P
+# passed, F failed" and exits non-zero when a check failed.
+#
+# Set-up: checks open files per process, fs.file-max, the local port range,
+# somaxconn, conntrack (when it tracks loopback) and memory; raises what it
+# may as root (put back at the end), or stops naming the limit.
+#
+#   MILLION_STREAMS   streams (default 1000000)
+#   MILLION_PER_NODE  most streams per C-node (default 19000)
+#   MILLION_RATE      paced msg/s (default 20000)    MILLION_PACED_S (default 30)
+#   MILLION_MCAST     multicast uids (default 100000, at most STREAMS / 2)
+#   MILLION_CHURN     churn disconnects/s (default 1000)  MILLION_CHURN_S (default 60)
+#   MILLION_KILL_S    paced seconds around the C-node kill (default 20)
+#   MILLION_DIR       report and logs (default build/bench-million)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "bench-million: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
+
+STREAMS=${MILLION_STREAMS:-1000000}
+PER_MAX=${MILLION_PER_NODE:-19000}
+RATE=${MILLION_RATE:-20000}
+PACED_S=${MILLION_PACED_S:-30}
+MCAST=${MILLION_MCAST:-100000}
+CHURN=${MILLION_CHURN:-1000}
+CHURN_S=${MILLION_CHURN_S:-60}
+KILL_S=${MILLION_KILL_S:-20}
+WORK=${MILLION_DIR:-$ROOT/build/bench-million}
+for v in STREAMS PER_MAX RATE PACED_S MCAST CHURN CHURN_S KILL_S; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench-million: $v must be a number" >&2; exit 2; }
+done
+NODES=$(((STREAMS + PER_MAX - 1) / PER_MAX))
+((NODES >= 3 && PER_MAX <= 19000 && RATE >= 1 && PACED_S >= 2 && CHURN >= 1 &&
+  CHURN_S >= 2 && KILL_S >= 6)) || {
+  echo "bench-million: want at least 3 C-nodes (STREAMS / PER_NODE), PER_NODE <= 19000," \
+       "PACED_S, CHURN_S >= 2, KILL_S >= 6" >&2; exit 2; }
+PER=$(((STREAMS + NODES - 1) / NODES))      # balanced blocks of uids
+((MCAST > STREAMS / 2)) && MCAST=$((STREAMS / 2))
+HISTORY_BYTES=4194304
+MAX_USERS=$((STREAMS + 200000))
+CHURN_CONNS=500                   # per churn client, on a chunked node with room
+CORES=$(nproc)
+
+BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
+source scripts/bench/lib.sh
+log() { printf '%s bench-million: %s\n' "$(date +%T)" "$*" >&2; }
+
+START=$(date +%s)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+# Every wait gives up by then: about 15 min at a million.
+DEADLINE=$((START + 240 + PACED_S + CHURN_S + KILL_S + STREAMS / 2000))
+rm -rf "$WORK"
+mkdir -p "$WORK"
+COOKIE="million_$$_${RANDOM}${RANDOM}"
+MASTER="millmaster_$$@localhost"
+CHECKS="$WORK/checks"
+RESULT="$WORK/result.kv"           # name value, one a line: result.json
+: >"$CHECKS"
+: >"$RESULT"
+RESTORE=()                         # "key value" of the sysctls changed
+
+restore_sysctls() {
+  local kv
+  for kv in "${RESTORE[@]}"; do sysctl -q -w "${kv%% *}=${kv#* }" >/dev/null 2>&1; done
+  RESTORE=()
+}
+trap 'end_all; restore_sysctls' EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+
+for f in "$BIN/httpdcnode" "$BIN/httpclient" "$BIN/writefloor" tools/erlang/ebin/million.beam \
+         tools/erlang/ebin/httpdcnode.app; do
+  [[ -e $f ]] || { echo "bench-million: $f missing: run 'make all' first" >&2; exit 1; }
+done
+[[ $("$BIN/httpclient" --help) == *--reconnect-lost* ]] ||
+  { echo "bench-million: $BIN/httpclient is old: rebuild it" >&2; exit 1; }
+
+check() {
+  local v=FAIL
+  [[ $2 == 1 ]] && v=PASS
+  printf '%s %s: %s\n' "$v" "$1" "$3" | tee -a "$CHECKS"
+}
+target() {
+  local v=missed
+  [[ $2 == 1 ]] && v=met
+  printf 'TARGET %s %s: %s\n' "$v" "$1" "$3" | tee -a "$CHECKS"
+}
+put() { printf '%s %s\n' "$1" "$2" >>"$RESULT"; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+sysv() { cat "/proc/sys/${1//.//}" 2>/dev/null | tr '\t' ' '; }
+stop() { echo "bench-million: $*" >&2; log "stopped by the set-up"; exit 1; }
+
+# --- set-up: what this machine allows ------------------------------------------
+
+# raise KEY VALUE WHY: sets a sysctl as root (remembered, put back at the
+# end) or stops naming it.
+raise() {
+  local old
+  old=$(sysv "$1")
+  if [[ $(id -u) == 0 ]] && sysctl -q -w "$1=$2" >/dev/null 2>&1; then
+    RESTORE+=("$1 $old")
+    echo "set $1 = $2 (was $old): $3" | tee -a "$WORK/setup.txt" >&2
+  else
+    stop "$1 is $old; $3: set it to $2 (as root: sysctl -w $1='$2')"
+  fi
+}
+
+setup() {
+  : >"$WORK/setup.txt"
+  local need hard fmax used lo hi range avail
+  need=$((PER + 300))               # streams + the server's own descriptors
+  hard=$(ulimit -Hn)
+  [[ $hard == unlimited ]] || ((hard >= need)) ||
+    stop "open files per process: the hard limit is $hard, a C-node needs $need for $PER streams: lower MILLION_PER_NODE or raise nofile"
+  ulimit -n "$hard" 2>/dev/null
+  echo "open files per process: $(ulimit -n) (hard $hard), need $need" >>"$WORK/setup.txt"
+  read -r used _ _ </proc/sys/fs/file-nr
+  fmax=$(sysv fs.file-max)
+  ((fmax >= used + 2 * STREAMS + 100000)) ||
+    raise fs.file-max $((used + 2 * STREAMS + 200000)) "both ends of $STREAMS streams are on this machine"
+  read -r lo hi < <(sysv net.ipv4.ip_local_port_range)
+  range=$((hi - lo + 1))
+  # Each client process connects to one server port: PER connections per
+  # source address fit when the range holds them with room for TIME_WAIT.
+  SRC_PER_CLIENT=$(((PER * 4 / 3 + range - 1) / range))
+  ((SRC_PER_CLIENT < 2)) && SRC_PER_CLIENT=2
+  echo "local port range $lo-$hi: $SRC_PER_CLIENT source addresses per client process" >>"$WORK/setup.txt"
+  (($(sysv net.core.somaxconn) >= 4096)) || raise net.core.somaxconn 4096 "connect bursts of thousands"
+  (($(sysv net.ipv4.tcp_max_syn_backlog) >= 4096)) ||
+    raise net.ipv4.tcp_max_syn_backlog 4096 "connect bursts of thousands"
+  # Conntrack counts only when a rule makes it track: then its table caps
+  # the connections (both directions of one are one entry).
+  if [[ -r /proc/sys/net/netfilter/nf_conntrack_count ]]; then
+    if (($(sysv net.netfilter.nf_conntrack_count) > 0)); then
+      (($(sysv net.netfilter.nf_conntrack_max) >= STREAMS + 100000)) ||
+        raise net.netfilter.nf_conntrack_max $((STREAMS + 200000)) "conntrack tracks loopback here"
+    else
+      echo "conntrack: loaded, tracking nothing (count 0): no limit" >>"$WORK/setup.txt"
+    fi
+  fi
+  avail=$(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo)
+  # ~10.1 KB of kernel per connection (both ends) + ~1 KB of processes.
+  ((avail * 1024 >= STREAMS * 12000)) ||
+    stop "memory: $((avail / 1024)) MiB available, $STREAMS streams need ~$((STREAMS * 12000 / 1048576)) MiB"
+  echo "memory available $((avail / 1024)) MiB, fs.file-max $(sysv fs.file-max), somaxconn $(sysv net.core.somaxconn)" >>"$WORK/setup.txt"
+}
+
+# --- processes -------------------------------------------------------------------
+
+declare -a SPORT APORT SPID CPID KIND CNT UBASE
+node_name() { echo "mill$1_$$"; }
+stats_of() { curl -s --max-time 3 "http://127.0.0.1:${APORT[$1]}/stats"; }
+
+# start_node I: C-node I in the background (log node-I.log).
+start_node() {
+  local i=$1
+  (exec "$BIN/httpdcnode" --listen "127.0.0.1:${SPORT[$i]}" --admin-listen "127.0.0.1:${APORT[$i]}" \
+     --name "$(node_name "$i")@localhost" --master "$MASTER" --presence httpdcnode_presence \
+     --cookie "$COOKIE" -q --history-bytes "$HISTORY_BYTES" --max-users "$MAX_USERS" \
+     --heartbeat 0 --keepalive 0 --drain-seconds 0) 2>>"$WORK/node-$i.log" &
+  SPID[$i]=$!
+  BENCH_PIDS+=("${SPID[$i]}")
+}
+node_up() {
+  local i=$1
+  alive "${SPID[$i]}" && stats_of "$i" >/dev/null &&
+    epmd -names 2>/dev/null | grep -q "^name $(node_name "$i") at"
+}
+# until node I answers; a killed one's name may linger in epmd: retried.
+await_node() {
+  local i=$1 end=$(($(date +%s) + $(left 60)))
+  while (($(date +%s) < end)); do
+    node_up "$i" && return 0
+    if ! alive "${SPID[$i]}"; then
+      wait "${SPID[$i]}" 2>/dev/null
+      forget "${SPID[$i]}"
+      sleep 0.2
+      start_node "$i"
+    fi
+    sleep 0.05
+  done
+  log "C-node $i did not come up: $(tail -n2 "$WORK/node-$i.log" | tr '\n' ' ')"
+  return 1
+}
+
+# client NAME PORT SRC ARGS...: httpclient in the background; JSON to
+# NAME.json, progress (every second) to NAME.err; sets LAST_CPID.
+client() {
+  local name=$1 port=$2 src=$3
+  shift 3
+  (exec "$BIN/httpclient" -p "$port" --src "$src" --json -P 1 --pending 200 --timeout 60 \
+     --hold 86400 --max-time "$(left)" "$@") >"$WORK/$name.json" 2>"$WORK/$name.err" &
+  LAST_CPID=$!
+  BENCH_PIDS+=("$LAST_CPID")
+}
+src_of() { echo "127.$1.$2.1-127.$1.$2.$SRC_PER_CLIENT"; }
+
+# field FILE... FIELD-last: FIELD in the last progress line of each file.
+# sumf FIELD FILES...: their sum (the part before a "/").
+sumf() {
+  local f=$1
+  shift
+  awk -v f="$f" '/^httpclient / { last[FILENAME] = $0 }
+    END { for (k in last) { n = split(last[k], a, " ")
+            for (i = 1; i < n; i++) if (a[i] == f) { v = a[i + 1]; sub(/\/.*/, "", v); s += v } }
+          printf "%.0f\n", s }' "$@" 2>/dev/null
+}
+maxf() {
+  local f=$1
+  shift
+  awk -v f="$f" '/^httpclient / { last[FILENAME] = $0 }
+    END { for (k in last) { n = split(last[k], a, " ")
+            for (i = 1; i < n; i++) if (a[i] == f && a[i + 1] + 0 > m) m = a[i + 1] + 0 }
+          printf "%.0f\n", m }' "$@" 2>/dev/null
+}
+# msgs_of I: the messages client I counted (its last line).
+msgs_of() { sumf msgs "$WORK/client-$1.err"; }
+CLIENT_ERRS() { local i; for ((i = 0; i < NODES; i++)); do echo "$WORK/client-$i.err"; done; }
+
+# rss_sum PID...: RssAnon in kB, summed.
+rss_sum() {
+  local p files=()
+  for p in "$@"; do files+=("/proc/$p/status"); done
+  awk '$1 == "RssAnon:" { s += $2 } END { print s + 0 }' "${files[@]}" 2>/dev/null
+}
+# The load client's processes: each coordinator and its workers.
+client_pids() { local p; for p in "$@"; do echo "$p"; children_of "$p"; done; }
+mem_avail_kb() { awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo; }
+
+# wait_for SECONDS WHAT CMD...: until CMD succeeds (bounded).
+wait_for() {
+  local end=$(($(date +%s) + $(left "$1"))) what=$2
+  shift 2
+  while (($(date +%s) < end)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  log "timed out waiting for $what"
+  return 1
+}
+
+# mil CMD ARGS...: million:cli on a one-shot node; its JSON line in MIL.
+MIL_SEQ=0
+mil() {
+  MIL_SEQ=$((MIL_SEQ + 1))
+  timeout -k 5 "$(left 600)" erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
+    -sname "milldrv_$$_$MIL_SEQ@localhost" -setcookie "$COOKIE" -pa "$ROOT/tools/erlang/ebin" \
+    -eval 'million:cli()' -extra "$@" --master "$MASTER" \
+    >"$WORK/mil-$MIL_SEQ.out" 2>"$WORK/mil-$MIL_SEQ.err" </dev/null
+  local rc=$?
+  MIL=$(grep '^{' "$WORK/mil-$MIL_SEQ.out" | tail -n1)
+  [[ $rc == 0 && -n $MIL ]] || { log "million $1 failed: $(tail -n2 "$WORK/mil-$MIL_SEQ.err")"; return 1; }
+}
+# The per_node list of a paced answer, space-separated.
+per_node() { sed -n 's/.*"per_node":\[\([^]]*\)\].*/\1/p' <<<"$1" | tr ',' ' '; }
+
+# presence_at_least N FROM_MS: the first sample time >= FROM_MS with count
+# >= N (empty when none yet).
+presence_at() {
+  awk -v n="$1" -v from="$2" '$1 >= from && $2 >= n { print $1; exit }' "$WORK/presence.dat"
+}
+presence_now() { tail -n1 "$WORK/presence.dat" 2>/dev/null | cut -d' ' -f2; }
+
+# snapshot_msgs: MSGS0[i] = client i's count now.
+declare -a MSGS0
+snapshot_msgs() { local i; for ((i = 0; i < NODES; i++)); do MSGS0[$i]=$(msgs_of "$i"); done; }
+# settled TOTAL: the clients' counts grew by TOTAL since the snapshot.
+grown() { echo $(($(sumf msgs $(CLIENT_ERRS)) - MSGS_TOTAL0)); }
+settled() { (($(grown) >= $1)); }
+# lost_by PER_NODE_LIST SKIP: LOST = the sum over nodes (but SKIP) of sent -
+# delivered since the snapshot; EXTRA = the deliveries beyond what was sent.
+lost_by() {
+  local i=0 s d lost=0 skip=${2:--1}
+  EXTRA=0
+  for s in $1; do
+    if ((i != skip)); then
+      d=$(($(msgs_of "$i") - MSGS0[i]))
+      ((d < s)) && lost=$((lost + s - d))
+      ((d > s)) && EXTRA=$((EXTRA + d - s))
+    fi
+    i=$((i + 1))
+  done
+  LOST=$lost
+}
+# expect_per_node PER_NODE_LIST SKIP SECONDS: until each node's client has it.
+all_arrived() {
+  local i=0 s skip=${2:--1}
+  for s in $1; do
+    ((i == skip)) || (($(msgs_of "$i") - MSGS0[i] >= s)) || return 1
+    i=$((i + 1))
+  done
+}
+
+# --- the run -----------------------------------------------------------------------
+
+setup
+log "$STREAMS streams over $NODES C-nodes ($PER each), $RATE msg/s paced; in $WORK"
+epmd -daemon
+FILES0=$(cut -f1 /proc/sys/fs/file-nr)
+TCP0=$(awk '$1 == "TCP:" { print $3 }' /proc/net/sockstat)
+AVAIL0=$(mem_avail_kb)
+AVAIL_START=$AVAIL0
+KERN0=$(kernel_bytes)
+
+# The machine's write floor, while it is quiet.
+FLOOR=$(timeout 60 "$BIN/writefloor" 10000 5 40 1 2>/dev/null | tail -n1)
+US_PER_WRITE=$(jget us_per_write <<<"$FLOOR")
+WRITE_FLOOR_S=$(calc "${US_PER_WRITE:-0} * $STREAMS / 1000000 / $CORES" %.3f)
+put write_floor_us_per_write "${US_PER_WRITE:-null}"
+put write_floor_s "$WRITE_FLOOR_S"
+log "write floor: $US_PER_WRITE us per write, $WRITE_FLOOR_S s for $STREAMS on $CORES cores"
+
+# The master first: the C-nodes connect to it as they come up.
+(exec erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -sname "$MASTER" -setcookie "$COOKIE" \
+   -pa "$ROOT/tools/erlang/ebin" -eval 'million:master_cli()' -extra "$WORK/presence.dat") \
+  >"$WORK/master.log" 2>&1 </dev/null &
+MASTER_PID=$!
+BENCH_PIDS+=("$MASTER_PID")
+wait_for 30 "the master" grep -q 'million master up' "$WORK/master.log" || exit 1
+
+# Kinds: SSE and WebSocket whole nodes, a tenth of the streams each at least.
+N_ID=$(((STREAMS / 10 + PER - 1) / PER))
+((N_ID < 1)) && N_ID=1
+for ((i = 0; i < NODES; i++)); do
+  KIND[$i]=chunked
+  ((i >= 1 && i <= N_ID)) && KIND[$i]=sse
+  ((i > N_ID && i <= 2 * N_ID)) && KIND[$i]=ws
+  UBASE[$i]=$((1 + i * PER))
+  CNT[$i]=$PER
+  ((i == NODES - 1)) && CNT[$i]=$((STREAMS - i * PER))
+  SPORT[$i]=$(free_port) && APORT[$i]=$(free_port) || exit 1
+done
+((2 * N_ID < NODES)) || { log "too few C-nodes for the SSE and WebSocket shares"; exit 1; }
+KILLED=1                                     # an SSE node: its streams resume with ids
+T_NODES=$(now_ms)
+for ((i = 0; i < NODES; i++)); do start_node "$i"; done
+for ((i = 0; i < NODES; i++)); do await_node "$i" || exit 1; done
+log "$NODES C-nodes up in $(($(now_ms) - T_NODES)) ms"
+NODE_PIDS=("${SPID[@]}")
+SRV_KB0=$(rss_sum "${SPID[@]}")
+MASTER_KB0=$(rss_sum "$MASTER_PID")
+KERN0=$(kernel_bytes)
+AVAIL0=$(mem_avail_kb)
+
+# --- 1. connect ----------------------------------------------------------------
+T0=$(now_ms)
+for ((i = 0; i < NODES; i++)); do
+  extra=()
+  ((i == KILLED)) && extra=(--reconnect-lost 200 --reconnect-cap 2000)
+  client "client-$i" "${SPORT[$i]}" "$(src_of 50 "$i")" --proto "${KIND[$i]}" -n "${CNT[$i]}" \
+    --uid-base "${UBASE[$i]}" "${extra[@]}"
+  CPID[$i]=$LAST_CPID
+done
+SAMPLES="$WORK/samples.dat"     # ms streams servers_kB clients_kB kernel_B avail_kB master_kB
+: >"$SAMPLES"
+T_OPEN= UP=0
+end=$(($(date +%s) + $(left $((60 + STREAMS / 2000)))))
+while (($(date +%s) < end)); do
+  sleep 1
+  UP=$(sumf up $(CLIENT_ERRS))
+  printf '%s %s %s %s %s %s %s\n' $(($(now_ms) - T0)) "$UP" "$(rss_sum "${SPID[@]}")" \
+    "$(rss_sum $(client_pids "${CPID[@]}"))" "$(kernel_bytes)" "$(mem_avail_kb)" "$(rss_sum "$MASTER_PID")" >>"$SAMPLES"
+  ((UP >= STREAMS)) && { T_OPEN=$(tail -n1 "$SAMPLES" | cut -d' ' -f1); break; }
+  for ((i = 0; i < NODES; i++)); do
+    alive "${SPID[$i]}" || { log "C-node $i died during the connect"; break 2; }
+  done
+done
+OPEN_MAX=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$SAMPLES")
+# The servers' own count, the exact figure.
+SRV_OPEN=0
+for ((i = 0; i < NODES; i++)); do SRV_OPEN=$((SRV_OPEN + $(stats_of "$i" | jget streams_open))); done
+((SRV_OPEN > OPEN_MAX)) && OPEN_MAX=$SRV_OPEN
+put streams_open_max "$OPEN_MAX"
+put streams_target "$STREAMS"
+put c_nodes "$NODES"
+if [[ -n $T_OPEN ]]; then
+  CONNECT_S=$(calc "$T_OPEN / 1000" %.1f)
+  put connect_s "$CONNECT_S"
+  log "all $STREAMS open in $CONNECT_S s (clients' count, 1 s samples; servers count $SRV_OPEN)"
+else
+  CONNECT_S=
+  put connect_s null
+  log "not all open: $OPEN_MAX of $STREAMS; $(tail -n3 "$WORK"/client-0.err | tr '\n' ' ')"
+  failed_free=$(free -m | awk '/Mem:/ { print $7 }')
+  log "machine: MemAvailable $failed_free MiB, $(cat /proc/net/sockstat | grep TCP)"
+fi
+check "all open" $((OPEN_MAX == STREAMS)) "$OPEN_MAX of $STREAMS streams open at once (servers' streams_open $SRV_OPEN), in ${CONNECT_S:-never} s"
+((OPEN_MAX == STREAMS)) || { log "stopping: the streams did not all open"; }
+
+# --- 2. presence -----------------------------------------------------------------
+wait_for 120 "the master to know every uid" eval '[[ $(presence_now) -ge $OPEN_MAX ]]'
+T_PRES=$(presence_at "$OPEN_MAX" "$T0")
+if [[ -n $T_PRES ]]; then
+  PRESENCE_S=$(calc "($T_PRES - $T0) / 1000" %.2f)
+  PRES_AFTER=$(calc "($T_PRES - $T0 - ${T_OPEN:-0}) / 1000" %.2f)
+else PRESENCE_S=null PRES_AFTER=null; fi
+put presence_s "$PRESENCE_S"
+put presence_after_open_s "$PRES_AFTER"
+check "presence" $([[ -n $T_PRES ]] && echo 1 || echo 0) "the master knew all $STREAMS uids $PRESENCE_S s after the first connect ($PRES_AFTER s after all were open; count $(presence_now))"
+
+# --- 3. memory at the peak ----------------------------------------------------------
+SRV_KB=$(rss_sum "${SPID[@]}")
+CLI_KB=$(rss_sum $(client_pids "${CPID[@]}"))
+MASTER_KB=$(rss_sum "$MASTER_PID")
+KERN=$(kernel_bytes)
+AVAIL=$(mem_avail_kb)
+N=$((OPEN_MAX > 0 ? OPEN_MAX : 1))
+SRV_MARG=$(((SRV_KB - SRV_KB0) * 1024 / N))
+SRV_ALL=$((SRV_KB * 1024 / N))
+KERN_SOCK=$(((KERN - KERN0) / (2 * N)))
+CLI_PER=$((CLI_KB * 1024 / N))
+MASTER_PER=$(((MASTER_KB - MASTER_KB0) * 1024 / N))
+MACHINE_PER=$(((AVAIL0 - AVAIL) * 1024 / N))
+put server_private_bytes_per_stream "$SRV_MARG"
+put server_private_bytes_per_stream_with_fixed "$SRV_ALL"
+put server_fixed_bytes_per_process $((SRV_KB0 * 1024 / NODES))
+put kernel_bytes_per_socket "$KERN_SOCK"
+put client_bytes_per_stream "$CLI_PER"
+put master_bytes_per_uid "$MASTER_PER"
+put machine_bytes_per_connection "$MACHINE_PER"
+log "memory at $N: servers $SRV_MARG B/stream ($SRV_ALL with fixed costs), kernel $KERN_SOCK B/socket," \
+    "client $CLI_PER B/stream, master $MASTER_PER B/uid, machine $MACHINE_PER B/connection"
+
+# --- 4. paced sends, stamped -------------------------------------------------------
+MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
+snapshot_msgs
+log "paced: $RATE msg/s for $PACED_S s through httpdcnode:send/2"
+if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$PER" --stamp 1; then
+  PN=$(per_node "$MIL")
+  SENT=$(jget sent <<<"$MIL")
+  wait_for 30 "the paced messages" all_arrived "$PN"
+  sleep 1.2                                   # one more progress line each
+  lost_by "$PN"; PACED_LOST=$LOST
+  PACED_P50=$(maxf p50 $(CLIENT_ERRS))
+  PACED_P99=$(maxf p99 $(CLIENT_ERRS))
+  PACED_MAX=$(maxf max $(CLIENT_ERRS))
+  PACED_RATE=$(calc "$SENT * 1000000 / $(jget elapsed_us <<<"$MIL")" %.0f)
+else SENT=0 PACED_LOST=null PACED_P50=null PACED_P99=null PACED_MAX=null PACED_RATE=0; fi
+put paced_sent "$SENT"
+put paced_rate_per_s "$PACED_RATE"
+put paced_lost "$PACED_LOST"
+put paced_p50_us "$PACED_P50"
+put paced_p99_us "$PACED_P99"
+put paced_max_us "$PACED_MAX"
+check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us (p50/p99: the worst client process's, an upper bound of all)"
+
+# --- 5. multicast_sync -----------------------------------------------------------------
+MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
+log "multicast_sync to $MCAST random uids"
+if mil multicast --count "$MCAST" --uids "$STREAMS"; then
+  MT0=$(jget t0_ms <<<"$MIL")
+  WRITTEN=$(jget written <<<"$MIL")
+  REPLY_S=$(calc "$(jget reply_us <<<"$MIL") / 1000000" %.3f)
+  wait_for 30 "the multicast at $MCAST streams" settled "$MCAST"
+  sleep 1.2
+  GOT=$(grown)
+  MLAST=$(maxf last_msg_ms $(CLIENT_ERRS))
+  MCAST_LAST=$(calc "($MLAST - $MT0) / 1000" %.3f)
+else WRITTEN=0 REPLY_S=null GOT=0 MCAST_LAST=null; fi
+put multicast_uids "$MCAST"
+put multicast_written "$WRITTEN"
+put multicast_delivered "$GOT"
+put multicast_reply_s "$REPLY_S"
+put multicast_last_delivery_s "$MCAST_LAST"
+check "multicast_sync" $((WRITTEN == MCAST && GOT == MCAST)) "$MCAST uids: the reply after $REPLY_S s said $WRITTEN written; $GOT delivered, the last $MCAST_LAST s after the call"
+
+# --- 6. broadcast ------------------------------------------------------------------------
+MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
+log "broadcast to all"
+if mil broadcast; then
+  BT0=$(jget t0_ms <<<"$MIL")
+  wait_for 120 "the broadcast at every stream" settled "$OPEN_MAX"
+  sleep 1.2
+  BGOT=$(grown)
+  BLAST=$(maxf last_msg_ms $(CLIENT_ERRS))
+  BCAST_S=$(calc "($BLAST - $BT0) / 1000" %.3f)
+else BGOT=0 BCAST_S=null; fi
+put broadcast_delivered "$BGOT"
+put broadcast_last_delivery_s "$BCAST_S"
+RATIO=$(calc "$BCAST_S / ($WRITE_FLOOR_S > 0 ? $WRITE_FLOOR_S : 1)" %.2f)
+put broadcast_vs_write_floor "$RATIO"
+check "broadcast" $((BGOT == OPEN_MAX)) "$BGOT of $OPEN_MAX delivered, the last $BCAST_S s after the call; write floor $WRITE_FLOOR_S s ($US_PER_WRITE us x $STREAMS / $CORES cores): $RATIO x"
+
+# --- 7. churn under paced sends ---------------------------------------------------------
+CHURNERS=()
+n_ch=0
+for ((i = 0; i < NODES && n_ch < 10; i++)); do
+  [[ ${KIND[$i]} == chunked ]] && { CHURNERS+=("$i"); n_ch=$((n_ch + 1)); }
+done
+CH_RATE=$(((CHURN + n_ch - 1) / n_ch))
+CH_ERRS=()
+for j in "${!CHURNERS[@]}"; do
+  i=${CHURNERS[$j]}
+  client "churn-$j" "${SPORT[$i]}" "$(src_of 51 "$j")" -n "$CHURN_CONNS" \
+    --uid-base $((STREAMS + 1 + j * CHURN_CONNS)) --churn "$CH_RATE" --churn-reset 50
+  CH_PID[$j]=$LAST_CPID
+  CH_ERRS+=("$WORK/churn-$j.err")
+done
+wait_for 60 "the churning streams" eval '(($(sumf welcomed "${CH_ERRS[@]}") >= n_ch * CHURN_CONNS))'
+MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
+snapshot_msgs
+CH_C0=$(sumf welcomed "${CH_ERRS[@]}")
+log "churn: $((CH_RATE * n_ch))/s over $n_ch clients x $CHURN_CONNS streams, $RATE msg/s for $CHURN_S s"
+TC0=$(now_ms)
+if mil paced --rate "$RATE" --seconds "$CHURN_S" --uids "$STREAMS" --per-node "$PER"; then
+  TC1=$(now_ms)
+  CH_C1=$(sumf welcomed "${CH_ERRS[@]}")
+  PN=$(per_node "$MIL")
+  CSENT=$(jget sent <<<"$MIL")
+  wait_for 30 "the messages sent during the churn" all_arrived "$PN"
+  sleep 1.2
+  lost_by "$PN"; CHURN_LOST=$LOST
+else CSENT=0 CHURN_LOST=null TC1=$(now_ms) CH_C1=$CH_C0; fi
+stop_all() {
+  local p
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "$@"; do wait_exit "$p" "$(left 60)" || end_pid "$p" 5; done
+}
+stop_all "${CH_PID[@]}"
+CH_CLOSED=0 CH_RESET=0 CH_FAILED=0
+for j in "${!CHURNERS[@]}"; do
+  v=$(jget churn_closed <"$WORK/churn-$j.json"); CH_CLOSED=$((CH_CLOSED + ${v:-0}))
+  v=$(jget churn_reset <"$WORK/churn-$j.json"); CH_RESET=$((CH_RESET + ${v:-0}))
+  v=$(jget failed <"$WORK/churn-$j.json"); CH_FAILED=$((CH_FAILED + ${v:-0}))
+done
+CH_CONN_RATE=$(calc "($CH_C1 - $CH_C0) * 1000 / ($TC1 - $TC0)" %.0f)
+put churn_sent "$CSENT"
+put churn_lost "$CHURN_LOST"
+put churn_connects_per_s "$CH_CONN_RATE"
+put churn_disconnects "$CH_CLOSED"
+put churn_resets "$CH_RESET"
+check "churn" $([[ $CHURN_LOST == 0 && $CSENT -gt 0 ]] && echo 1 || echo 0) "$CSENT sent to the $STREAMS streams that stayed, lost $CHURN_LOST (extra $EXTRA); churn: $CH_CLOSED disconnects ($CH_RESET resets), $CH_CONN_RATE connects/s over the sends, failed $CH_FAILED"
+# The churn uids leave the presence table: back to the million.
+wait_for 60 "presence back to $STREAMS" eval '[[ $(presence_now) == "$STREAMS" ]]'
+
+# --- 8. a C-node killed and restarted under paced sends ----------------------------------
+MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
+snapshot_msgs
+KE="$WORK/client-$KILLED.err"
+log "kill: C-node $KILLED (${KIND[$KILLED]}, ${CNT[$KILLED]} streams) under $RATE msg/s for $KILL_S s"
+KSEQ=$((MIL_SEQ + 1))
+mil paced --rate "$RATE" --seconds "$KILL_S" --uids "$STREAMS" --per-node "$PER" &
+MIL_BG=$!
+MIL_SEQ=$KSEQ
+BENCH_PIDS+=("$MIL_BG")
+sleep 3
+{ kill -KILL "${SPID[$KILLED]}"; wait_exit "${SPID[$KILLED]}" 10; } 2>/dev/null
+TK=$(now_ms)
+start_node "$KILLED"
+await_node "$KILLED"
+TR=$(now_ms)
+back() { [[ $(stats_of "$KILLED" | jget streams_open) == "${CNT[$KILLED]}" ]]; }
+wait_for 60 "the killed node's streams back" back
+TB=$(now_ms)
+wait_for 30 "presence right again" eval '[[ -n $(presence_at "$STREAMS" "$TB") ]]'
+TP=$(presence_at "$STREAMS" "$TB")
+wait "$MIL_BG"
+forget "$MIL_BG"
+MIL=$(grep '^{' "$WORK/mil-$KSEQ.out" | tail -n1)
+PN=$(per_node "$MIL")
+KSENT=$(jget sent <<<"$MIL")
+wait_for 30 "the other nodes' messages" all_arrived "$PN" "$KILLED"
+sleep 1.2
+lost_by "$PN" "$KILLED"; KILL_LOST=$LOST
+BACK_S=$(calc "($TB - $TR) / 1000" %.2f)
+PRES_LAG=$([[ -n $TP ]] && calc "($TP - $TB) / 1000" %.2f || echo null)
+put node_kill_sent "$KSENT"
+put node_kill_lost "$KILL_LOST"
+put node_kill_restart_ms $((TR - TK))
+put node_kill_back_s "$BACK_S"
+put node_kill_presence_after_back_s "$PRES_LAG"
+check "node kill: others" $([[ $KILL_LOST == 0 && ${KSENT:-0} -gt 0 ]] && echo 1 || echo 0) "$KSENT sent, the other nodes' streams lost $KILL_LOST (extra $EXTRA)"
+check "node kill: back" $(((TB - TR) < 60000)) "${CNT[$KILLED]} streams back $BACK_S s after the restart ($((TR - TK)) ms after the kill)"
+ok=0
+[[ $PRES_LAG != null ]] && (($(calc "$PRES_LAG <= 1" %.0f))) && ok=1
+check "node kill: presence" $ok "the master knew all $STREAMS uids again $PRES_LAG s after the node's streams were back"
+
+# --- the end: every process, then the machine ----------------------------------------------
+STATS_KILLED=$(stats_of "$KILLED")
+log "ending the clients"
+stop_all "${CPID[@]}"
+GAPS=$(jget gaps <"$WORK/client-$KILLED.json")
+GAPS=${GAPS:-0}
+IDERR=0
+for ((i = 0; i < NODES; i++)); do v=$(jget id_errors <"$WORK/client-$i.json"); IDERR=$((IDERR + ${v:-0})); done
+put node_kill_gaps "$GAPS"
+put id_errors "$IDERR"
+check "node kill: gaps" $((GAPS == CNT[KILLED])) "$GAPS of ${CNT[$KILLED]} resumed streams told of a gap (replay_gaps $(jget replay_gaps <<<"$STATS_KILLED"))"
+check "id errors" $((IDERR == 0)) "$IDERR over the SSE and WebSocket streams"
+stop_all "${SPID[@]}"
+end_pid "$MASTER_PID" 10
+# Ours: connected sockets from the clients' addresses (TIME_WAIT aside).
+ours() { ss -Htn state connected '( src 127.50.0.0/16 or src 127.51.0.0/16 )' 2>/dev/null | grep -vc TIME-WAIT; }
+wait_for 60 "the sockets closed" eval '(($(ours) == 0))'
+FILES1=$(cut -f1 /proc/sys/fs/file-nr)
+TCP1=$(awk '$1 == "TCP:" { print $3 }' /proc/net/sockstat)
+AVAIL1=$(mem_avail_kb)
+OURS1=$(ours)
+ok=0
+((OURS1 == 0 && AVAIL1 * 100 >= AVAIL_START * 95)) && ok=1
+check "machine back" $ok "every process ended by pid; $OURS1 of the bench's sockets left (TIME_WAIT aside); MemAvailable $((AVAIL_START / 1024)) MiB at the start, $((AVAIL1 / 1024)) at the end; machine-wide TCP in use $TCP0, $TCP1; open files $FILES0, $FILES1"
+restore_sysctls
+
+# --- targets (issue 17) -----------------------------------------------------------------------
+target "a million open" $((OPEN_MAX >= 1000000)) "$OPEN_MAX open at once"
+target "connect <= 120 s" $([[ -n $CONNECT_S ]] && (($(calc "$CONNECT_S <= 120" %.0f))) && echo 1 || echo 0) "${CONNECT_S:-never} s"
+target "server <= 300 B/stream" $((SRV_MARG <= 300)) "$SRV_MARG B ($SRV_ALL with fixed costs)"
+target "paced p99 <= 10 ms" $([[ $PACED_P99 != null ]] && ((PACED_P99 <= 10000)) && echo 1 || echo 0) "$PACED_P99 us"
+target "broadcast <= 1.5 x floor" $([[ $BCAST_S != null ]] && (($(calc "$RATIO <= 1.5" %.0f))) && echo 1 || echo 0) "$BCAST_S s against $WRITE_FLOOR_S s"
+
+# --- plots and report ----------------------------------------------------------------------
+awk -v s0="$SRV_KB0" -v k0="$KERN0" -v a0="$AVAIL0" '$2 >= 10000 {
+    printf "%d %.0f %.0f %.0f %.0f %.0f\n", $2, ($3 - s0) * 1024 / $2, $3 * 1024 / $2,
+      ($5 - k0) / (2 * $2), $4 * 1024 / $2, (a0 - $6) * 1024 / $2 }' "$SAMPLES" >"$WORK/memory.dat"
+awk 'NR > 1 { dt = ($1 - t) / 1000; if (dt > 0) printf "%.1f %d %.0f\n", $1 / 1000, $2, ($2 - n) / dt }
+     { t = $1; n = $2 }' "$SAMPLES" >"$WORK/connect.dat"
+gnuplot >"$WORK/gnuplot.err" 2>&1 <<EOF
+set terminal pngcairo size 900,500
+set output '$WORK/connect.png'
+set title 'bench-million: connect ($NODES C-nodes, $STREAMS streams)'
+set xlabel 'seconds since the first connect'
+set ylabel 'streams open'
+set y2label 'connects per second'
+set ytics nomirror
+set y2tics
+set key left top
+plot '$WORK/connect.dat' using 1:2 with lines lw 2 title 'open', \
+     '' using 1:3 axes x1y2 with lines title 'rate (per s)'
+set output '$WORK/memory.png'
+set title 'bench-million: bytes per stream as the streams open'
+set xlabel 'streams open'
+set ylabel 'bytes'
+set y2label ''
+unset y2tics
+set logscale x
+set key outside right
+plot '$WORK/memory.dat' using 1:2 with lines lw 2 title 'servers RssAnon (growth)', \
+     '' using 1:3 with lines title 'servers RssAnon (with fixed)', \
+     '' using 1:4 with lines lw 2 title 'kernel per socket', \
+     '' using 1:5 with lines title 'client per stream', \
+     '' using 1:6 with lines lw 2 title 'machine per connection'
+EOF
+
+{
+  printf '{'
+  awk 'NR > 1 { printf "," } { v = $2; if (v !~ /^-?[0-9.]+$/ && v != "null") v = "\"" v "\""; printf "\"%s\":%s", $1, v }' "$RESULT"
+  printf ',"cores":%s,"took_s":%s}\n' "$CORES" $(($(date +%s) - START))
+} >"$WORK/result.json"
+
+{
+  echo "# bench-million, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null), $CORES cores, $(($(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo) / 1048576)) GiB," \
+       "kernel $(uname -r); load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; took $(($(date +%s) - START)) s"
+  echo
+  echo "\`MILLION_STREAMS=$STREAMS MILLION_PER_NODE=$PER_MAX MILLION_RATE=$RATE MILLION_PACED_S=$PACED_S" \
+       "MILLION_MCAST=$MCAST MILLION_CHURN=$CHURN MILLION_CHURN_S=$CHURN_S MILLION_KILL_S=$KILL_S scripts/bench-million.sh\`"
+  echo
+  echo "$NODES C-nodes × $PER streams (--history-bytes $HISTORY_BYTES --heartbeat 0 --keepalive 0)," \
+       "SSE nodes 1..$N_ID, WebSocket nodes $((N_ID + 1))..$((2 * N_ID)), the rest chunked; one client process each."
+  echo
+  echo "## Set-up"
+  echo
+  sed 's/^/- /' "$WORK/setup.txt"
+  echo
+  echo "## Checks and targets"
+  echo
+  sed 's/^/- /' "$CHECKS"
+  echo
+  echo "## Figures (result.json)"
+  echo
+  echo '| name | value |'
+  echo '| --- | ---: |'
+  awk '{ printf "| %s | %s |\n", $1, $2 }' "$RESULT"
+} >"$WORK/report.md"
+cat "$WORK/report.md" | sed -n '/## Figures/,$p'
+echo "bench-million: report in $WORK/report.md, took $(($(date +%s) - START)) s"
+p=$(grep -c '^PASS' "$CHECKS")
+f=$(grep -c '^FAIL' "$CHECKS")
+echo "bench-million: $p passed, $f failed"
+((f == 0))
