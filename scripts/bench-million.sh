@@ -256,6 +256,8 @@ rss_sum() {
 # The load client's processes: each coordinator and its workers.
 client_pids() { local p; for p in "$@"; do echo "$p"; children_of "$p"; done; }
 mem_avail_kb() { awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo; }
+# MemFree: what the machine gave out, reclaimable slab included.
+mem_free_kb() { awk '$1 == "MemFree:" { print $2 }' /proc/meminfo; }
 
 # wait_for SECONDS WHAT CMD...: until CMD succeeds (bounded).
 wait_for() {
@@ -370,7 +372,7 @@ NODE_PIDS=("${SPID[@]}")
 SRV_KB0=$(rss_sum "${SPID[@]}")
 MASTER_KB0=$(rss_sum "$MASTER_PID")
 KERN0=$(kernel_bytes)
-AVAIL0=$(mem_avail_kb)
+AVAIL0=$(mem_free_kb)
 
 # --- 1. connect ----------------------------------------------------------------
 T0=$(now_ms)
@@ -381,7 +383,7 @@ for ((i = 0; i < NODES; i++)); do
     --uid-base "${UBASE[$i]}" "${extra[@]}"
   CPID[$i]=$LAST_CPID
 done
-SAMPLES="$WORK/samples.dat"     # ms streams servers_kB clients_kB kernel_B avail_kB master_kB
+SAMPLES="$WORK/samples.dat"     # ms streams servers_kB clients_kB kernel_B memfree_kB master_kB
 : >"$SAMPLES"
 T_OPEN= UP=0
 end=$(($(date +%s) + $(left $((60 + STREAMS / 2000)))))
@@ -389,7 +391,7 @@ while (($(date +%s) < end)); do
   sleep 1
   UP=$(sumf up $(CLIENT_ERRS))
   printf '%s %s %s %s %s %s %s\n' $(($(now_ms) - T0)) "$UP" "$(rss_sum "${SPID[@]}")" \
-    "$(rss_sum $(client_pids "${CPID[@]}"))" "$(kernel_bytes)" "$(mem_avail_kb)" "$(rss_sum "$MASTER_PID")" >>"$SAMPLES"
+    "$(rss_sum $(client_pids "${CPID[@]}"))" "$(kernel_bytes)" "$(mem_free_kb)" "$(rss_sum "$MASTER_PID")" >>"$SAMPLES"
   ((UP >= STREAMS)) && { T_OPEN=$(tail -n1 "$SAMPLES" | cut -d' ' -f1); break; }
   for ((i = 0; i < NODES; i++)); do
     alive "${SPID[$i]}" || { log "C-node $i died during the connect"; break 2; }
@@ -433,7 +435,7 @@ SRV_KB=$(rss_sum "${SPID[@]}")
 CLI_KB=$(rss_sum $(client_pids "${CPID[@]}"))
 MASTER_KB=$(rss_sum "$MASTER_PID")
 KERN=$(kernel_bytes)
-AVAIL=$(mem_avail_kb)
+AVAIL=$(mem_free_kb)
 N=$((OPEN_MAX > 0 ? OPEN_MAX : 1))
 SRV_MARG=$(((SRV_KB - SRV_KB0) * 1024 / N))
 SRV_ALL=$((SRV_KB * 1024 / N))
@@ -663,7 +665,7 @@ set ylabel 'bytes'
 set y2label ''
 unset y2tics
 set logscale x
-set key outside right
+set key top right
 plot '$WORK/memory.dat' using 1:2 with lines lw 2 title 'servers RssAnon (growth)', \
      '' using 1:3 with lines title 'servers RssAnon (with fixed)', \
      '' using 1:4 with lines lw 2 title 'kernel per socket', \

@@ -2,8 +2,8 @@
 # Runs every test, once everything is built (`make test` calls it from the
 # repository root): each cmocka binary build/tests/test_*, then every EUnit
 # module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
-# `make bench` (scripts/bench.sh --smoke), a 60-s `make soak` and a small
-# `make storm`.
+# `make bench` (scripts/bench.sh --smoke), a 60-s `make soak`, a small
+# `make storm` and a small `make bench-million`.
 # Ends with one line "tests: N passed, M failed"; exits non-zero when a test
 # failed or a runner crashed or ran out of time.
 #   UNIT_TIMEOUT  seconds for one cmocka binary (default 120)
@@ -20,6 +20,7 @@
 #   BENCH_SMOKE   0: no bench smoke
 #   SOAK          0: no soak
 #   STORM         0: no reconnect storm
+#   MILLION       0: no small bench-million
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -196,6 +197,26 @@ STORM_STREAMS=2000 STORM_RATE=200 STORM_WARM=3 STORM_AFTER=3 STORM_CAP=5000 STOR
 line=$(grep -E '^storm: [0-9]+ passed, [0-9]+ failed$' "$work/storm.out" | tail -n1)
 if [[ -z $line ]]; then
   echo "run-tests: storm ended without a result"
+  failed=$((failed + 1))
+else
+  read -r _ p _ f _ <<<"$line"
+  passed=$((passed + p))
+  failed=$((failed + f))
+fi
+fi
+
+# --- bench-million, 3 C-nodes x 2,000 streams (make bench-million: a million) ---
+# Every phase at small scale: connect, presence, memory, paced sends, multicast,
+# broadcast, churn, a C-node killed and restarted. Report in
+# build/bench-million/test/report.md.
+if [[ ${MILLION:-1} != 0 ]]; then
+echo "== bench-million (6,000 streams)"
+MILLION_STREAMS=6000 MILLION_PER_NODE=2000 MILLION_RATE=500 MILLION_PACED_S=5 MILLION_MCAST=1000 \
+  MILLION_CHURN=100 MILLION_CHURN_S=5 MILLION_KILL_S=8 MILLION_DIR="$PWD/build/bench-million/test" \
+  timeout --kill-after=10 150 scripts/bench-million.sh </dev/null 2>&1 | tee "$work/million.out"
+line=$(grep -E '^bench-million: [0-9]+ passed, [0-9]+ failed$' "$work/million.out" | tail -n1)
+if [[ -z $line ]]; then
+  echo "run-tests: bench-million ended without a result"
   failed=$((failed + 1))
 else
   read -r _ p _ f _ <<<"$line"
