@@ -90,7 +90,9 @@ pct() { isnum "${1:-}" && echo "$1 %" || echo "n/a"; }
 # --- the report -------------------------------------------------------------------------
 
 write_report() {
-  local f=$1 r
+  local f=$1 r keep
+  # The section scripts/bench-million.sh writes is its own: kept as it is.
+  keep=$(sed -n '/^<!-- bench-million -->$/,/^<!-- \/bench-million -->$/p' "$f" 2>/dev/null)
   local blast_ratio paced_ratio mc_rate bc_rate mc_ack_rate bc_ack_rate loss_total kslope
   blast_ratio=$(get blast_ratio)
   paced_ratio=$(get paced_ratio)
@@ -425,5 +427,6 @@ What each change bought, and the command that shows it:
 - **Copy once**: a message is decoded from the Erlang buffer straight into the hand-off
   ring and written to the sockets from there.
 EOF
+    if [[ -n $keep ]]; then printf '\n%s\n' "$keep"; fi
   } >"$f"
 }
