@@ -160,6 +160,13 @@ setup() {
   (($(sysv net.core.somaxconn) >= 4096)) || raise net.core.somaxconn 4096 "connect bursts of thousands"
   (($(sysv net.ipv4.tcp_max_syn_backlog) >= 4096)) ||
     raise net.ipv4.tcp_max_syn_backlog 4096 "connect bursts of thousands"
+  # A broadcast leaves a message queued on every socket for a moment: pages
+  # from tcp_mem, one each at worst.
+  local m0 m1 m2
+  read -r m0 m1 m2 < <(sysv net.ipv4.tcp_mem)
+  ((m2 >= 2 * STREAMS)) ||
+    raise net.ipv4.tcp_mem "$m0 $((m1 > STREAMS ? m1 : STREAMS)) $((2 * STREAMS))" \
+      "a message queued on each of $STREAMS sockets at once must not meet the limit"
   # Conntrack counts only when a rule makes it track: then its table caps
   # the connections (both directions of one are one entry).
   if [[ -r /proc/sys/net/netfilter/nf_conntrack_count ]]; then
@@ -325,6 +332,21 @@ all_arrived() {
   done
 }
 
+# unique_port: UPORT = a port free now and not given to another node of this
+# run (not in a subshell: TAKEN must grow).
+TAKEN=" "
+unique_port() {
+  local p try
+  for try in 1 2 3 4 5; do
+    p=$(free_port) || return 1
+    [[ $TAKEN == *" $p "* ]] && continue
+    TAKEN+="$p "
+    UPORT=$p
+    return 0
+  done
+  return 1
+}
+
 # --- the run -----------------------------------------------------------------------
 
 setup
@@ -362,7 +384,7 @@ for ((i = 0; i < NODES; i++)); do
   UBASE[$i]=$((1 + i * PER))
   CNT[$i]=$PER
   ((i == NODES - 1)) && CNT[$i]=$((STREAMS - i * PER))
-  SPORT[$i]=$(free_port) && APORT[$i]=$(free_port) || exit 1
+  unique_port && SPORT[$i]=$UPORT && unique_port && APORT[$i]=$UPORT || exit 1
 done
 ((2 * N_ID < NODES)) || { log "too few C-nodes for the SSE and WebSocket shares"; exit 1; }
 KILLED=1                                     # an SSE node: its streams resume with ids
