@@ -408,7 +408,7 @@ for ((i = 0; i < NODES; i++)); do
   CPID[$i]=$LAST_CPID
 done
 SAMPLES="$WORK/samples.dat"     # ms streams servers_kB clients_kB kernel_B memfree_kB master_kB
-: >"$SAMPLES"
+printf '0 0 %s 0 %s %s %s\n' "$SRV_KB0" "$KERN0" "$AVAIL0" "$MASTER_KB0" >"$SAMPLES"
 T_OPEN= UP=0
 end=$(($(date +%s) + $(left $((60 + STREAMS / 2000)))))
 while (($(date +%s) < end)); do
@@ -679,6 +679,8 @@ set ylabel 'streams open'
 set y2label 'connects per second'
 set ytics nomirror
 set y2tics
+set yrange [0:*]
+set y2range [0:*]
 set key left top
 plot '$WORK/connect.dat' using 1:2 with lines lw 2 title 'open', \
      '' using 1:3 axes x1y2 with lines title 'rate (per s)'
@@ -688,6 +690,7 @@ set xlabel 'streams open'
 set ylabel 'bytes'
 set y2label ''
 unset y2tics
+set autoscale y
 set logscale x
 set key top right
 plot '$WORK/memory.dat' using 1:2 with lines lw 2 title 'servers RssAnon (growth)', \
