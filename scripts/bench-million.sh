@@ -668,7 +668,7 @@ target "broadcast <= 1.5 x floor" $([[ $BCAST_S != null ]] && (($(calc "$RATIO <
 awk -v s0="$SRV_KB0" -v k0="$KERN0" -v a0="$AVAIL0" '$2 >= 10000 {
     printf "%d %.0f %.0f %.0f %.0f %.0f\n", $2, ($3 - s0) * 1024 / $2, $3 * 1024 / $2,
       ($5 - k0) / (2 * $2), $4 * 1024 / $2, (a0 - $6) * 1024 / $2 }' "$SAMPLES" >"$WORK/memory.dat"
-awk 'NR > 1 { dt = ($1 - t) / 1000; if (dt > 0) printf "%.1f %d %.0f\n", $1 / 1000, $2, ($2 - n) / dt }
+awk 'NR == 1 { printf "%.1f %d 0\n", $1 / 1000, $2 } NR > 1 { dt = ($1 - t) / 1000; if (dt > 0) printf "%.1f %d %.0f\n", $1 / 1000, $2, ($2 - n) / dt }
      { t = $1; n = $2 }' "$SAMPLES" >"$WORK/connect.dat"
 gnuplot >"$WORK/gnuplot.err" 2>&1 <<EOF
 set terminal pngcairo size 900,500
