@@ -428,7 +428,7 @@ done
 OPEN_MAX=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$SAMPLES")
 # The servers' own count, the exact figure.
 SRV_OPEN=0
-for ((i = 0; i < NODES; i++)); do SRV_OPEN=$((SRV_OPEN + $(stats_of "$i" | jget streams_open))); done
+for ((i = 0; i < NODES; i++)); do v=$(stats_of "$i" | jget streams_open); SRV_OPEN=$((SRV_OPEN + ${v:-0})); done
 ((SRV_OPEN > OPEN_MAX)) && OPEN_MAX=$SRV_OPEN
 put streams_open_max "$OPEN_MAX"
 put streams_target "$STREAMS"
