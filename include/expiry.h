@@ -14,8 +14,10 @@
 
 struct stream;
 
-/* enabled 0: nothing is ever tracked (--no-token-expiry). */
-int expiry_init(struct event_base *base, int enabled);
+/* enabled 0: nothing is ever tracked (--no-token-expiry). A stream whose
+ * token expired is given to end (stream_end_why, with END_EXPIRED): passed
+ * in, so that the stream and its expiry do not call each other. */
+int expiry_init(struct event_base *base, int enabled, void (*end)(struct stream *s, uint8_t why));
 void expiry_free(void);
 
 /* The token exp (Unix seconds) of the stream the request being served

@@ -14,16 +14,9 @@
 #include <event2/event.h>
 #include <stdint.h>
 
-struct evhttp_request;
-struct stream;
-
-void poll_init(uint32_t timeout_s, uint32_t max_answer_bytes);
-
-/* -1, with nothing sent, when no descriptor or memory is left (503). */
-int poll_start(struct evhttp_request *req, uint32_t uid);
-
-/* A message for a waiting poll (batch.c): its answer, then its end. 1 when
- * it took the message, 0 when it had answered already. */
-int poll_answer(struct stream *s, const char *data, uint32_t len, uint32_t seq);
+/* Registers GET /poll/uid (its start: -1, with nothing sent, when no
+ * descriptor or memory is left: 503) and the poll's transport_ops: a
+ * message for a waiting poll is its answer, then its end (deliver). */
+int poll_init(uint32_t timeout_s, uint32_t max_answer_bytes);
 
 #endif

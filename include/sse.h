@@ -9,15 +9,9 @@
 #include <event2/event.h>
 #include <stdint.h>
 
-struct evhttp_request;
-
-struct stream;
-
-/* The comment line an SSE stream gets at each heartbeat (heartbeat.c). */
-void sse_heartbeat(struct stream *s);
-
-/* Starts the SSE stream of uid; -1, with nothing sent, when no descriptor
- * or memory is left: the caller answers 503. */
-int sse_start(struct evhttp_request *req, uint32_t uid);
+/* Registers GET /sse/uid (its start: -1, with nothing sent, when no
+ * descriptor or memory is left, and the front door answers 503) and the
+ * SSE heartbeat, a comment line. */
+int sse_init(void);
 
 #endif

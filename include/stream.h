@@ -94,12 +94,8 @@ int stream_import(struct stream *s);
  * be sent, or the stream was ABANDONED): it closes and is freed later. */
 void stream_release(struct stream *s, int client_left);
 
-/* For transports that import with a timeout: the stream was idle (no
- * event on its socket) that long. One handler per framing. */
-typedef void (*stream_idle_fn)(struct stream *s);
-void stream_on_idle(uint8_t framing, stream_idle_fn fn);
-
-/* stream_import, with an idle timeout (see stream_on_idle). */
+/* stream_import, with an idle timeout: the framing's transport_ops idle
+ * is called when no event came on its socket for that long. */
 int stream_import_idle(struct stream *s, const struct timeval *idle);
 
 /* The stream has nothing more to say: closed once what it wrote (or

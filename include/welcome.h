@@ -4,13 +4,9 @@
 #ifndef HTTPDCNODE_WELCOME_H
 #define HTTPDCNODE_WELCOME_H
 
-#include <stdint.h>
-
-struct evhttp_request;
-
-/* Starts the reply to GET /test/uid with a new stream, already in the uid
- * table. -1, with nothing sent, when no descriptor or memory is left for
- * one: the caller answers 503. */
-int welcome_start(struct evhttp_request *req, uint32_t uid);
+/* Registers GET /test/uid: its start replies with a new stream, already
+ * in the uid table, or -1, with nothing sent, when no descriptor or
+ * memory is left for one (the front door answers 503). */
+int welcome_init(void);
 
 #endif

@@ -13,14 +13,10 @@
 struct evhttp_request;
 struct options;
 
-/* The options WebSocket handshakes follow (--allow-origin); the pings
- * are heartbeat.c's. */
+/* The options WebSocket handshakes follow (--allow-origin); registers
+ * GET /ws/uid and the WebSocket's transport_ops (its client's frames,
+ * read by ws_reader.c; a ping at each heartbeat). */
 int ws_init(const struct options *opts);
 void ws_free(void);
-
-/* Starts the WebSocket of uid, or refuses the handshake (answered and
- * counted here); -1, with nothing sent, when no descriptor or memory is
- * left: the caller answers 503. */
-int ws_start(struct evhttp_request *req, uint32_t uid);
 
 #endif

@@ -7,7 +7,7 @@
 #include "latency_probe.h"
 #include "log.h"
 #include "outbound.h"
-#include "longpoll.h"
+#include "transport_ops.h"
 #include "stream.h"
 #include "utf8.h"
 #include "write_pool.h"
@@ -144,8 +144,9 @@ int batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
     assert(count < BATCH_MAX);          /* batch_room came first */
     if (s->out && stream_replaying(s))
         return 0;
-    if (s->framing == FRAMING_POLL)
-        return poll_answer(s, data, len, seq);  /* a whole answer, at once */
+    const struct transport_ops *t = transport_ops[s->framing];
+    if (t && t->deliver)
+        return t->deliver(s, data, len, seq);   /* a long-poll: a whole answer, at once */
     if (framing_encodes_body(s->framing) && !encoded_body(&data, &len))
         return 0;
     struct entry *e = &entries[count++];

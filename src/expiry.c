@@ -28,6 +28,7 @@ struct entry {
 };
 
 static int enabled;
+static void (*end_stream)(struct stream *s, uint8_t why);
 static struct event *tick_ev;
 static int64_t pending_exp;            /* for the next expiry_track */
 static struct entry *entries;          /* [cap + 1] */
@@ -154,7 +155,7 @@ static void expire_slot(uint32_t slot, int64_t now)
         if (entries[i].exp > now || s->state == STREAM_ENDING)
             continue;
         loop_stats.token_expired++;
-        stream_end_why(s, END_EXPIRED);
+        end_stream(s, END_EXPIRED);
     }
 }
 
@@ -178,8 +179,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     done_until = now;
 }
 
-int expiry_init(struct event_base *base, int on)
+int expiry_init(struct event_base *base, int on, void (*end)(struct stream *s, uint8_t why))
 {
+    end_stream = end;
     enabled = on;
     if (!on)
         return 0;

@@ -1,11 +1,9 @@
 /* Heartbeats: see heartbeat.h. */
 #include "heartbeat.h"
-#include "framing.h"
 #include "log.h"
-#include "sse.h"
 #include "stream.h"
+#include "transport_ops.h"
 #include "uidtable.h"
-#include "ws_reader.h"
 
 static struct event *heartbeat_ev;
 
@@ -18,12 +16,9 @@ static void on_heartbeat(evutil_socket_t fd, short what, void *arg)
         /* next first: a heartbeat may close the stream (too slow, dead) */
         for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
             next = s->next;
-            if (s->state != STREAM_LIVE)
-                continue;
-            if (s->framing == FRAMING_SSE)
-                sse_heartbeat(s);
-            else if (framing_is_websocket(s->framing))
-                ws_reader_heartbeat(s);
+            const struct transport_ops *t = transport_ops[s->framing];
+            if (s->state == STREAM_LIVE && t && t->heartbeat)
+                t->heartbeat(s);
         }
     }
 }

@@ -1,4 +1,5 @@
-/* Request routing and error replies. Streams start in welcome.c. */
+/* Request routing and error replies. Streams start in the transports,
+ * which register their routes here (http_front_route). */
 #include "http_front.h"
 #include "listener_pause.h"
 #include "admin.h"
@@ -9,12 +10,8 @@
 #include "log.h"
 #include "stats.h"
 #include "socket_export.h"
-#include "longpoll.h"
-#include "sse.h"
 #include "uid.h"
 #include "web.h"
-#include "welcome.h"
-#include "ws.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -77,10 +74,31 @@ static void refuse_draining(struct evhttp_request *req)
                "This node is draining, connect to another one");
 }
 
-/* How a transport starts a stream for uid: -1 when it could not (503). */
-typedef int (*stream_start_fn)(struct evhttp_request *req, uint32_t uid);
+static struct route {
+    const char *prefix;
+    size_t len;
+    http_stream_start_fn start;
+    int cors;
+} routes[HTTP_FRONT_ROUTES];
+static int n_routes;
 
-static void serve_stream(struct evhttp_request *req, const char *uid_text, stream_start_fn start)
+int http_front_route(const char *prefix, http_stream_start_fn start, int cors)
+{
+    if (n_routes == HTTP_FRONT_ROUTES)
+        return -1;
+    routes[n_routes++] = (struct route){prefix, strlen(prefix), start, cors};
+    return 0;
+}
+
+static const struct route *route_of(const char *path)
+{
+    for (int i = 0; path && i < n_routes; i++)
+        if (strncmp(path, routes[i].prefix, routes[i].len) == 0)
+            return &routes[i];
+    return NULL;
+}
+
+static void serve_stream(struct evhttp_request *req, const char *uid_text, http_stream_start_fn start)
 {
     uint32_t uid;
     char body[64];
@@ -124,9 +142,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     http_guard_request_done(req);
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
-    if (cmd == EVHTTP_REQ_OPTIONS && path &&
-        (strncmp(path, "/sse/", 5) == 0 || strncmp(path, "/poll/", 6) == 0 ||
-         strncmp(path, "/ws/", 4) == 0)) {
+    const struct route *r = route_of(path);
+    if (cmd == EVHTTP_REQ_OPTIONS && r && r->cors) {
         cors_preflight(req);
         return;
     }
@@ -136,14 +153,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         reply_text(req, 405, "Method Not Allowed", "Only GET and HEAD are served");
         return;
     }
-    if (path && strncmp(path, "/test/", 6) == 0) {
-        serve_stream(req, path + 6, welcome_start);
-    } else if (path && strncmp(path, "/sse/", 5) == 0) {
-        serve_stream(req, path + 5, sse_start);
-    } else if (path && strncmp(path, "/ws/", 4) == 0) {
-        serve_stream(req, path + 4, ws_start);
-    } else if (path && strncmp(path, "/poll/", 6) == 0) {
-        serve_stream(req, path + 6, poll_start);
+    if (r) {
+        serve_stream(req, path + r->len, r->start);
     } else if (path && admin_on_public() && admin_route(req, path)) {
         return;              /* --admin-listen is --listen: /stats, /metrics, /probe here */
     } else if (path && web_serve(req, path)) {

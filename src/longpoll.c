@@ -3,12 +3,14 @@
 #include "cors.h"
 #include "framing.h"
 #include "history.h"
+#include "http_front.h"
 #include "http_guard.h"
 #include "json_text.h"
 #include "log.h"
 #include "socket_export.h"
 #include "stats.h"
 #include "stream.h"
+#include "transport_ops.h"
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -35,7 +37,7 @@ static void finish_with(struct stream *s, const char *body, size_t len)
         stream_finish(s);
 }
 
-int poll_answer(struct stream *s, const char *data, uint32_t len, uint32_t seq)
+static int poll_answer(struct stream *s, const char *data, uint32_t len, uint32_t seq)
 {
     static char *body;              /* grown to the largest answer, kept */
     static size_t cap;
@@ -74,18 +76,12 @@ static void on_poll_idle(struct stream *s)
     finish_with(s, body, n);
 }
 
-void poll_init(uint32_t timeout_s, uint32_t max_answer_bytes)
-{
-    idle_tv = (struct timeval){timeout_s, 0};
-    answer_budget = max_answer_bytes;
-    stream_on_idle(FRAMING_POLL, on_poll_idle);
-}
 
 /* The socket leaves evhttp as a stream with the head written; then the
  * answer is what the history has after since, at most answer_budget bytes
  * of it (the client polls again from the last id it got), or the next
  * message, or an empty answer at --poll-timeout. */
-int poll_start(struct evhttp_request *req, uint32_t uid)
+static int poll_start(struct evhttp_request *req, uint32_t uid)
 {
     struct evkeyvalq query = {0};
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
@@ -121,4 +117,20 @@ int poll_start(struct evhttp_request *req, uint32_t uid)
     if (stream_import_idle(s, &idle_tv) == 0 && stream_send(s, &iov, 1, (size_t)n) == 0)
         stream_replay(s, known ? since : NULL, answer_budget);
     return 0;
+}
+
+/* A poll's answer is given at once (deliver), a waiting poll is answered
+ * empty when idle, and one ended mid-answer is cut. */
+static const struct transport_ops poll_ops = {
+    .idle = on_poll_idle,
+    .deliver = poll_answer,
+    .cut_replay_on_end = 1,
+};
+
+int poll_init(uint32_t timeout_s, uint32_t max_answer_bytes)
+{
+    idle_tv = (struct timeval){timeout_s, 0};
+    answer_budget = max_answer_bytes;
+    transport_ops_register(FRAMING_POLL, &poll_ops);
+    return http_front_route("/poll/", poll_start, 1);
 }

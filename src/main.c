@@ -20,6 +20,7 @@
 #include "stream.h"
 #include "uidtable.h"
 #include "write_pool.h"
+#include "welcome.h"
 #include "ws.h"
 
 #include <event2/event.h>
@@ -99,7 +100,9 @@ int main(int argc, char **argv)
                 opts.max_users);
         return 1;
     }
-    poll_init(opts.poll_timeout, opts.max_backlog);
+    /* The transports register their routes and their tables for the core. */
+    if (welcome_init() != 0 || sse_init() != 0 || poll_init(opts.poll_timeout, opts.max_backlog) != 0)
+        return 1;
     cors_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .per_uid = opts.history,
@@ -138,7 +141,7 @@ int main(int argc, char **argv)
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
-        expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0') != 0 ||
+        expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0', stream_end_why) != 0 ||
         http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 

@@ -2,7 +2,9 @@
 #include "sse.h"
 #include "cors.h"
 #include "framing.h"
+#include "http_front.h"
 #include "http_guard.h"
+#include "transport_ops.h"
 #include "socket_export.h"
 #include "stream.h"
 
@@ -54,7 +56,7 @@ static uint32_t retry_ms(void)
     return RETRY_MIN_MS + (uint32_t)((r >> 33) % (RETRY_MAX_MS - RETRY_MIN_MS + 1));
 }
 
-int sse_start(struct evhttp_request *req, uint32_t uid)
+static int sse_start(struct evhttp_request *req, uint32_t uid)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct evkeyvalq query = {0};
@@ -90,9 +92,17 @@ int sse_start(struct evhttp_request *req, uint32_t uid)
     return 0;
 }
 
-void sse_heartbeat(struct stream *s)
+static void sse_heartbeat(struct stream *s)
 {
     static const char comment[] = ":\n\n";
     struct iovec iov = {(void *)comment, sizeof comment - 1};
     stream_send(s, &iov, 1, iov.iov_len);
+}
+
+static const struct transport_ops sse_ops = {.heartbeat = sse_heartbeat};
+
+int sse_init(void)
+{
+    transport_ops_register(FRAMING_SSE, &sse_ops);
+    return http_front_route("/sse/", sse_start, 1);
 }

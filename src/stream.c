@@ -2,6 +2,7 @@
  * message batch when the socket takes it; a backlog, and EV_WRITE, only
  * while it does not. */
 #include "stream.h"
+#include "transport_ops.h"
 #include "backlog.h"
 #include "expiry.h"
 #include "framing.h"
@@ -10,7 +11,6 @@
 #include "replay.h"
 #include "stats.h"
 #include "uidtable.h"
-#include "ws_reader.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -31,8 +31,7 @@ static struct stream_config config;
 static struct pool streams = POOL_INIT(sizeof(struct stream), 1024);
 
 static struct stream *closed_streams;   /* CLOSED, waiting for the reaper */
-static stream_idle_fn idle_handlers[FRAMING_KINDS];
-static struct timeval idle_after[FRAMING_KINDS];   /* their stream_import_idle time */
+static struct timeval idle_after[FRAMING_KINDS];   /* each framing's stream_import_idle time */
 static struct event *reap_ev;           /* frees them after the current callback */
 
 static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
@@ -90,8 +89,8 @@ static void stream_close(struct stream *s)
         return;
     case STREAM_LIVE:
     case STREAM_DRAINING:
-        if (framing_is_websocket(s->framing))
-            ws_reader_forget(s);
+        if (transport_ops[s->framing] && transport_ops[s->framing]->closing)
+            transport_ops[s->framing]->closing(s);
         uidtable_remove(s);
         expiry_forget(s);
         backlog_free(&s->out);
@@ -163,7 +162,8 @@ static void stream_watch(struct stream *s, int want_write)
     event_del(&s->u.ev);
     event_assign(&s->u.ev, config.base, fd,
                  EV_READ | EV_PERSIST | (want_write ? EV_WRITE : 0), on_stream_event, s);
-    event_add(&s->u.ev, idle_handlers[s->framing] ? &idle_after[s->framing] : NULL);
+    const struct transport_ops *t = transport_ops[s->framing];
+    event_add(&s->u.ev, t && t->idle ? &idle_after[s->framing] : NULL);
 }
 
 /* Clients do not talk after their request: a read is EOF, an error, or a
@@ -241,15 +241,15 @@ static int stream_flushed(struct stream *s, int r)
 static void on_stream_event(evutil_socket_t fd, short what, void *arg)
 {
     struct stream *s = arg;
-
-    if ((what & EV_TIMEOUT) && idle_handlers[s->framing]) {
-        idle_handlers[s->framing](s);
+    const struct transport_ops *t = transport_ops[s->framing];
+    if ((what & EV_TIMEOUT) && t && t->idle) {
+        t->idle(s);
         return;
     }
-    /* A WebSocket client talks (pings, pongs, close): its frames are read
-     * and checked; other clients only send stray bytes. */
+    /* A client that talks (WebSocket: pings, pongs, close) is read by its
+     * transport; other clients only send stray bytes. */
     if (what & EV_READ) {
-        int r = framing_is_websocket(s->framing) ? ws_reader_readable(s, fd) : read_client(s, fd);
+        int r = t && t->readable ? t->readable(s, fd) : read_client(s, fd);
         if (r < 0)
             return;                          /* the stream ended */
     }
@@ -261,7 +261,6 @@ static void on_stream_event(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-void stream_on_idle(uint8_t framing, stream_idle_fn fn) { idle_handlers[framing] = fn; }
 
 int stream_finish(struct stream *s)
 {
@@ -444,7 +443,7 @@ static void end_with(struct stream *s, struct iovec t, uint8_t why)
     }
     if (s->state != STREAM_LIVE)
         return;
-    if (s->framing == FRAMING_POLL && stream_replaying(s))
+    if (transport_ops[s->framing] && transport_ops[s->framing]->cut_replay_on_end && stream_replaying(s))
         t.iov_len = 0;                       /* an answer under way: cut, not spoilt */
     if (t.iov_len) {
         /* Best effort: a stream whose client does not read loses its tail. */

@@ -1,5 +1,6 @@
 /* WebSocket streams: see ws.h. */
 #include "ws.h"
+#include "http_front.h"
 #include "http_guard.h"
 #include "framing.h"
 #include "history.h"
@@ -8,6 +9,7 @@
 #include "socket_export.h"
 #include "stats.h"
 #include "stream.h"
+#include "transport_ops.h"
 #include "utf8.h"
 #include "ws_handshake.h"
 #include "ws_reader.h"
@@ -92,7 +94,7 @@ static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws
     return 0;
 }
 
-int ws_start(struct evhttp_request *req, uint32_t uid)
+static int ws_start(struct evhttp_request *req, uint32_t uid)
 {
     struct ws_origins origins = {options->allow_origin, options->n_allow_origin};
     struct ws_handshake hs;
@@ -122,13 +124,23 @@ int ws_start(struct evhttp_request *req, uint32_t uid)
     return open_stream(req, uid, &hs, framing, since ? asked : NULL);
 }
 
-/* ---------------------------------------------------------------- heartbeat */
+/* ---------------------------------------------------------------- the core's table */
 
+static void ws_heartbeat(struct stream *s) { (void)ws_reader_heartbeat(s); }
+
+/* A WebSocket client talks: its frames are read and checked. */
+static const struct transport_ops ws_ops = {
+    .readable = ws_reader_readable,
+    .closing = ws_reader_forget,
+    .heartbeat = ws_heartbeat,
+};
 
 int ws_init(const struct options *opts)
 {
     options = opts;
-    return 0;
+    transport_ops_register(FRAMING_WS, &ws_ops);
+    transport_ops_register(FRAMING_WS_META, &ws_ops);
+    return http_front_route("/ws/", ws_start, 1);
 }
 
 void ws_free(void)

@@ -31,7 +31,7 @@ static int setup(void **state)
     assert_int_equal(stream_configure(&(struct stream_config){
                          .base = base, .max_backlog = 1 << 20, .max_backlog_total = 1 << 30,
                          .max_conns_per_uid = 8}), 0);
-    assert_int_equal(expiry_init(base, 1), 0);
+    assert_int_equal(expiry_init(base, 1, stream_end_why), 0);
     return 0;
 }
 
@@ -103,7 +103,7 @@ static void off_tracks_nothing(void **state)
 {
     (void)state;
     expiry_free();
-    assert_int_equal(expiry_init(base, 0), 0);
+    assert_int_equal(expiry_init(base, 0, stream_end_why), 0);
     expiry_next_stream(2000000000);
     struct stream *s = stream_open(1, FRAMING_WS, NULL, -1);
     assert_int_equal(expiry_tracked(), 0);

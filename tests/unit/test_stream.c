@@ -18,7 +18,9 @@
 #include "../../src/stream.c"
 #include "../../src/batch.c"
 
+#include "options.h"
 #include "uidtable.h"
+#include "ws.h"
 
 static struct event_base *base;
 
@@ -261,6 +263,8 @@ static void websocket_streams_frame_answer_and_close(void **state)
 {
     (void)state;
     configure(1 << 20, 1 << 30, 8);
+    static struct options opts;
+    assert_int_equal(ws_init(&opts), 0);        /* the WebSocket's transport_ops */
     int a[2], b[2];
     struct stream *s = live_stream(31, a, 0);
     struct stream *t = live_stream(32, b, 0);
