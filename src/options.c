@@ -1,6 +1,6 @@
 /* Command-line parsing. Every bad value is one clear line and exit 2. */
 #include "options.h"
-#include "cookie.h"
+#include "erl/erl_cookie.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -264,10 +264,10 @@ static int take_cookie(struct options *o, const char *cookie_file)
         return -1;
     }
     if (cookie_file)
-        return cookie_read_file(cookie_file, o->cookie, sizeof o->cookie);
+        return erl_cookie_read_file(cookie_file, o->cookie, sizeof o->cookie);
     if (o->cookie_in_argv)
         return 0;
-    return cookie_find(o->cookie, sizeof o->cookie);
+    return erl_cookie_find(o->cookie, sizeof o->cookie);
 }
 
 int options_parse(struct options *o, int argc, char **argv)

@@ -407,7 +407,7 @@ What each change bought, and the command that shows it:
   | flat out, server CPU per delivery | $(get single_1_cpu_us) µs | $(get blast_cpu_us) µs |
   | multicast to 10,000, until the last delivery | $(ms "$(get single_mc_last_us)") | $(ms "$(get mc_last_us)") |
 
-- **Streams leave evhttp** once their headers and welcome are flushed (\`src/welcome.c\`):
+- **Streams leave evhttp** once their headers and welcome are flushed (\`src/chunked.c\`):
   an idle stream is a 152-byte record, its libevent event and fd entry, not evhttp's
   ~2.7 KB of connection, request, bufferevent and header objects. Section 1 (server RSS
   slope): $(n0 "$(get mem_server_slope)") B per stream against 2,768 B for the origin C-node.

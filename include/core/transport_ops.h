@@ -1,0 +1,43 @@
+/* What the core asks of a transport, one table per framing: the core
+ * (stream.c, batch.c, heartbeat.c) calls transport_ops[s->framing] and
+ * never names a transport. Each transport registers its table at startup
+ * (transport/transport.c); a framing with no table, or a NULL entry,
+ * gets the core's default. The per-message write path takes no entry of
+ * it but deliver, NULL for every framing that frames messages in a batch.
+ * Loop thread only. */
+#ifndef HTTPDCNODE_TRANSPORT_OPS_H
+#define HTTPDCNODE_TRANSPORT_OPS_H
+
+#include "core/framing.h"
+
+#include <stdint.h>
+
+struct stream;
+
+struct transport_ops {
+    /* EV_READ on a LIVE or DRAINING stream: read what the client sent.
+     * NULL: stray bytes, counted and capped (stream.c). -1 when the
+     * stream ended. */
+    int (*readable)(struct stream *s, int fd);
+    /* The stream is closing from LIVE or DRAINING: drop what the
+     * transport keeps beside it. Must not end the stream. */
+    void (*closing)(struct stream *s);
+    /* Imported with stream_import_idle and idle that long. */
+    void (*idle)(struct stream *s);
+    /* Every --heartbeat, for each LIVE stream (may end it). */
+    void (*heartbeat)(struct stream *s);
+    /* A live message for a stream that does not take it framed in a
+     * batch (a long-poll answers with it at once): returns as batch_add.
+     * NULL: the batch frames it. */
+    int (*deliver)(struct stream *s, const char *data, uint32_t len, uint32_t seq);
+    /* Ended while a replay is under way: cut, without the terminator
+     * (a long-poll's answer would be spoilt by it; the client asks again). */
+    uint8_t cut_replay_on_end;
+};
+
+extern const struct transport_ops *transport_ops[FRAMING_KINDS];
+
+/* At startup, before the first stream of the framing opens. */
+void transport_ops_register(uint8_t framing, const struct transport_ops *ops);
+
+#endif

@@ -1,0 +1,149 @@
+/* WebSocket streams: see ws.h. */
+#include "transport/ws.h"
+#include "http/http_front.h"
+#include "http/http_guard.h"
+#include "core/framing.h"
+#include "core/history.h"
+#include "lib/log.h"
+#include "options.h"
+#include "http/socket_export.h"
+#include "obs/stats.h"
+#include "core/stream.h"
+#include "core/transport_ops.h"
+#include "lib/utf8.h"
+#include "transport/ws_handshake.h"
+#include "transport/ws_reader.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+
+static const struct options *options;
+
+static void refuse(struct evhttp_request *req, int status, const char *why)
+{
+    static const struct {
+        int status;
+        const char *reason;
+    } reasons[] = {{400, "Bad Request"}, {403, "Forbidden"}, {426, "Upgrade Required"}};
+    const char *reason = "Bad Request";
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (reasons[i].status == status)
+            reason = reasons[i].reason;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "text/plain; charset=utf-8");
+    if (status == 426) {
+        evhttp_add_header(h, "Upgrade", "websocket");
+        evhttp_add_header(h, "Sec-WebSocket-Version", "13");
+    }
+    struct evbuffer *body = evbuffer_new();
+    if (body)
+        evbuffer_add(body, why, strlen(why));
+    evhttp_send_reply(req, status, reason, body);
+    if (body)
+        evbuffer_free(body);
+    loop_stats.ws_refused++;
+}
+
+/* ---------------------------------------------------------------- opening bytes */
+
+/* The 101 head, into buf (room for it: 256 bytes). */
+static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
+{
+    int n = snprintf(buf, size,
+                     "HTTP/1.1 101 Switching Protocols\r\n"
+                     "Upgrade: websocket\r\n"
+                     "Connection: Upgrade\r\n"
+                     "Sec-WebSocket-Accept: %s\r\n"
+                     "%s"
+                     "\r\n",
+                     hs->accept,
+                     hs->meta ? "Sec-WebSocket-Protocol: " WS_META_PROTOCOL "\r\n" : "");
+    return (size_t)n;
+}
+
+/* ---------------------------------------------------------------- start */
+
+/* The socket leaves evhttp and the stream writes the head, then replays
+ * what the client missed after the id since (NULL: none). */
+static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws_handshake *hs,
+                       uint8_t framing, const char *since)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    int own = socket_export_reserve(evcon);
+    struct stream *s = own >= 0 ? stream_open(uid, framing, NULL, own) : NULL;
+    if (!s) {
+        if (own >= 0)
+            close(own);
+        return -1;
+    }
+    /* From here the request and its connection are gone. */
+    http_guard_release(req);
+    if (socket_export(evcon) != 0) {
+        stream_release(s, 0);
+        return 0;
+    }
+    char head[256];
+    struct iovec iov = {head, format_head(head, sizeof head, hs)};
+    if (stream_import(s) == 0 && stream_send(s, &iov, 1, iov.iov_len) == 0 && since)
+        stream_replay(s, since, UINT32_MAX);
+    return 0;
+}
+
+static int ws_start(struct evhttp_request *req, uint32_t uid)
+{
+    struct ws_origins origins = {options->allow_origin, options->n_allow_origin};
+    struct ws_handshake hs;
+    const char *why;
+    int status = ws_handshake_check(evhttp_request_get_input_headers(req), &origins, &hs, &why);
+    if (status) {
+        refuse(req, status, why);
+        return 0;
+    }
+    struct evkeyvalq query = {0};
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    if (q)
+        evhttp_parse_query_str(q, &query);
+    const char *since = evhttp_find_header(&query, "since");
+    if (since && !hs.meta) {
+        evhttp_clear_headers(&query);
+        refuse(req, 400, "Resuming with since= needs the subprotocol " WS_META_PROTOCOL
+                         " (frames without ids cannot tell a gap from data)");
+        return 0;
+    }
+    uint8_t framing = hs.meta ? FRAMING_WS_META : FRAMING_WS;
+    /* The id, copied: the request is gone once the socket leaves evhttp. */
+    char asked[32];
+    if (since)
+        snprintf(asked, sizeof asked, "%s", strlen(since) < sizeof asked ? since : "-");
+    evhttp_clear_headers(&query);
+    return open_stream(req, uid, &hs, framing, since ? asked : NULL);
+}
+
+/* ---------------------------------------------------------------- the core's table */
+
+static void ws_heartbeat(struct stream *s) { (void)ws_reader_heartbeat(s); }
+
+/* A WebSocket client talks: its frames are read and checked. */
+static const struct transport_ops ws_ops = {
+    .readable = ws_reader_readable,
+    .closing = ws_reader_forget,
+    .heartbeat = ws_heartbeat,
+};
+
+int ws_init(const struct options *opts)
+{
+    options = opts;
+    transport_ops_register(FRAMING_WS, &ws_ops);
+    transport_ops_register(FRAMING_WS_META, &ws_ops);
+    return http_front_route("/ws/", ws_start, 1);
+}
+
+void ws_free(void)
+{
+    ws_reader_free();
+}
