@@ -1,6 +1,7 @@
 /* Subscriber tokens at the HTTP door: the request's query and Authorization
  * header go to the pure check (auth_token.c); a refusal is a 403. */
 #include "auth/auth_http.h"
+#include "http/http_reply.h"
 #include "auth/auth_secret.h"
 #include "auth/auth_token.h"
 #include "core/expiry.h"
@@ -62,15 +63,8 @@ static void count(enum auth_outcome outcome)
 
 static void reply_forbidden(struct evhttp_request *req, const char *reason)
 {
-    struct evbuffer *buf = evbuffer_new();
-    if (buf)
-        evbuffer_add(buf, reason, strlen(reason));
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "text/plain; charset=utf-8");
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_send_reply(req, 403, "Forbidden", buf);
-    if (buf)
-        evbuffer_free(buf);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    http_reply_text(req, 403, "Forbidden", reason);
 }
 
 int auth_admit(struct evhttp_request *req, uint32_t uid)

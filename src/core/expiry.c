@@ -10,7 +10,7 @@
 #include "core/framing.h"
 #include "lib/log.h"
 #include "obs/stats.h"
-#include "core/stream.h"
+#include "core/stream-t.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Heartbeats: see heartbeat.h. */
 #include "core/heartbeat.h"
 #include "lib/log.h"
-#include "core/stream.h"
+#include "core/stream-t.h"
 #include "core/transport_ops.h"
 #include "core/uidtable.h"
 

@@ -5,7 +5,7 @@
  * uids per word, whatever uids were used before. */
 #include "core/uidtable.h"
 #include "obs/stats.h"
-#include "core/stream.h"
+#include "core/stream-t.h"
 
 #include <stdlib.h>
 

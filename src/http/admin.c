@@ -1,6 +1,7 @@
 /* The admin listener: see admin.h. A second evhttp on the same loop, with
  * no streams: every request is answered at once. */
 #include "http/admin.h"
+#include "http/http_reply.h"
 #include "http/listener_pause.h"
 #include "obs/probe.h"
 #include "lib/log.h"
@@ -25,13 +26,8 @@ static int on_public;
 static void reply(struct evhttp_request *req, int code, const char *reason,
                   const char *content_type, const char *body, size_t n)
 {
-    struct evbuffer *buf = evbuffer_new();
-    evbuffer_add(buf, body, n);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", content_type);
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_send_reply(req, code, reason, buf);
-    evbuffer_free(buf);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    http_reply(req, code, reason, content_type, body, n);
 }
 
 static void reply_not_found(struct evhttp_request *req, const char *body)

@@ -1,5 +1,6 @@
 /* CORS: see cors.h. */
 #include "http/cors.h"
+#include "http/http_reply.h"
 #include "options.h"
 #include "obs/stats.h"
 
@@ -56,11 +57,7 @@ void cors_preflight(struct evhttp_request *req)
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (!origin || options->n_allow_origin == 0 || !cors_origin_allowed(origin)) {
         loop_stats.http_bad_origin++;
-        evhttp_add_header(h, "Content-Type", "text/plain; charset=utf-8");
-        struct evbuffer *b = evbuffer_new();
-        evbuffer_add_printf(b, "Origin not allowed: list it with --allow-origin");
-        evhttp_send_reply(req, 403, "Forbidden", b);
-        evbuffer_free(b);
+        http_reply_text(req, 403, "Forbidden", "Origin not allowed: list it with --allow-origin");
         return;
     }
     if (allow_any()) {

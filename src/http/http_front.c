@@ -7,6 +7,7 @@
 #include "http/cors.h"
 #include "core/drain.h"
 #include "http/http_guard.h"
+#include "http/http_reply.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 #include "http/socket_export.h"
@@ -38,17 +39,6 @@ static int fd_limit;            /* RLIMIT_NOFILE */
 static int fd_ceiling;          /* accepted sockets at or above this get 503 */
 static int spare_fd = -1;       /* released to accept-and-refuse when fds run out */
 
-static void reply_text(struct evhttp_request *req, int code, const char *reason,
-                       const char *body)
-{
-    struct evbuffer *buf = evbuffer_new();
-    evbuffer_add(buf, body, strlen(body));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/plain; charset=utf-8");
-    evhttp_send_reply(req, code, reason, buf);
-    evbuffer_free(buf);
-}
-
 static int request_fd(struct evhttp_request *req)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
@@ -59,7 +49,7 @@ static void refuse_no_fds(struct evhttp_request *req)
 {
     loop_stats.http_no_fds++;
     evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-    reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
+    http_reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
                "Server is at its connection limit, try again later");
 }
 
@@ -70,7 +60,7 @@ static void refuse_draining(struct evhttp_request *req)
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Connection", "close");
     evhttp_add_header(h, "Retry-After", "5");
-    reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
+    http_reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable",
                "This node is draining, connect to another one");
 }
 
@@ -110,12 +100,12 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text, http_
     switch (uid_parse(uid_text, options->max_users, &uid)) {
     case UID_INVALID:
         loop_stats.http_not_found++;
-        reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
+        http_reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
         return;
     case UID_TOO_BIG:
         loop_stats.http_too_big++;
         snprintf(body, sizeof body, "Max uid allowed is %u", options->max_users);
-        reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body);
+        http_reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body);
         return;
     case UID_OK:
         break;
@@ -150,7 +140,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         loop_stats.http_bad_method++;
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-        reply_text(req, 405, "Method Not Allowed", "Only GET and HEAD are served");
+        http_reply_text(req, 405, "Method Not Allowed", "Only GET and HEAD are served");
         return;
     }
     if (r) {
@@ -161,7 +151,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         /* answered: the demo page or the browser client (web.c) */
     } else {
         loop_stats.http_not_found++;
-        reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
+        http_reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
     }
 }
 

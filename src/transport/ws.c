@@ -1,5 +1,6 @@
 /* WebSocket streams: see ws.h. */
 #include "transport/ws.h"
+#include "http/http_reply.h"
 #include "http/http_front.h"
 #include "http/http_guard.h"
 #include "core/framing.h"
@@ -35,17 +36,11 @@ static void refuse(struct evhttp_request *req, int status, const char *why)
         if (reasons[i].status == status)
             reason = reasons[i].reason;
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "text/plain; charset=utf-8");
     if (status == 426) {
         evhttp_add_header(h, "Upgrade", "websocket");
         evhttp_add_header(h, "Sec-WebSocket-Version", "13");
     }
-    struct evbuffer *body = evbuffer_new();
-    if (body)
-        evbuffer_add(body, why, strlen(why));
-    evhttp_send_reply(req, status, reason, body);
-    if (body)
-        evbuffer_free(body);
+    http_reply_text(req, status, reason, why);
     loop_stats.ws_refused++;
 }
 
