@@ -12,7 +12,16 @@ struct options;
 
 void cors_configure(const struct options *opts);
 
-/* Whether origin (an Origin header's value) is one --allow-origin lists. */
+/* The one origin check of the streams (SSE, long-poll, WebSocket):
+ * whether origin (an Origin header's value) is listed in list[n]
+ * (--allow-origin; "*" any), compared exactly, as browsers send it; or,
+ * with host (a Host header's value; NULL: no such rule), is the
+ * request's own host: its host[:port] after the scheme is host, case
+ * aside. Only a WebSocket passes host: a browser sends Origin on a
+ * same-origin WebSocket, never a CORS request on a same-origin read. */
+int origin_allowed(const char *origin, const char *host, const char (*list)[256], size_t n);
+
+/* origin_allowed for a CORS request, against --allow-origin. */
 int cors_origin_allowed(const char *origin);
 
 /* The response header lines (each ending CRLF) for req's Origin into

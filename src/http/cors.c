@@ -8,6 +8,7 @@
 #include <event2/http.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static const struct options *options;
 
@@ -21,14 +22,18 @@ static int allow_any(void)
     return 0;
 }
 
+int origin_allowed(const char *origin, const char *host, const char (*list)[256], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], "*") == 0 || strcmp(list[i], origin) == 0)
+            return 1;
+    const char *sep = strstr(origin, "://");
+    return sep && host && strcasecmp(sep + 3, host) == 0;
+}
+
 int cors_origin_allowed(const char *origin)
 {
-    if (allow_any())
-        return 1;
-    for (uint32_t i = 0; i < options->n_allow_origin; i++)
-        if (strcmp(options->allow_origin[i], origin) == 0)
-            return 1;
-    return 0;
+    return origin_allowed(origin, NULL, options->allow_origin, options->n_allow_origin);
 }
 
 size_t cors_headers(struct evhttp_request *req, int any_origin, char *out, size_t size)

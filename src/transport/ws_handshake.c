@@ -1,5 +1,6 @@
 /* The WebSocket opening handshake: see ws_handshake.h. */
 #include "transport/ws_handshake.h"
+#include "http/cors.h"
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -53,17 +54,6 @@ void ws_handshake_accept(const char *key, char out[29])
     EVP_EncodeBlock((unsigned char *)out, digest, SHA_DIGEST_LENGTH);
 }
 
-/* An Origin is the request's own host when its host[:port] (after the
- * scheme) is the Host header's; else it must be listed (or "*" is). */
-static int origin_allowed(const char *origin, const char *host, const struct ws_origins *allowed)
-{
-    for (size_t i = 0; i < allowed->n; i++)
-        if (strcmp(allowed->list[i], "*") == 0 || strcasecmp(allowed->list[i], origin) == 0)
-            return 1;
-    const char *sep = strstr(origin, "://");
-    return sep && host && strcasecmp(sep + 3, host) == 0;
-}
-
 int ws_handshake_check(const struct evkeyvalq *headers, const struct ws_origins *origins,
                        struct ws_handshake *out, const char **why)
 {
@@ -81,7 +71,7 @@ int ws_handshake_check(const struct evkeyvalq *headers, const struct ws_origins 
         return 400;
     }
     const char *origin = evhttp_find_header(h, "Origin");
-    if (origin && !origin_allowed(origin, evhttp_find_header(h, "Host"), origins)) {
+    if (origin && !origin_allowed(origin, evhttp_find_header(h, "Host"), origins->list, origins->n)) {
         *why = "Origin not allowed: start the server with --allow-origin ORIGIN";
         return 403;
     }
