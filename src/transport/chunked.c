@@ -1,5 +1,6 @@
 /* A stream's welcome through evhttp, then its socket leaves evhttp. */
 #include "transport/chunked.h"
+#include "transport/transport.h"
 #include "core/framing.h"
 #include "http/http_front.h"
 #include "http/http_guard.h"
@@ -38,29 +39,22 @@ static void on_welcome_flushed(struct evhttp_connection *evcon, void *arg)
     stream_import(s);
 }
 
-static int welcome_start(struct evhttp_request *req, uint32_t uid)
+static int chunked_start(struct evhttp_request *req, uint32_t uid)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-
-    /* The stream's own descriptor first: without one there is no stream,
-     * and the client is better told so (503) than welcomed and dropped. */
-    int own = socket_export_reserve(evcon);
-    if (own < 0)
+    struct evbuffer *body = evbuffer_new();
+    struct stream *s = body ? transport_reserve(req, uid, FRAMING_CHUNKED, 1) : NULL;
+    if (!s) {
+        if (body)
+            evbuffer_free(body);
         return -1;
+    }
     /* An HTTP/1.0 "Connection: keep-alive" would make evhttp answer with
      * Content-Length: 0; a stream's length is unknown, its end a close. */
     evhttp_remove_header(evhttp_request_get_input_headers(req), "Connection");
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
     evhttp_add_header(out, "Content-Type", "text/html; charset=utf-8");
     evhttp_add_header(out, "Cache-Control", "no-store");
-    struct evbuffer *body = evbuffer_new();
-    struct stream *s = body ? stream_open(uid, FRAMING_CHUNKED, req, own) : NULL;
-    if (!s) {
-        if (body)
-            evbuffer_free(body);
-        close(own);
-        return -1;
-    }
     evhttp_send_reply_start(req, HTTP_OK, "OK");
     /* evhttp chose chunked for HTTP/1.1, raw bytes for HTTP/1.0. */
     if (!evhttp_find_header(out, "Transfer-Encoding"))
@@ -73,4 +67,4 @@ static int welcome_start(struct evhttp_request *req, uint32_t uid)
     return 0;
 }
 
-int chunked_init(void) { return http_front_route("/test/", welcome_start, 0); }
+int chunked_init(void) { return http_front_route("/test/", chunked_start, 0); }

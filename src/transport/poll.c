@@ -1,13 +1,12 @@
 /* Long-poll: see poll.h. */
 #include "transport/poll.h"
+#include "transport/transport.h"
 #include "http/cors.h"
 #include "core/framing.h"
 #include "core/history.h"
 #include "http/http_front.h"
-#include "http/http_guard.h"
 #include "lib/json_text.h"
 #include "lib/log.h"
-#include "http/socket_export.h"
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/transport_ops.h"
@@ -100,23 +99,9 @@ static int poll_start(struct evhttp_request *req, uint32_t uid)
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                      "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n", cors);
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    int own = socket_export_reserve(evcon);
-    struct stream *s = own >= 0 ? stream_open(uid, FRAMING_POLL, NULL, own) : NULL;
-    if (!s) {
-        if (own >= 0)
-            close(own);
-        return -1;
-    }
-    http_guard_release(req);
-    if (socket_export(evcon) != 0) {        /* the request is gone from here on */
-        stream_release(s, 0);
-        return 0;
-    }
-    struct iovec iov = {head, (size_t)n};
-    if (stream_import_idle(s, &idle_tv) == 0 && stream_send(s, &iov, 1, (size_t)n) == 0)
-        stream_replay(s, known ? since : NULL, answer_budget);
-    return 0;
+    return transport_open(req, uid, &(struct transport_opening){
+        .framing = FRAMING_POLL, .head = head, .head_len = (size_t)n, .idle = &idle_tv,
+        .replay = 1, .since = known ? since : NULL, .budget = answer_budget});
 }
 
 /* A poll's answer is given at once (deliver), a waiting poll is answered

@@ -1,11 +1,10 @@
 /* Server-Sent Events: see sse.h. */
 #include "transport/sse.h"
+#include "transport/transport.h"
 #include "http/cors.h"
 #include "core/framing.h"
 #include "http/http_front.h"
-#include "http/http_guard.h"
 #include "core/transport_ops.h"
-#include "http/socket_export.h"
 #include "core/stream.h"
 
 #include <event2/buffer.h>
@@ -58,7 +57,6 @@ static uint32_t retry_ms(void)
 
 static int sse_start(struct evhttp_request *req, uint32_t uid)
 {
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct evkeyvalq query = {0};
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     if (q)
@@ -73,23 +71,9 @@ static int sse_start(struct evhttp_request *req, uint32_t uid)
     cors[cors_headers(req, 1, cors, sizeof cors)] = '\0';
     int n = snprintf(head, sizeof head, "%s%s%sretry: %u\n\n", head_start, cors, head_end,
                      retry_ms());
-    int own = socket_export_reserve(evcon);
-    struct stream *s = own >= 0 ? stream_open(uid, FRAMING_SSE, NULL, own) : NULL;
-    if (!s) {
-        if (own >= 0)
-            close(own);
-        return -1;
-    }
-    /* From here the request and its connection are gone. */
-    http_guard_release(req);
-    if (socket_export(evcon) != 0) {
-        stream_release(s, 0);
-        return 0;
-    }
-    struct iovec iov = {head, (size_t)n};
-    if (stream_import(s) == 0 && stream_send(s, &iov, 1, (size_t)n) == 0)
-        stream_replay(s, id ? asked : NULL, UINT32_MAX);
-    return 0;
+    return transport_open(req, uid, &(struct transport_opening){
+        .framing = FRAMING_SSE, .head = head, .head_len = (size_t)n,
+        .replay = 1, .since = id ? asked : NULL, .budget = UINT32_MAX});
 }
 
 static void sse_heartbeat(struct stream *s)

@@ -1,13 +1,12 @@
 /* WebSocket streams: see ws.h. */
 #include "transport/ws.h"
+#include "transport/transport.h"
 #include "http/http_reply.h"
 #include "http/http_front.h"
-#include "http/http_guard.h"
 #include "core/framing.h"
 #include "core/history.h"
 #include "lib/log.h"
 #include "options.h"
-#include "http/socket_export.h"
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/transport_ops.h"
@@ -68,25 +67,11 @@ static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
 static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws_handshake *hs,
                        uint8_t framing, const char *since)
 {
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    int own = socket_export_reserve(evcon);
-    struct stream *s = own >= 0 ? stream_open(uid, framing, NULL, own) : NULL;
-    if (!s) {
-        if (own >= 0)
-            close(own);
-        return -1;
-    }
-    /* From here the request and its connection are gone. */
-    http_guard_release(req);
-    if (socket_export(evcon) != 0) {
-        stream_release(s, 0);
-        return 0;
-    }
     char head[256];
-    struct iovec iov = {head, format_head(head, sizeof head, hs)};
-    if (stream_import(s) == 0 && stream_send(s, &iov, 1, iov.iov_len) == 0 && since)
-        stream_replay(s, since, UINT32_MAX);
-    return 0;
+    size_t n = format_head(head, sizeof head, hs);
+    return transport_open(req, uid, &(struct transport_opening){
+        .framing = framing, .head = head, .head_len = n,
+        .replay = since != NULL, .since = since, .budget = UINT32_MAX});
 }
 
 static int ws_start(struct evhttp_request *req, uint32_t uid)
