@@ -47,6 +47,11 @@ static struct uid_history *uids;
 static char *arena;
 static size_t arena_size;
 static uint64_t head, tail;         /* positions: oldest entry, next free byte */
+/* Bytes the head may still move ahead rather than push out: an eighth of
+ * the arena to start, then what pushing out messages of no use won back.
+ * So moving costs at most what it saves, and an arena full of messages
+ * all still of use is not copied round and round. */
+static size_t move_credit;
 static uint32_t epoch;
 static char epoch_hex[9];
 
@@ -84,6 +89,7 @@ int history_init(const struct history_config *cfg)
     }
     snprintf(epoch_hex, sizeof epoch_hex, "%08x", epoch);
     head = tail = 0;
+    move_credit = arena_size / 8;
     return 0;
 }
 
@@ -101,6 +107,8 @@ const char *history_epoch_hex(void) { return epoch_hex; }
 
 uint32_t history_last_seq(uint32_t uid) { return uids[uid].seq; }
 
+static int head_is_live(const struct entry *e);
+
 /* The entry at the head leaves. */
 static void push_out_oldest(void)
 {
@@ -114,6 +122,8 @@ static void push_out_oldest(void)
         return;
     }
     size_t size = sizeof *e + pad8(e->len & ~SHARED_REF);
+    if (!head_is_live(e) && move_credit < arena_size / 8)
+        move_credit += size;             /* room won back: moves may spend it */
     head += size;
     loop_stats.history_bytes -= size;
     if (e->uid) {
@@ -129,6 +139,8 @@ static const struct entry *kept_entry(uint64_t p, uint32_t uid);
  * its payload is older and went first). */
 static int head_is_live(const struct entry *e)
 {
+    if (to_end(head) < sizeof *e || e->len == FILLER)
+        return 0;
     return e->uid && !(e->len & SHARED_REF) && uids[e->uid].seq - e->seq < config.per_uid &&
            (int32_t)(e->stamp_s - (now_s() - config.ttl_s)) >= 0;
 }
@@ -147,7 +159,7 @@ static size_t move_head_to_tail(void)
     if (e->len == FILLER || !head_is_live(e))
         return 0;
     size_t size = sizeof *e + pad8(e->len);
-    if (to_end(tail) < size)
+    if (to_end(tail) < size || move_credit < size)
         return 0;
     if (size > scratch_size) {
         char *grown = realloc(scratch, size);
@@ -171,6 +183,7 @@ static size_t move_head_to_tail(void)
     if (uids[m->uid].newest == from)
         uids[m->uid].newest = to;
     loop_stats.history_moved++;
+    move_credit -= size;
     return size;
 }
 

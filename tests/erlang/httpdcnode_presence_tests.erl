@@ -27,7 +27,14 @@ presence_test_() ->
       fun first_report_up_asks_snapshot/1,
       fun first_report_snapshot_asks_nothing/1,
       fun junk_is_ignored/1,
-      fun api_reads_presence/1]}.
+      fun api_reads_presence/1,
+      fun offline_uid_routes_to_last_node/1,
+      fun online_elsewhere_is_not_offline/1,
+      fun back_on_another_node_replaces/1,
+      fun snapshot_and_nodedown_remember/1,
+      fun snapshot_more_adds/1,
+      fun hello_ttl_and_no_history/1,
+      fun hello_asks_nothing/1]}.
 
 report(Msg) ->
     ?P ! Msg,
@@ -168,3 +175,83 @@ api_reads_presence(_) ->
      ?_assertEqual({ok, 0}, httpdcnode:send_sync(12, <<"nobody">>)),
      ?_assertEqual({ok, 0}, httpdcnode:multicast_sync([12, 13], "nobody")),
      ?_assertEqual(ok, httpdcnode:kick(12))].
+
+%%% Last seen: where an offline uid's messages go
+
+offline_uid_routes_to_last_node(_) ->
+    report({httpdcnode, ?A, up, [21, 22]}),
+    report({httpdcnode, ?A, down, 21}),
+    [?_assertEqual({offline, ?A}, ?P:route(21)),
+     ?_assertEqual({online, [?A]}, ?P:route(22)),
+     ?_assertEqual(none, ?P:route(23)),
+     ?_assertEqual([], ?P:online(21)),
+     ?_assertEqual(?A, ?P:last_seen(21)),
+     ?_assertMatch(#{entries := 1}, ?P:last_seen_info())].
+
+online_elsewhere_is_not_offline(_) ->
+    report({httpdcnode, ?A, up, 31}),
+    report({httpdcnode, ?B, up, 31}),
+    report({httpdcnode, ?A, down, 31}),
+    Route1 = ?P:route(31),
+    report({httpdcnode, ?B, down, 31}),
+    [?_assertEqual({online, [?B]}, Route1),
+     ?_assertEqual({offline, ?B}, ?P:route(31))].
+
+back_on_another_node_replaces(_) ->
+    report({httpdcnode, ?A, up, 41}),
+    report({httpdcnode, ?A, down, 41}),
+    report({httpdcnode, ?B, up, 41}),
+    Online = ?P:route(41),
+    Entries = maps:get(entries, ?P:last_seen_info()),
+    report({httpdcnode, ?B, down, 41}),
+    [?_assertEqual({online, [?B]}, Online),
+     ?_assertEqual(0, Entries),
+     ?_assertEqual({offline, ?B}, ?P:route(41)),
+     ?_assertEqual(1, ets:info(httpdcnode_presence_last_t, size))].
+
+snapshot_and_nodedown_remember(_) ->
+    report({httpdcnode, ?A, up, [51, 52, 53]}),
+    report({httpdcnode, ?A, snapshot, [52, 53]}),
+    R51 = ?P:route(51),
+    report({nodedown, ?A, [{node_type, hidden}]}),
+    [?_assertEqual({offline, ?A}, R51),
+     ?_assertEqual({offline, ?A}, ?P:route(52)),
+     ?_assertEqual({offline, ?A}, ?P:route(53))].
+
+snapshot_more_adds(_) ->
+    report({httpdcnode, ?A, up, [61, 62]}),
+    report({httpdcnode, ?A, snapshot, [63]}),
+    report({httpdcnode, ?A, snapshot_more, [64, 61]}),
+    [?_assertEqual([61, 63, 64], ?P:online_uids(?A)),
+     ?_assertEqual({offline, ?A}, ?P:route(62)),
+     ?_assertEqual({online, [?A]}, ?P:route(61))].
+
+hello_ttl_and_no_history(_) ->
+    report({httpdcnode, ?A, hello, #{history_ttl => 0, history => 32,
+                                     epoch => <<"0badcafe">>, max_users => 100}}),
+    report({httpdcnode, ?B, hello, #{history_ttl => 60, history => 0,
+                                     epoch => <<"0badcaff">>, max_users => 100}}),
+    report({httpdcnode, ?C, hello, #{history_ttl => 7, history => 32,
+                                     epoch => <<"0badcb00">>, max_users => 100}}),
+    [report({httpdcnode, N, up, 71}) || N <- [?A, ?B, ?C]],
+    report({httpdcnode, ?C, down, 71}),
+    {online, KeptOn} = ?P:route(71),
+    Kept = {online, lists:sort(KeptOn)},
+    report({httpdcnode, ?C, up, 71}),
+    [report({httpdcnode, N, down, 71}) || N <- [?C, ?B]],
+    NoHistory = ?P:route(71),
+    [?_assertEqual({7000, #{history_ttl => 7, history => 32, epoch => <<"0badcb00">>,
+                            max_users => 100}}, ?P:node_info(?C)),
+     ?_assertMatch({0, _}, ?P:node_info(?B)),
+     ?_assertEqual({online, [?A, ?B]}, Kept),
+     %% the last node keeps no history: nothing to route there
+     ?_assertEqual({online, [?A]}, NoHistory),
+     ?_assertEqual(ok, report({httpdcnode, ?A, down, 71})),
+     ?_assertEqual(none, ?P:route(71))].
+
+%% A hello comes right before the snapshot: it asks for none.
+hello_asks_nothing(_) ->
+    Asked = snapshot_requests_after([{httpdcnode, node(), hello, #{history_ttl => 120}},
+                                     {httpdcnode, node(), snapshot, [5]}]),
+    [?_assertEqual([], Asked),
+     ?_assertEqual([5], ?P:online_uids(node()))].

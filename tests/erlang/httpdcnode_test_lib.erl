@@ -20,6 +20,8 @@
          node_of/1, port_of/1, admin_port_of/1, os_pid/1, send/2, stats/1, metrics/1,
          admin_get/2, wait_stat/4,
          signal/2, wait_exit/2, proc_status/1, run_cli/2]).
+%% a server killed and started again as the same C-node
+-export([kill_server/1, restart_server/1]).
 %% master
 -export([start_master/0, start_master/1, start_master/2, new_master_name/0,
          stop_master/1, kill_master/1, restart_master/1, kill_master_by_name/1,
@@ -421,6 +423,55 @@ stop_server(S = #{proc := P, node := Node}) ->
     stop_proc(P),
     erlang:disconnect_node(Node),
     S.
+
+%% SIGKILL: the C-node dies as in a crash (no drain, no goodbye to its
+%% masters); returns once it exited and epmd let its name go.
+kill_server(S = #{proc := P, node := Node}) ->
+    _ = signal(P, "KILL"),
+    {ok, _, _} = wait_exit(P, 10000),
+    stop_proc(P),
+    erlang:disconnect_node(Node),
+    [Alive, _] = string:split(atom_to_list(Node), "@"),
+    ok = wait_name_free(Alive, 10000),
+    S.
+
+%% Starts S again after it exited, as a service manager would: the same
+%% node name, ports, masters and options (a new epoch, an empty history).
+%% Its output goes on in the same log. Returns the new server map.
+restart_server(S) -> restart_server(S, 3).
+
+restart_server(S = #{node := Node, port := Port, admin_port := AdminPort, master := Master,
+                     opts := Opts, log := Log}, Attempts) ->
+    [Alive, _] = string:split(atom_to_list(Node), "@"),
+    ok = wait_name_free(Alive, 10000),
+    AdminArgs = case maps:get(admin, Opts, port) of
+                    none -> ["--admin-listen", ""];
+                    default -> [];
+                    _ -> ["--admin-listen", admin_address(AdminPort)]   % port, same
+                end,
+    Args = ["--listen", "127.0.0.1:" ++ integer_to_list(Port),
+            "--name", atom_to_list(Node),
+            "--master", atom_to_list(Master),
+            "--cookie", cookie()]
+        ++ AdminArgs ++ option_args(Opts) ++ maps:get(extra_args, Opts, []),
+    {Exe, CmdArgs} = server_cmd(Args),
+    ok = file:write_file(Log, ["# restarted: ", lists:join(" ", [Exe | CmdArgs]), "\n"],
+                         [append]),
+    Proc = spawn_os(Exe, CmdArgs, Log, Alive),
+    S1 = S#{proc => Proc},
+    case wait_ready(S1, now_ms() + scaled(15000)) of
+        ok -> S1;
+        {exited, St} when Attempts > 1 ->
+            %% its ports are its own; one may still be held for a moment
+            io:format(user, "~nserver ~s exited (~p) while restarting, retrying:~n~s~n",
+                      [Alive, St, log_tail(Log, 5)]),
+            stop_proc(Proc),
+            restart_server(S, Attempts - 1);
+        Err ->
+            Tail = log_tail(Log),
+            stop_proc(Proc),
+            erlang:error({server_not_ready, Err, Tail})
+    end.
 
 node_of(#{node := N}) -> N.
 port_of(#{port := P}) -> P.

@@ -1,7 +1,9 @@
 %% Public API: push messages to users connected to httpdcnode C-nodes.
 %%
-%% Call these on the node running the httpdcnode application (the master the
-%% C-nodes were started with `--master'). A uid is a positive integer; a
+%% Call these on a node running the httpdcnode application: a master the
+%% C-nodes were started with (`--master', one or several), which routes with
+%% its own presence, or a node of role client, which forwards each call to a
+%% master (httpdcnode_client). A uid is a positive integer; a
 %% message is a non-empty binary or iolist, or a list of Unicode characters
 %% (sent as UTF-8) when it holds any character above 255.
 -module(httpdcnode).
@@ -11,9 +13,10 @@
 -export([send/2, send_sync/2, send_sync/3,
          multicast/2, multicast_sync/2, multicast_sync/3,
          broadcast/1, kick/1,
-         online/1, online_uids/1, nodes/0, stats/0, stats/1]).
+         online/1, online_uids/1, nodes/0, stats/0, stats/1, app_stats/0]).
 -export([token/2, token_url/3]).
 -export([to_binary/1, group_by_node/2]).
+-export([relay_sync/3]).
 -export_type([uid/0, msg/0]).
 
 -define(TIMEOUT, 5000).
@@ -32,77 +35,164 @@ stop() ->
     application:stop(httpdcnode).
 
 %% Sends Msg to every stream of Uid, on whichever C-nodes hold it. Async.
+%% A uid offline now goes to the C-node it was last on while that node keeps
+%% its history (httpdcnode_presence, "Last seen"): the C-node gives the
+%% message the uid's next id and keeps it for the resuming client. A uid
+%% never seen, or gone for longer, is dropped and counted (stats/0: app).
 -spec send(uid(), msg()) -> ok.
 send(Uid, Msg) when is_integer(Uid), Uid > 0 ->
     Bin = to_binary(Msg),
-    [{any, N} ! {Uid, Bin} || N <- online(Uid)],
-    ok.
+    case client() of
+        true -> httpdcnode_client:cast(?MODULE, send, [Uid, Bin]);
+        false ->
+            case httpdcnode_presence:route(Uid) of
+                {online, Nodes} -> [{any, N} ! {Uid, Bin} || N <- Nodes];
+                {offline, N} -> send_offline(N, {Uid, Bin}, 1);
+                none -> count(dropped_offline, 1)
+            end,
+            ok
+    end.
 
 %% Like send/2, but waits for the C-nodes: N = connections written to.
-%% A C-node that does not answer within Timeout ms counts as 0.
+%% A C-node that does not answer within Timeout ms counts as 0. A uid
+%% offline now answers {ok, 0} (no stream written) although its last
+%% C-node kept the message for its resume.
 -spec send_sync(uid(), msg()) -> {ok, non_neg_integer()}.
 send_sync(Uid, Msg) ->
     send_sync(Uid, Msg, ?TIMEOUT).
 
 send_sync(Uid, Msg, Timeout) when is_integer(Uid), Uid > 0 ->
     Bin = to_binary(Msg),
-    acked([{N, Uid} || N <- online(Uid)], Bin, Timeout).
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, send_sync, [Uid, Bin, Timeout], Timeout);
+        false ->
+            Targets = case httpdcnode_presence:route(Uid) of
+                          {online, Nodes} -> [{N, Uid} || N <- Nodes];
+                          {offline, N} ->
+                              case connected_offline(N, 1, erlang:nodes(connected)) of
+                                  true -> [{N, Uid}];
+                                  false -> {relay, [{N, Uid}]}
+                              end;
+                          none -> count(dropped_offline, 1), []
+                      end,
+            case Targets of
+                {relay, Groups} -> relayed_sync(Groups, Bin, 1, Timeout);
+                _ -> acked(Targets, Bin, Timeout)
+            end
+    end.
 
-%% Sends Msg to every online uid of Uids: one Erlang message per C-node.
+%% Sends Msg to every uid of Uids, online or offline for a moment (as
+%% send/2): one Erlang message per C-node.
 -spec multicast([uid()], msg()) -> ok.
 multicast(Uids, Msg) when is_list(Uids) ->
     Bin = to_binary(Msg),
-    [{any, N} ! {Us, Bin} || {N, Us} <- group_by_node(Uids, fun online/1)],
-    ok.
+    case client() of
+        true -> httpdcnode_client:cast(?MODULE, multicast, [Uids, Bin]);
+        false ->
+            {Groups, Offline} = plan(Uids),
+            [case maps:get(N, Offline, 0) of
+                 0 -> {any, N} ! {Us, Bin};
+                 K -> send_offline(N, {Us, Bin}, K)
+             end || {N, Us} <- Groups],
+            ok
+    end.
 
-%% Like multicast/2 but acknowledged: N = connections written to, summed.
+%% Like multicast/2 but acknowledged: N = connections written to, summed
+%% (an offline uid counts 0, its message kept as with send_sync/2).
 -spec multicast_sync([uid()], msg()) -> {ok, non_neg_integer()}.
 multicast_sync(Uids, Msg) ->
     multicast_sync(Uids, Msg, ?TIMEOUT).
 
 multicast_sync(Uids, Msg, Timeout) when is_list(Uids) ->
     Bin = to_binary(Msg),
-    acked(group_by_node(Uids, fun online/1), Bin, Timeout).
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, multicast_sync, [Uids, Bin, Timeout], Timeout);
+        false ->
+            {Groups, Offline} = plan(Uids),
+            Connected = erlang:nodes(connected),
+            {Here, Away} =
+                lists:partition(fun({N, _}) ->
+                                        connected_offline(N, maps:get(N, Offline, 0), Connected)
+                                end, Groups),
+            {ok, A} = acked(Here, Bin, Timeout),
+            {ok, B} = relayed_sync(Away, Bin, lists:sum([maps:get(N, Offline, 0) || {N, _} <- Away]),
+                                   Timeout),
+            {ok, A + B}
+    end.
 
 %% Sends Msg to every stream on every known C-node.
 -spec broadcast(msg()) -> ok.
 broadcast(Msg) ->
     Bin = to_binary(Msg),
-    [{any, N} ! {broadcast, Bin} || N <- nodes()],
-    ok.
+    case client() of
+        true -> httpdcnode_client:cast(?MODULE, broadcast, [Bin]);
+        false ->
+            [{any, N} ! {broadcast, Bin} || N <- nodes()],
+            ok
+    end.
 
 %% Ends every stream of Uid (the client sees the terminating chunk).
 -spec kick(uid()) -> ok.
 kick(Uid) when is_integer(Uid), Uid > 0 ->
-    [{any, N} ! {kick, Uid} || N <- online(Uid)],
-    ok.
+    case client() of
+        true -> httpdcnode_client:cast(?MODULE, kick, [Uid]);
+        false ->
+            [{any, N} ! {kick, Uid} || N <- online(Uid)],
+            ok
+    end.
 
 %% C-nodes holding Uid now, as last reported.
 -spec online(uid()) -> [node()].
 online(Uid) ->
-    httpdcnode_presence:online(Uid).
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, online, [Uid], ?TIMEOUT);
+        false -> httpdcnode_presence:online(Uid)
+    end.
 
 %% Uids held by the C-node Node, ascending.
 -spec online_uids(node()) -> [uid()].
 online_uids(Node) ->
-    httpdcnode_presence:online_uids(Node).
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, online_uids, [Node], ?TIMEOUT);
+        false -> httpdcnode_presence:online_uids(Node)
+    end.
 
 %% Known C-nodes.
 -spec nodes() -> [node()].
 nodes() ->
-    httpdcnode_presence:nodes().
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, nodes, [], ?TIMEOUT);
+        false -> httpdcnode_presence:nodes()
+    end.
 
 %% Counters of every known C-node; a node that does not answer in time maps
 %% to {error, timeout}, one whose connection went down to {error, nodedown}.
--spec stats() -> #{node() => map() | {error, timeout | nodedown}}.
+%% The key `app' holds this application's own: routed_offline (messages for
+%% offline uids sent to their last C-node), dropped_offline (for uids never
+%% seen, seen too long ago, or whose last C-node is not connected),
+%% last_seen_entries and last_seen_bytes (the table now), last_seen_evicted
+%% (by its cap) and last_seen_expired (by its sweep). On a client node,
+%% the master's.
+-spec stats() -> #{node() | app => map() | {error, timeout | nodedown}}.
 stats() ->
     stats(?TIMEOUT).
 
 stats(Timeout) ->
-    Nodes = nodes(),
-    Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, stats} end,
-                      Nodes, Timeout),
-    maps:from_list([{N, maps:get(N, Replies, {error, timeout})} || N <- Nodes]).
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, stats, [Timeout], Timeout);
+        false ->
+            Nodes = nodes(),
+            Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, stats} end,
+                              Nodes, Timeout),
+            (maps:from_list([{N, maps:get(N, Replies, {error, timeout})} || N <- Nodes]))
+                #{app => app_stats()}
+    end.
+
+%% The application's counters alone (no C-node asked).
+-spec app_stats() -> map().
+app_stats() ->
+    #{entries := E, bytes := B} = httpdcnode_presence:last_seen_info(),
+    (httpdcnode_presence:counter_values())#{last_seen_entries => E, last_seen_bytes => B}.
 
 %% A subscriber token for C-nodes started with --auth-secret-file: the query
 %% string <<"exp=...&sig=...">> that lets Uid open a stream for TtlSeconds
@@ -156,6 +246,98 @@ group_by_node(Uids, OnlineFun) ->
     lists:sort([{N, lists:reverse(Us)} || {N, Us} <- maps:to_list(Map)]).
 
 %%% Internal
+
+client() ->
+    httpdcnode_client:is_client().
+
+count(Name, N) ->
+    httpdcnode_presence:count_event(Name, N).
+
+%% An offline uid's message to its last node: never a new connection (a
+%% node gone for good would cost a connection attempt per message).
+%% Not linked to it (the link between this master and the node was cut,
+%% the node lives on): another master that is linked delivers it.
+send_offline(Node, Msg, K) ->
+    case erlang:send({any, Node}, Msg, [noconnect]) of
+        noconnect -> relay(Node, Msg, K);
+        _ -> count(routed_offline, K)
+    end.
+
+%% The other masters (application env masters) this node is connected to.
+peers() ->
+    Connected = erlang:nodes(connected),
+    [M || M <- application:get_env(httpdcnode, masters, []), M =/= node(),
+          lists:member(M, Connected)].
+
+%% Msg for K offline uids on Node, handed to a peer master's presence
+%% server, which sends it if it is linked to Node (and counts it there);
+%% with no peer it is dropped and counted here.
+relay(Node, Msg, K) ->
+    case peers() of
+        [] -> count(dropped_offline, K);
+        [P | _] ->
+            erlang:send({httpdcnode_presence, P}, {httpdcnode_relay, Node, Msg, K}, [noconnect]),
+            count(relayed_offline, K)
+    end.
+
+%% Whether a group holding K offline uids goes to Node from here (counted);
+%% one that does not is relayed by relayed_sync/3 or dropped.
+connected_offline(_Node, 0, _Connected) ->
+    true;
+connected_offline(Node, K, Connected) ->
+    case lists:member(Node, Connected) of
+        true -> count(routed_offline, K), true;
+        false -> false
+    end.
+
+%% The acknowledged form of relay/3 for groups {Node, Uid | [Uid]} whose
+%% node this master is not linked to: a peer master sends them and
+%% counts the connections written to. K: the offline uids among them.
+relayed_sync([], _Bin, _K, _Timeout) ->
+    {ok, 0};
+relayed_sync(Groups, Bin, K, Timeout) ->
+    Peers = peers(),
+    try Peers of
+        [] -> count(dropped_offline, K), {ok, 0};
+        [P | _] ->
+            count(relayed_offline, K),
+            erpc:call(P, ?MODULE, relay_sync, [Groups, Bin, Timeout], Timeout + 1000)
+    catch
+        _:_ -> {ok, 0}
+    end.
+
+%% On a peer master, for relayed_sync/4: the groups whose node it is
+%% linked to are sent and acknowledged; the others are dropped, counted.
+relay_sync(Groups, Bin, Timeout) ->
+    Connected = erlang:nodes(connected),
+    {Here, Gone} = lists:partition(fun({N, _}) -> lists:member(N, Connected) end, Groups),
+    count(routed_offline, uids_in(Here)),
+    count(dropped_offline, uids_in(Gone)),
+    acked(Here, Bin, Timeout).
+
+uids_in(Groups) ->
+    lists:sum([case Us of L when is_list(L) -> length(L); _ -> 1 end || {_, Us} <- Groups]).
+
+%% Uids grouped by where their message goes ([{Node, [Uid]}] as
+%% group_by_node/2), and how many of each group are offline uids routed to
+%% their last node; the uids with nowhere to go are counted dropped.
+plan(Uids) ->
+    {Map, Offline, Dropped} =
+        lists:foldl(
+          fun(U, {M, Off, D}) ->
+                  case httpdcnode_presence:route(U) of
+                      {online, Ns} -> {lists:foldl(fun(N, A) -> prepend(N, U, A) end, M, Ns),
+                                       Off, D};
+                      {offline, N} -> {prepend(N, U, M),
+                                       maps:update_with(N, fun(K) -> K + 1 end, 1, Off), D};
+                      none -> {M, Off, D + 1}
+                  end
+          end, {#{}, #{}, 0}, lists:usort(Uids)),
+    count(dropped_offline, Dropped),
+    {lists:sort([{N, lists:reverse(Us)} || {N, Us} <- maps:to_list(Map)]), Offline}.
+
+prepend(N, U, Map) ->
+    maps:update_with(N, fun(L) -> [U | L] end, [U], Map).
 
 %% Acknowledged delivery of {Pid, Ref, Uid | [Uid], Bin} to each {Node, Target};
 %% sums the {Ref, N} replies.

@@ -1,6 +1,7 @@
 %% Application callback: starts mnesia (with the bulk-load tuning below unless
 %% configured otherwise), makes sure the subscription table exists, then the
-%% supervision tree.
+%% supervision tree. A node of role client (httpdcnode_client) needs neither
+%% mnesia nor presence: it starts an empty supervisor.
 -module(httpdcnode_app).
 -behaviour(application).
 
@@ -12,6 +13,12 @@
                           {dc_dump_limit, 40}]).
 
 start(_Type, _Args) ->
+    case httpdcnode_client:is_client() of
+        true -> httpdcnode_sup:start_link();
+        false -> start_master()
+    end.
+
+start_master() ->
     ok = start_mnesia(),
     case subsmanager:ensure_table() of
         ok -> httpdcnode_sup:start_link();

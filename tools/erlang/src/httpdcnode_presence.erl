@@ -5,8 +5,26 @@
 %%   {httpdcnode, Node, up, Uid | [Uid]}     uid(s) got their first stream on Node
 %%   {httpdcnode, Node, down, Uid | [Uid]}   uid(s) lost their last stream on Node
 %%   {httpdcnode, Node, snapshot, [Uid]}     everything Node holds now (replaces)
+%%   {httpdcnode, Node, snapshot_more, [Uid]} the rest of a large snapshot (adds)
 %%   {httpdcnode, Node, hello}               Node announces itself (no uids implied)
+%%   {httpdcnode, Node, hello, #{history_ttl => S, history => N, epoch => E,
+%%                               max_users => M}}  the same, with how long
+%%                                           Node keeps an offline uid's messages
 %% A C-node that disconnects (nodedown) loses all its uids.
+%%
+%% Last seen: a uid that goes offline (its last stream on its last node
+%% closed, a snapshot without it, its node's link went down) is remembered
+%% with that node for as long as the node keeps its history (the hello's
+%% history_ttl; application env last_seen_ttl, 120 s, for a node that sent
+%% no hello; nothing when it keeps no history). httpdcnode routes a message
+%% for an offline uid there: the C-node gives it the uid's next id and keeps
+%% it, so the client gets it when it resumes. Coming online anywhere
+%% removes the entry (the next offline moment writes the new node). Two
+%% tables hold it: uid -> {node, expiry} and {expiry, uid} in order, so that
+%% the oldest entry is the first key: the cap (env last_seen_max, 1000000
+%% entries) evicts it in O(log n), and the sweep (every last_seen_sweep_ms,
+%% 10000) walks only the expired ones. About 150 bytes per uid on a 64-bit
+%% VM, both rows (cluster_reliability_tests measures 152.5 at 20000 entries).
 %%
 %% A C-node sends a snapshot whenever it (re)connects to the master; one
 %% that connected while this server was not running sent it to a name
@@ -34,6 +52,8 @@
 
 -export([start_link/0, start_link/1, stop/0]).
 -export([online/1, online_uids/1, nodes/0, count/0, add_node/1, resync/0, sync/0]).
+-export([route/1, last_seen/1, node_info/1, last_seen_info/0, sweep/0,
+         create_tables/1, counters/0, count_event/2, counter_values/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SERVER, ?MODULE).
@@ -46,10 +66,25 @@
 %% {node}: learned C-nodes, in a table of httpdcnode_sup (absent when this
 %% server runs without it).
 -define(LEARNED, httpdcnode_presence_learned).
+%% uid -> {Uid, Node, ExpiresMs}: where an offline uid was last (monotonic ms).
+-define(LAST, httpdcnode_presence_last).
+%% {{ExpiresMs, Uid}}, ordered: oldest first, for the cap and the sweep.
+-define(LAST_T, httpdcnode_presence_last_t).
+%% node -> {Node, HistoryTtlMs, Hello}: what the node's hello said.
+-define(INFO, httpdcnode_presence_info).
+%% The application's counters (a counters ref in persistent_term).
+-define(COUNTERS, {httpdcnode, counters}).
+-define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
+                        last_seen_expired]).
+%% Expired entries removed per sweep step; the next step follows at once.
+-define(SWEEP_BATCH, 10000).
 %% ms for epmd to say whether a hidden node is published.
 -define(EPMD_TIMEOUT, 5000).
 
--record(state, {configured = [] :: [node()]}).
+-record(state, {configured = [] :: [node()],
+                default_ttl_ms = 120000 :: non_neg_integer(),
+                max_last = 1000000 :: non_neg_integer(),
+                sweep_ms = 10000 :: pos_integer()}).
 
 %%% API
 
@@ -86,6 +121,93 @@ nodes() ->
 count() ->
     ets:info(?BY_NODE, size).
 
+%% Where a message for Uid goes: the nodes holding it, else the node it was
+%% last on while that node keeps its history, else nowhere.
+-spec route(pos_integer()) -> {online, [node(), ...]} | {offline, node()} | none.
+route(Uid) ->
+    case online(Uid) of
+        [] ->
+            case last_seen(Uid) of
+                none -> none;
+                Node -> {offline, Node}
+            end;
+        Nodes -> {online, Nodes}
+    end.
+
+%% The node an offline Uid was last on, if its entry has not expired.
+-spec last_seen(pos_integer()) -> node() | none.
+last_seen(Uid) ->
+    try ets:lookup(?LAST, Uid) of
+        [{_, Node, Exp}] ->
+            case Exp > now_ms() of
+                true -> Node;
+                false -> none
+            end;
+        [] -> none
+    catch error:badarg -> none
+    end.
+
+%% What Node's hello said (#{} for none), and the history TTL used for it.
+-spec node_info(node()) -> {non_neg_integer() | default, map()}.
+node_info(Node) ->
+    try ets:lookup(?INFO, Node) of
+        [{_, TtlMs, Hello}] -> {TtlMs, Hello};
+        [] -> {default, #{}}
+    catch error:badarg -> {default, #{}}
+    end.
+
+%% Entries and bytes of the last-seen tables (both).
+-spec last_seen_info() -> #{entries := non_neg_integer(), bytes := non_neg_integer()}.
+last_seen_info() ->
+    W = erlang:system_info(wordsize),
+    case {ets:info(?LAST, size), ets:info(?LAST, memory), ets:info(?LAST_T, memory)} of
+        {N, M1, M2} when is_integer(N) -> #{entries => N, bytes => (M1 + M2) * W};
+        _ -> #{entries => 0, bytes => 0}
+    end.
+
+%% Removes the expired last-seen entries now; returns how many.
+sweep() ->
+    gen_server:call(?SERVER, sweep, infinity).
+
+%% The application's counters: routed_offline (messages for offline uids
+%% sent to their last node), dropped_offline (for a uid never seen, expired,
+%% or whose last node no master is linked to), relayed_offline (handed to
+%% another master, linked to the node), last_seen_evicted (by the cap),
+%% last_seen_expired (by the sweep).
+-spec counter_values() -> #{atom() => non_neg_integer()}.
+counter_values() ->
+    case counters() of
+        undefined -> maps:from_list([{K, 0} || K <- ?COUNTER_NAMES]);
+        C -> maps:from_list([{K, counters:get(C, I)}
+                             || {I, K} <- lists:zip(lists:seq(1, length(?COUNTER_NAMES)),
+                                                    ?COUNTER_NAMES)])
+    end.
+
+counters() ->
+    persistent_term:get(?COUNTERS, undefined).
+
+count_event(_Name, 0) -> ok;
+count_event(Name, N) ->
+    case counters() of
+        undefined -> ok;
+        C -> counters:add(C, index(Name, ?COUNTER_NAMES, 1), N)
+    end.
+
+index(K, [K | _], I) -> I;
+index(K, [_ | T], I) -> index(K, T, I + 1).
+
+%% The last-seen and hello tables, and the counters, for Access public
+%% (made by httpdcnode_sup, so that they outlive a crash of this server) or
+%% protected (this server alone). Those that exist already are kept.
+create_tables(Access) ->
+    [ets:whereis(T) =:= undefined andalso ets:new(T, [Type, Access, named_table | Opts])
+     || {T, Type, Opts} <- [{?LAST, set, [{read_concurrency, true}]},
+                            {?LAST_T, ordered_set, []},
+                            {?INFO, set, [{read_concurrency, true}]}]],
+    counters() =:= undefined andalso
+        persistent_term:put(?COUNTERS, counters:new(length(?COUNTER_NAMES), [write_concurrency])),
+    ok.
+
 %% Adds Node to the known C-nodes without it having reported yet.
 add_node(Node) when is_atom(Node) ->
     gen_server:call(?SERVER, {add_node, Node}).
@@ -112,8 +234,17 @@ init(Configured) ->
          spawn(fun() -> net_kernel:connect_node(N) end)
      end || N <- Configured],
     [ets:insert(?NODES, {N, false}) || N <- recall_learned(), not lists:member(N, Configured)],
+    create_tables(protected),
     request_snapshots(),
-    {ok, #state{configured = Configured}}.
+    State = #state{configured = Configured,
+                   default_ttl_ms = 1000 * env(last_seen_ttl, 120),
+                   max_last = env(last_seen_max, 1000000),
+                   sweep_ms = max(1, env(last_seen_sweep_ms, 10000))},
+    erlang:send_after(State#state.sweep_ms, self(), sweep),
+    {ok, State}.
+
+env(K, Default) ->
+    application:get_env(httpdcnode, K, Default).
 
 handle_call({add_node, Node}, _From, State) ->
     learn(Node, State),
@@ -123,18 +254,30 @@ handle_call(resync, _From, State) ->
     {reply, ok, State};
 handle_call(sync, _From, State) ->
     {reply, ok, State};
+handle_call(sweep, _From, State) ->
+    {reply, sweep_all(now_ms(), 0), State};
 handle_call(_Other, _From, State) ->
     {reply, {error, unknown_call}, State}.
 
 handle_cast(_Msg, State) ->
     {noreply, State}.
 
+handle_info({httpdcnode, Node, hello, Hello}, State) when is_atom(Node), is_map(Hello) ->
+    known(Node, hello, State),
+    ets:insert(?INFO, {Node, hello_ttl_ms(Hello, State), Hello}),
+    {noreply, State};
 handle_info({httpdcnode, Node, Event, Arg}, State) when is_atom(Node) ->
     known(Node, Event, State),
-    presence(Node, Event, Arg),
+    presence(Node, Event, Arg, State),
     {noreply, State};
 handle_info({httpdcnode, Node, hello}, State) when is_atom(Node) ->
     known(Node, hello, State),
+    {noreply, State};
+handle_info(sweep, State) ->
+    case sweep_batch(now_ms(), ?SWEEP_BATCH) of
+        done -> erlang:send_after(State#state.sweep_ms, self(), sweep);
+        more -> self() ! sweep
+    end,
     {noreply, State};
 handle_info({nodeup, Node, _Info}, State) ->
     %% Configured C-nodes are known as soon as they connect; others once
@@ -145,10 +288,19 @@ handle_info({nodeup, Node, _Info}, State) ->
     end,
     {noreply, State};
 handle_info({nodedown, Node, _Info}, State) ->
-    drop_node_uids(Node),
+    %% Its link may come back with its history (the C-node did not die):
+    %% its uids are remembered there meanwhile.
+    went_offline(drop_node_uids(Node), Node, State),
     case is_configured(Node, State) of
         true -> ok;
         false -> forget(Node)
+    end,
+    {noreply, State};
+handle_info({httpdcnode_relay, Node, Msg, K}, State) when is_integer(K) ->
+    %% Another master is not linked to Node: sent from here if this one is.
+    case erlang:send({any, Node}, Msg, [noconnect]) of
+        noconnect -> count_event(dropped_offline, K);
+        _ -> count_event(routed_offline, K)
     end,
     {noreply, State};
 handle_info(_Other, State) ->
@@ -192,7 +344,10 @@ known(Node, Event, State) ->
         true -> ok;
         false ->
             learn(Node, State),
-            Event =:= snapshot orelse ask_snapshot(self(), Node),
+            %% a hello comes right before the snapshot, a snapshot_more
+            %% right after it
+            lists:member(Event, [snapshot, snapshot_more, hello])
+                orelse ask_snapshot(self(), Node),
             ok
     end.
 
@@ -222,18 +377,20 @@ recall_learned() ->
 learned_table() ->
     ets:whereis(?LEARNED).
 
-presence(Node, up, Uids) when is_list(Uids) ->
+presence(Node, Up, Uids, _State) when is_list(Uids), (Up =:= up orelse Up =:= snapshot_more) ->
     [add(Node, U) || U <- Uids, is_uid(U)], ok;
-presence(Node, up, Uid) ->
+presence(Node, up, Uid, _State) ->
     is_uid(Uid) andalso add(Node, Uid), ok;
-presence(Node, down, Uids) when is_list(Uids) ->
-    [remove(Node, U) || U <- Uids], ok;
-presence(Node, down, Uid) ->
-    remove(Node, Uid), ok;
-presence(Node, snapshot, Uids) when is_list(Uids) ->
-    drop_node_uids(Node),
-    [add(Node, U) || U <- Uids, is_uid(U)], ok;
-presence(_Node, _Event, _Arg) ->
+presence(Node, down, Uids, State) when is_list(Uids) ->
+    [remove(Node, U, State) || U <- Uids], ok;
+presence(Node, down, Uid, State) ->
+    remove(Node, Uid, State), ok;
+presence(Node, snapshot, Uids, State) when is_list(Uids) ->
+    Old = drop_node_uids(Node),
+    [add(Node, U) || U <- Uids, is_uid(U)],
+    %% those it no longer holds went offline there
+    went_offline(Old, Node, State);
+presence(_Node, _Event, _Arg, _State) ->
     ok.
 
 is_uid(U) -> is_integer(U) andalso U > 0.
@@ -242,15 +399,103 @@ add(Node, Uid) ->
     %% The by-node row tells whether the pair exists, so the bag never gets
     %% a duplicate and a repeated `up' is harmless.
     case ets:insert_new(?BY_NODE, {{Node, Uid}}) of
-        true -> ets:insert(?UIDS, {Uid, Node});
+        true ->
+            ets:insert(?UIDS, {Uid, Node}),
+            forget_last(Uid);
         false -> true
     end.
 
-remove(Node, Uid) ->
-    ets:delete(?BY_NODE, {Node, Uid}),
-    ets:delete_object(?UIDS, {Uid, Node}).
+remove(Node, Uid, State) ->
+    case ets:member(?BY_NODE, {Node, Uid}) of
+        true ->
+            ets:delete(?BY_NODE, {Node, Uid}),
+            ets:delete_object(?UIDS, {Uid, Node}),
+            went_offline([Uid], Node, State);
+        false -> ok
+    end.
 
+%% Returns the uids Node held.
 drop_node_uids(Node) ->
-    [ets:delete_object(?UIDS, {U, Node}) || U <- online_uids(Node)],
+    Uids = online_uids(Node),
+    [ets:delete_object(?UIDS, {U, Node}) || U <- Uids],
     ets:select_delete(?BY_NODE, [{{{Node, '_'}}, [], [true]}]),
+    Uids.
+
+%%% Last seen
+
+%% Uids that Node no longer holds: those held nowhere else now are
+%% remembered with Node.
+went_offline(Uids, Node, State) ->
+    Offline = [U || U <- Uids, not ets:member(?UIDS, U)],
+    case ttl_ms(Node, State) of
+        %% it keeps no history, or the table may hold nothing
+        TtlMs when TtlMs =:= 0; State#state.max_last =:= 0 ->
+            [forget_last(U) || U <- Offline];
+        TtlMs ->
+            Exp = now_ms() + TtlMs,
+            [note_last(U, Node, Exp, State) || U <- Offline]
+    end,
     ok.
+
+note_last(Uid, Node, Exp, State) ->
+    case ets:lookup(?LAST, Uid) of
+        [{_, _, Old}] -> ets:delete(?LAST_T, {Old, Uid});
+        [] -> make_room(State)
+    end,
+    ets:insert(?LAST, {Uid, Node, Exp}),
+    ets:insert(?LAST_T, {{Exp, Uid}}).
+
+%% At the cap, the oldest entry goes.
+make_room(#state{max_last = Max}) ->
+    case ets:info(?LAST, size) >= Max of
+        true ->
+            case ets:first(?LAST_T) of
+                '$end_of_table' -> ok;
+                {_, U} = K ->
+                    ets:delete(?LAST_T, K),
+                    ets:delete(?LAST, U),
+                    count_event(last_seen_evicted, 1)
+            end;
+        false -> ok
+    end.
+
+forget_last(Uid) ->
+    case ets:lookup(?LAST, Uid) of
+        [{_, _, Exp}] ->
+            ets:delete(?LAST_T, {Exp, Uid}),
+            ets:delete(?LAST, Uid);
+        [] -> true
+    end.
+
+ttl_ms(Node, #state{default_ttl_ms = D}) ->
+    case ets:lookup(?INFO, Node) of
+        [{_, TtlMs, _}] -> TtlMs;
+        [] -> D
+    end.
+
+%% A node that keeps no history (history => 0) keeps nothing to resume.
+hello_ttl_ms(#{history := 0}, _State) -> 0;
+hello_ttl_ms(#{history_ttl := S}, _State) when is_integer(S), S >= 0 -> 1000 * S;
+hello_ttl_ms(_, #state{default_ttl_ms = D}) -> D.
+
+%% Removes up to Budget expired entries, oldest first: the walk stops at
+%% the first one still valid.
+sweep_batch(_Now, 0) -> more;
+sweep_batch(Now, Budget) ->
+    case ets:first(?LAST_T) of
+        {Exp, U} = K when Exp =< Now ->
+            ets:delete(?LAST_T, K),
+            ets:delete(?LAST, U),
+            count_event(last_seen_expired, 1),
+            sweep_batch(Now, Budget - 1);
+        _ -> done
+    end.
+
+sweep_all(Now, N) ->
+    case sweep_batch(Now, 1) of
+        more -> sweep_all(Now, N + 1);
+        done -> N
+    end.
+
+now_ms() ->
+    erlang:monotonic_time(millisecond).

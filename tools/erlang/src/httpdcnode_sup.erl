@@ -1,6 +1,9 @@
 %% Top supervisor: the presence server is the only long-lived process;
 %% the API and pubsub modules run in their callers. The supervisor owns the
-%% table of learned C-nodes (see httpdcnode_presence).
+%% table of learned C-nodes and the last-seen tables (see
+%% httpdcnode_presence). On a node of role client (application env) it
+%% supervises nothing: that node has no presence, its calls go to a master
+%% (httpdcnode_client).
 -module(httpdcnode_sup).
 -behaviour(supervisor).
 
@@ -10,9 +13,18 @@ start_link() ->
     supervisor:start_link({local, ?MODULE}, ?MODULE, []).
 
 init([]) ->
+    case httpdcnode_client:is_client() of
+        true -> {ok, {#{strategy => one_for_one, intensity => 5, period => 10}, []}};
+        false -> master()
+    end.
+
+master() ->
     %% C-nodes the presence server learned, kept here so that they outlive
     %% a crash of that server: its successor asks them for snapshots.
     ets:new(httpdcnode_presence_learned, [set, public, named_table]),
+    %% Where offline uids were last: a restarted presence server still
+    %% routes their messages.
+    httpdcnode_presence:create_tables(public),
     Presence = #{id => httpdcnode_presence,
                  start => {httpdcnode_presence, start_link, []},
                  restart => permanent,

@@ -1,5 +1,9 @@
 %% Pubsub publish: router:send(Id, Msg) reaches Id and everyone subscribed to
 %% Id who is online, with one Erlang message per C-node carrying the fan-out.
+%% A subscriber offline for a moment gets it on resume, as with
+%% httpdcnode:multicast_sync/2 (counted 0 in the reply). On a node of role
+%% client (httpdcnode_client) the whole call runs on a master, where the
+%% subscriptions are.
 -module(router).
 
 -export([send/2, send/3, send_async/2, recipients/1]).
@@ -14,12 +18,18 @@ send(Id, Msg) ->
     send(Id, Msg, ?TIMEOUT).
 
 send(Id, Msg, Timeout) ->
-    httpdcnode:multicast_sync(recipients(Id), Msg, Timeout).
+    case httpdcnode_client:is_client() of
+        true -> httpdcnode_client:call(?MODULE, send, [Id, Msg, Timeout], Timeout);
+        false -> httpdcnode:multicast_sync(recipients(Id), Msg, Timeout)
+    end.
 
 %% Fire and forget: no acknowledgement, returns ok.
 -spec send_async(term(), httpdcnode:msg()) -> ok.
 send_async(Id, Msg) ->
-    httpdcnode:multicast(recipients(Id), Msg).
+    case httpdcnode_client:is_client() of
+        true -> httpdcnode_client:cast(?MODULE, send_async, [Id, Msg]);
+        false -> httpdcnode:multicast(recipients(Id), Msg)
+    end.
 
 %% Id and its subscribers, each once, online or not.
 -spec recipients(term()) -> [term()].
