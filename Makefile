@@ -56,6 +56,10 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 ERL_SRC   := $(wildcard tools/erlang/src/*.erl)
 ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
+# Tools beside the application, not in its .app (the load generator msggen):
+# built into the same ebin/ for the scripts.
+ERL_TOOL  := $(wildcard tools/erlang/bench/*.erl)
+ERL_BEAM  += $(ERL_TOOL:tools/erlang/bench/%.erl=tools/erlang/ebin/%.beam)
 ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
@@ -119,6 +123,10 @@ $(BUILD):
 	@mkdir -p $(BUILD)/tests build/tests/ebin $(BINP)
 
 tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
+	@mkdir -p tools/erlang/ebin
+	erlc -Wall -o tools/erlang/ebin $<
+
+tools/erlang/ebin/%.beam: tools/erlang/bench/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
 

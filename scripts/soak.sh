@@ -9,7 +9,7 @@
 #     half clean closes), each reconnected at once;
 #   - one client that never reads (the server must end it at --max-backlog,
 #     slow_closed, without slowing the others).
-# For SOAK_SECONDS, tools/erlang/src/soak.erl publishes SOAK_RATE msg/s to
+# For SOAK_SECONDS, tools/erlang/bench/soak.erl publishes SOAK_RATE msg/s to
 # random uids of the whole range, a broadcast every second and a stream of
 # large messages for the non-reader, straight to the C-node from its own node.
 # The master is killed (SIGKILL) and restarted at 1/3 and 2/3 of the run; after
