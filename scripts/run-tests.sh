@@ -132,6 +132,14 @@ else
   failed=$((failed + 1))
 fi
 
+# --- The docs: links resolve, the options are --help's: one test ------------
+echo "== docs check"
+if HTTPDCNODE_BIN=$HTTPDCNODE_BIN scripts/check-docs.py; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
+
 # --- Independent clients from the npm registry (tests/js), pinned by its lock
 # file; installed again only when the lock file changed.
 if [[ ! -d tests/js/node_modules || tests/js/package-lock.json -nt tests/js/node_modules ]]; then

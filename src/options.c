@@ -58,7 +58,7 @@ static const char usage_text[] =
     "                           included (default: the CPUs it may use, at most 4)\n"
     "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
     "                           FILE (mode 600): exp=EXP&sig=HMAC in the query, or\n"
-    "                           Authorization: Bearer UID.EXP.HMAC (see README)\n"
+    "                           Authorization: Bearer UID.EXP.HMAC (docs/security.md)\n"
     "  --drain-seconds SECONDS  on SIGTERM, end the streams spread over this long\n"
     "                           (at least 100 a second) so that their clients do not\n"
     "                           all come back at once (default 10; 0: all at once)\n"

@@ -1,5 +1,5 @@
 /* Draining: every stream ended, spread over some seconds, so that their
- * clients do not all come back in the same instant (README "Draining").
+ * clients do not all come back in the same instant (docs/operations.md, "Draining").
  * SIGTERM drains, then the server exits; {drain, Seconds} from Erlang
  * drains and the node stays up, refusing new streams (503, Retry-After)
  * until {drain, cancel} or a restart. Loop thread only. */

@@ -79,7 +79,7 @@ size_t framing_sse_body_len(const char *data, uint32_t len);
 void framing_sse_body(const char *data, uint32_t len, char *out);
 
 /* Why a stream is ended on purpose, which its last bytes tell the client
- * (README "Endings"): whether to come back, and when.
+ * (docs/protocol.md, "Endings"): whether to come back, and when.
  *   drain     the server is going away (SIGTERM, {drain, S}): come back,
  *             with a backoff, to this or another node (WebSocket 1012)
  *   kicked    Erlang ended the uid's streams: do not come back (4001)

@@ -53,7 +53,7 @@ static void refuse_no_fds(struct evhttp_request *req)
                "Server is at its connection limit, try again later");
 }
 
-/* A node being drained sends its clients elsewhere (README "Draining"). */
+/* A node being drained sends its clients elsewhere (docs/operations.md, "Draining"). */
 static void refuse_draining(struct evhttp_request *req)
 {
     loop_stats.http_draining++;
