@@ -14,6 +14,7 @@
 
 #include "core/history.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct backlog;
@@ -32,6 +33,16 @@ struct replay {
 };
 
 enum replay_result { REPLAY_FAILED = -1, REPLAY_NONE = 0, REPLAY_STARTED = 1 };
+
+/* For the transports' encoders (transport_ops.h): room for n bytes at the
+ * end of *out (commit them with backlog_commit), NULL when out of memory.
+ * Replay bytes are bounded by REPLAY_CHUNK and one message, not by
+ * --max-backlog (which a long message in SSE's encoding may pass). */
+char *replay_room(struct backlog **out, void *owner, size_t n);
+/* p[n], at the end of *out: 0, or -1 when out of memory. */
+int replay_put(struct backlog **out, void *owner, const char *p, size_t n);
+/* "EPOCH:SEQ" into out[size]: its length. */
+size_t replay_id_text(char *out, size_t size, uint32_t seq);
 
 /* The client of a stream of this framing on uid saw up to the id asked
  * (NULL: it gave none; unreadable: a gap). A gap is put in *out at once if

@@ -10,9 +10,32 @@
 
 #include "core/framing.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
+struct backlog;
+struct replay;
 struct stream;
+
+/* How a framing puts what a client missed into its stream's backlog
+ * (core/replay.c, whose replay_room gives the room): the replay's path
+ * is the core's, its bytes the transport's. Each returns -1 (or size 0)
+ * when out of memory. */
+struct transport_replay {
+    /* Before anything (a long-poll's answer opens). NULL: nothing. */
+    int (*open)(struct backlog **out, void *owner);
+    /* A gap: json (history_gap_json, n bytes) says what was missed, next
+     * is the id to come back with. NULL: told in the end instead. */
+    int (*gap)(struct backlog **out, void *owner, const char *json, size_t n, uint32_t next);
+    /* One message (r: the replay so far); its size. A long-poll takes it
+     * only within r->budget (the first always): past it, nothing is
+     * written, 0, and *over is set. */
+    size_t (*message)(struct backlog **out, void *owner, uint8_t framing, const char *data,
+                      uint32_t len, uint32_t seq, const struct replay *r, int *over);
+    /* All is given: NULL, live messages follow; else the stream's last
+     * bytes (a long-poll's answer end), and it is finished. */
+    int (*end)(struct backlog **out, void *owner, const struct replay *r);
+};
 
 struct transport_ops {
     /* EV_READ on a LIVE or DRAINING stream: read what the client sent.
@@ -30,6 +53,8 @@ struct transport_ops {
      * batch (a long-poll answers with it at once): returns as batch_add.
      * NULL: the batch frames it. */
     int (*deliver)(struct stream *s, const char *data, uint32_t len, uint32_t seq);
+    /* Resume (stream_replay); NULL: the framing replays nothing. */
+    const struct transport_replay *replay;
     /* Ended while a replay is under way: cut, without the terminator
      * (a long-poll's answer would be spoilt by it; the client asks again). */
     uint8_t cut_replay_on_end;

@@ -1,5 +1,7 @@
 /* Long-poll: see poll.h. */
 #include "transport/poll.h"
+#include "core/backlog.h"
+#include "core/replay.h"
 #include "transport/transport.h"
 #include "http/cors.h"
 #include "core/framing.h"
@@ -104,9 +106,66 @@ static int poll_start(struct evhttp_request *req, uint32_t uid)
         .replay = 1, .since = known ? since : NULL, .budget = answer_budget});
 }
 
+/* ---------------------------------------------------------------- replay */
+
+static int poll_replay_open(struct backlog **out, void *owner)
+{
+    static const char start[] = "{\"messages\":[";
+    return replay_put(out, owner, start, sizeof start - 1);
+}
+
+/* A message of the answer, within its budget (the first always). */
+static size_t poll_replay_message(struct backlog **out, void *owner, uint8_t framing,
+                                  const char *data, uint32_t len, uint32_t seq,
+                                  const struct replay *r, int *over)
+{
+    (void)framing;
+    int comma = r->given > 0;
+    char *at = replay_room(out, owner, 1 + json_message_max(len));
+    if (!at)
+        return 0;
+    if (comma)
+        *at = ',';
+    size_t n = (size_t)comma + json_message(at + comma, history_epoch_hex(), seq, data, len);
+    if (comma && n > r->budget) {
+        *over = 1;              /* encoded, not committed: the next poll gets it */
+        return 0;
+    }
+    backlog_commit(*out, n);
+    return n;
+}
+
+/* The answer's end: whether anything was missed, and the id to poll
+ * from next. */
+static int poll_replay_end(struct backlog **out, void *owner, const struct replay *r)
+{
+    char buf[160], first[32], next[32];
+    replay_id_text(next, sizeof next, r->at.seq - 1);
+    size_t n;
+    if (r->gap) {
+        if (r->first)
+            snprintf(first, sizeof first, "\"%s:%u\"", history_epoch_hex(), r->first);
+        else
+            strcpy(first, "null");
+        n = (size_t)snprintf(buf, sizeof buf, "],\"gap\":true,\"first\":%s,\"next\":\"%s\"}\n",
+                             first, next);
+    } else {
+        n = (size_t)snprintf(buf, sizeof buf, "],\"gap\":false,\"next\":\"%s\"}\n", next);
+    }
+    return replay_put(out, owner, buf, n);
+}
+
+/* A gap is said in the answer's end. */
+static const struct transport_replay poll_replay = {
+    .open = poll_replay_open,
+    .message = poll_replay_message,
+    .end = poll_replay_end,
+};
+
 /* A poll's answer is given at once (deliver), a waiting poll is answered
  * empty when idle, and one ended mid-answer is cut. */
 static const struct transport_ops poll_ops = {
+    .replay = &poll_replay,
     .idle = on_poll_idle,
     .deliver = poll_answer,
     .cut_replay_on_end = 1,

@@ -1,5 +1,8 @@
 /* Server-Sent Events: see sse.h. */
 #include "transport/sse.h"
+#include "core/backlog.h"
+#include "core/history.h"
+#include "core/replay.h"
 #include "transport/transport.h"
 #include "http/cors.h"
 #include "core/framing.h"
@@ -83,7 +86,42 @@ static void sse_heartbeat(struct stream *s)
     stream_send(s, &iov, 1, iov.iov_len);
 }
 
-static const struct transport_ops sse_ops = {.heartbeat = sse_heartbeat};
+/* A gap as an event, with id: too, so that an EventSource coming back
+ * asks from there and is not told the same gap again. */
+static int sse_replay_gap(struct backlog **out, void *owner, const char *json, size_t n,
+                          uint32_t next)
+{
+    char buf[HISTORY_GAP_JSON_MAX + 64], id[32];
+    (void)n;
+    replay_id_text(id, sizeof id, next);
+    size_t k = (size_t)snprintf(buf, sizeof buf, "id: %s\nevent: gap\ndata: %s\n\n", id, json);
+    return replay_put(out, owner, buf, k);
+}
+
+static size_t sse_replay_message(struct backlog **out, void *owner, uint8_t framing,
+                                 const char *data, uint32_t len, uint32_t seq,
+                                 const struct replay *r, int *over)
+{
+    (void)r;
+    (void)over;
+    struct framing_prefix prefix;
+    framing_prefix(framing, len, seq, &prefix);
+    size_t n = prefix.len + framing_sse_body_len(data, len);
+    char *at = replay_room(out, owner, n);
+    if (!at)
+        return 0;
+    memcpy(at, prefix.bytes, prefix.len);
+    framing_sse_body(data, len, at + prefix.len);
+    backlog_commit(*out, n);
+    return n;
+}
+
+static const struct transport_replay sse_replay = {
+    .gap = sse_replay_gap,
+    .message = sse_replay_message,
+};
+
+static const struct transport_ops sse_ops = {.heartbeat = sse_heartbeat, .replay = &sse_replay};
 
 int sse_init(void)
 {

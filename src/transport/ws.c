@@ -1,5 +1,7 @@
 /* WebSocket streams: see ws.h. */
 #include "transport/ws.h"
+#include "core/backlog.h"
+#include "core/replay.h"
 #include "transport/transport.h"
 #include "http/http_reply.h"
 #include "http/http_front.h"
@@ -108,8 +110,45 @@ static int ws_start(struct evhttp_request *req, uint32_t uid)
 
 static void ws_heartbeat(struct stream *s) { (void)ws_reader_heartbeat(s); }
 
+/* A gap as a text frame "event: gap\n\n" then the JSON. */
+static int ws_replay_gap(struct backlog **out, void *owner, const char *json, size_t n,
+                         uint32_t next)
+{
+    static const char event[] = "event: gap\n\n";
+    char buf[HISTORY_GAP_JSON_MAX + 64];
+    (void)next;
+    size_t k = framing_ws_header(buf, 1, sizeof event - 1 + n);
+    memcpy(buf + k, event, sizeof event - 1);
+    memcpy(buf + k + sizeof event - 1, json, n);
+    return replay_put(out, owner, buf, k + sizeof event - 1 + n);
+}
+
+static size_t ws_replay_message(struct backlog **out, void *owner, uint8_t framing,
+                                const char *data, uint32_t len, uint32_t seq,
+                                const struct replay *r, int *over)
+{
+    (void)r;
+    (void)over;
+    struct framing_prefix prefix;
+    framing_prefix_utf8(framing, len, seq, utf8_valid(data, len), &prefix);
+    size_t n = prefix.len + len;
+    char *at = replay_room(out, owner, n);
+    if (!at)
+        return 0;
+    memcpy(at, prefix.bytes, prefix.len);
+    memcpy(at + prefix.len, data, len);
+    backlog_commit(*out, n);
+    return n;
+}
+
+static const struct transport_replay ws_replay = {
+    .gap = ws_replay_gap,
+    .message = ws_replay_message,
+};
+
 /* A WebSocket client talks: its frames are read and checked. */
 static const struct transport_ops ws_ops = {
+    .replay = &ws_replay,
     .readable = ws_reader_readable,
     .closing = ws_reader_forget,
     .heartbeat = ws_heartbeat,
