@@ -1,8 +1,8 @@
 /* The Erlang C-node thread: takes the connections erl_setup.c makes (to
  * the master, from other nodes), decodes their messages and hands them to
  * the event loop. Once a connection is established, it is its only user. */
-#ifndef HTTPDCNODE_CNODE_H
-#define HTTPDCNODE_CNODE_H
+#ifndef HTTPDCNODE_ERL_CNODE_H
+#define HTTPDCNODE_ERL_CNODE_H
 
 #include "lib/handoff.h"
 #include "options.h"

@@ -1,7 +1,7 @@
 /* Where the Erlang cookie comes from: --cookie-file, $ERLANG_COOKIE or
  * ~/.erlang.cookie. */
-#ifndef HTTPDCNODE_COOKIE_H
-#define HTTPDCNODE_COOKIE_H
+#ifndef HTTPDCNODE_ERL_COOKIE_H
+#define HTTPDCNODE_ERL_COOKIE_H
 
 #include <stddef.h>
 

@@ -5,8 +5,8 @@
  * thousands. These wait with poll(), within a deadline, and give up at
  * once when cancel_fd becomes readable. epmd's port is $ERL_EPMD_PORT,
  * else 4369, as for erl and ei. */
-#ifndef HTTPDCNODE_EPMD_H
-#define HTTPDCNODE_EPMD_H
+#ifndef HTTPDCNODE_ERL_EPMD_H
+#define HTTPDCNODE_ERL_EPMD_H
 
 #include <netinet/in.h>
 

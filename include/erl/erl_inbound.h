@@ -2,8 +2,8 @@
  * (erl_term.c) into a command record (cmd.h) in the inbox ring. The mirror of
  * outbound.h. When the inbox is full, the C-node thread waits here (that
  * is the backpressure towards Erlang), keeping its links ticking. */
-#ifndef HTTPDCNODE_INBOUND_H
-#define HTTPDCNODE_INBOUND_H
+#ifndef HTTPDCNODE_ERL_INBOUND_H
+#define HTTPDCNODE_ERL_INBOUND_H
 
 #include <stdint.h>
 

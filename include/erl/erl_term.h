@@ -16,8 +16,8 @@
  * chunk would end a chunked stream). A term nested deeper than
  * TERM_MAX_DEPTH, or whose encoding runs past the message, is refused as a
  * bad shape. */
-#ifndef HTTPDCNODE_TERM_H
-#define HTTPDCNODE_TERM_H
+#ifndef HTTPDCNODE_ERL_TERM_H
+#define HTTPDCNODE_ERL_TERM_H
 
 #include <ei.h>
 #include <stddef.h>

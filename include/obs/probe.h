@@ -4,8 +4,8 @@
  * C-node thread decoded them, when the event loop took them from the
  * hand-off, and when each write to a stream returned. Off by default: then
  * the only cost is one predictable branch per message and per write. */
-#ifndef HTTPDCNODE_LATENCY_PROBE_H
-#define HTTPDCNODE_LATENCY_PROBE_H
+#ifndef HTTPDCNODE_PROBE_H
+#define HTTPDCNODE_PROBE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* The head of a stream's reply: evhttp sends the headers and the welcome
  * chunk; once they are flushed the socket leaves evhttp (socket_export.c)
  * for a lean stream (stream.c). */
-#ifndef HTTPDCNODE_WELCOME_H
-#define HTTPDCNODE_WELCOME_H
+#ifndef HTTPDCNODE_CHUNKED_H
+#define HTTPDCNODE_CHUNKED_H
 
 /* Registers GET /test/uid: its start replies with a new stream, already
  * in the uid table, or -1, with nothing sent, when no descriptor or

@@ -8,8 +8,8 @@
  *   {"messages":[{"id":"EPOCH:SEQ","data":"..."},...],"gap":false,"next":"E:S"}
  * (a payload that is not UTF-8 comes as "data_base64"; a gap adds "first",
  * the oldest id kept, or null). The client polls again with since= next. */
-#ifndef HTTPDCNODE_LONGPOLL_H
-#define HTTPDCNODE_LONGPOLL_H
+#ifndef HTTPDCNODE_POLL_H
+#define HTTPDCNODE_POLL_H
 
 #include <event2/event.h>
 #include <stdint.h>
