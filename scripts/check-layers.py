@@ -29,7 +29,9 @@ def objects(build):
         if top in ("tests", "client", "fuzz", "bin"):
             continue
         for f in files:
-            if f.endswith(".o"):
+            # only objects of today's sources: a build dir may hold stale ones
+            src = os.path.normpath(os.path.join("src", rel, f[:-2] + ".c"))
+            if f.endswith(".o") and os.path.exists(src):
                 objs.append(os.path.join(root, f))
     return sorted(objs)
 
@@ -85,6 +87,7 @@ def cycles(graph):
 
 
 def main():
+    os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     objs = objects(build)
     if not objs:
