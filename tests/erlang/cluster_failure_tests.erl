@@ -26,7 +26,7 @@
 -module(cluster_failure_tests).
 -include_lib("eunit/include/eunit.hrl").
 
--import(httpdcnode_raw, [read_until/3, take/2, recv_frame/1, meta_frame/1]).
+-import(httpdcnode_raw, [ws_meta_upgrade/2, recv_frame/1, meta_frame/1]).
 
 %% run on the masters
 -export([sender/4, watch/4]).
@@ -675,13 +675,6 @@ ws_connect(S, U, Since) ->
                                                 none -> "";
                                                 _ -> "?since=" ++ binary_to_list(Since)
                                             end,
-    ok = gen_tcp:send(Sock, ?L:request_bytes("GET", Path, "HTTP/1.1",
-                                             ["Upgrade: websocket", "Connection: Upgrade",
-                                              "Sec-WebSocket-Version: 13",
-                                              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-                                              "Sec-WebSocket-Protocol: ws+meta.httpdcnode"])),
-    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
+    ws_meta_upgrade(Sock, Path),
     note_opened({ws, Sock}),
     Sock.

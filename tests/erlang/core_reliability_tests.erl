@@ -11,7 +11,7 @@
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, wait_until/3, port_of/1,
                               request_bytes/4, json_decode/1, http_request/2]).
 -import(httpdcnode_raw, [poll_raw/2, spawn_poll/2, read_all/2, read_event/1, read_until/3, take/2,
-                         recv_frame/1, meta_frame/1, sync/1]).
+                         ws_meta_upgrade/2, recv_frame/1, meta_frame/1, sync/1]).
 
 -define(T, 5000).
 -define(BIG, 61440).              % a 60 KB message
@@ -528,16 +528,7 @@ sse_parse(Event) ->
     {Epoch, binary_to_integer(Seq), iolist_to_binary(lists:join(<<"\n">>, Data))}.
 
 ws_connect(S, Path, Opts) ->
-    Sock = connect_raw(S, Opts),
-    ok = gen_tcp:send(Sock, request_bytes("GET", "/ws/" ++ Path, "HTTP/1.1",
-                                          ["Upgrade: websocket", "Connection: Upgrade",
-                                           "Sec-WebSocket-Version: 13",
-                                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-                                           "Sec-WebSocket-Protocol: ws+meta.httpdcnode"])),
-    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
-    Sock.
+    ws_meta_upgrade(connect_raw(S, Opts), "/ws/" ++ Path).
 
 %% The process's CPU time (user + system) in ms, from /proc/PID/stat.
 cpu_ms(Pid) ->

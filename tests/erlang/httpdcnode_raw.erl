@@ -10,7 +10,7 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
--export([read_until/3, read_all/2, take/2, read_event/1,
+-export([read_until/3, read_all/2, take/2, read_event/1, ws_meta_upgrade/2,
          recv_frame/1, meta_frame/1, frame/2, frame/3, mask/2,
          poll_raw/2, spawn_poll/2, sync/1]).
 
@@ -50,6 +50,20 @@ read_event(Sock) ->
     {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
     put({buf, Sock}, Rest),
     <<Event/binary, "\n\n">>.
+
+%% GET Path on Sock upgraded to a WebSocket with the subprotocol that carries
+%% ids (ws+meta.httpdcnode): the 101 asserted, the bytes past its head kept.
+ws_meta_upgrade(Sock, Path) ->
+    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes(
+                              "GET", Path, "HTTP/1.1",
+                              ["Upgrade: websocket", "Connection: Upgrade",
+                               "Sec-WebSocket-Version: 13",
+                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                               "Sec-WebSocket-Protocol: ws+meta.httpdcnode"])),
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
+    put({buf, Sock}, Rest),
+    Sock.
 
 %% The next server frame {Fin, Opcode, Payload}: never masked, no RSV bits,
 %% its length in the shortest form.
