@@ -269,6 +269,7 @@ static struct ws_frame *frame_take(void)
         f = malloc(sizeof *f);
         if (!f)
             return NULL;
+        f->msg = NULL;
         if (wslay_frame_context_init(&f->ctx, &callbacks, NULL) != 0) {
             free(f);
             return NULL;
