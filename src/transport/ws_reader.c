@@ -650,11 +650,15 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
         resume_later();
         return;
     }
-    uint32_t n = npaused;
+    uint32_t n = npaused, now = clock_seconds();
     npaused = 0;
     for (uint32_t i = 0; i < n; i++) {
-        paused[i]->ws &= (uint16_t)~PAUSED;
-        stream_rewatch(paused[i]);
+        struct stream *s = paused[i];
+        unsigned slot = slot_of(s);
+        if (slot)
+            slots[slot]->since = now;   /* its message's time ran while not read */
+        s->ws &= (uint16_t)~PAUSED;
+        stream_rewatch(s);
     }
 }
 
@@ -747,9 +751,12 @@ int ws_reader_heartbeat(struct stream *s)
 {
     static const char ping[] = "\x89\x00";
     unsigned slot = slot_of(s);
-    if (slot && too_old(slots[slot], clock_seconds()))
+    /* A paused stream is not read: neither its pongs nor the rest of its
+     * message can come, and it is not held against it. */
+    int paused_now = (s->ws & PAUSED) != 0;
+    if (slot && !paused_now && too_old(slots[slot], clock_seconds()))
         return end_with(s, event_get_fd(&s->u.ev), policy());
-    unsigned pings = s->ws & PINGS_MASK;
+    unsigned pings = paused_now ? 0 : s->ws & PINGS_MASK;
     if (pings >= 2) {
         static const char going_away[] = "\x88\x02\x03\xe9";   /* 1001 */
         loop_stats.ws_dead++;
@@ -768,7 +775,8 @@ void ws_reader_configure(const struct options *o)
     cfg.rate = o->client_rate;
     cfg.burst_milli = (o->client_rate / 4 + 8) * 1000;
     uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * o->client_rate : 0);
-    cfg.second_frames = frames > 65000 ? 65000 : frames;
+    /* uint16 budget: a read adds at most 4096 / 6 frames to one not past it */
+    cfg.second_frames = frames > 64000 ? 64000 : frames;
     cfg.second_bytes = WS_SECOND_BYTES > 4 * cfg.max_message ? WS_SECOND_BYTES
                                                               : 4 * cfg.max_message;
 }
