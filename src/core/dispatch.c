@@ -104,19 +104,23 @@ static void kick(uint32_t uid)
 
 /* {conn, Conn, Data}: one WebSocket frame (text when Data is UTF-8) to
  * that connection only, not kept in the history; after what came before
- * it. 1 when written (or queued), 0 when Conn names no open connection. */
+ * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
+ * history's). 1 when written (or queued), 0 when Conn names no open
+ * connection. */
 static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
 {
+    static const char event[] = "event: conn\n\n";
     batch_flush();
     struct stream *s = conn_find(id);
     if (!s || s->state != STREAM_LIVE) {
         loop_stats.conn_dropped++;
         return 0;
     }
+    size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
     char head[16];
-    size_t k = framing_ws_header(head, utf8_valid(data, len) ? 1 : 2, len);
-    struct iovec iov[2] = {{head, k}, {(void *)data, len}};
-    if (stream_send(s, iov, 2, k + len) != 0)
+    size_t k = framing_ws_header(head, utf8_valid(data, len) ? 1 : 2, ev + len);
+    struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
+    if (stream_send(s, iov, 3, k + ev + len) != 0)
         return 0;
     loop_stats.conn_sent++;
     return 1;

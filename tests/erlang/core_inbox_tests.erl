@@ -180,8 +180,15 @@ conn(S, _) ->
     ?assertEqual({ok, 0}, httpdcnode:reply_sync(Conn, <<"gone">>)),
     {CNode, Id} = Conn,
     ?assertEqual({ok, 0}, httpdcnode:reply_sync({CNode, Id + 1000000}, <<"never">>)),
-    ?assertMatch(#{conn_sent := 3, conn_dropped := 2}, stats(S)),
-    gen_tcp:close(B).
+    %% With ws+meta it says it is no message of the uid's (no id).
+    Meta = open(S, 9, ["Sec-WebSocket-Protocol: ws+meta.httpdcnode"]),
+    ok = gen_tcp:send(Meta, frame(1, <<"meta">>)),
+    [{9, MetaConn, <<"meta">>}] = collect(1),
+    ?assertEqual({ok, 1}, httpdcnode:reply_sync(MetaConn, <<"to meta">>)),
+    ?assertEqual({1, 1, <<"event: conn\n\nto meta">>}, recv_frame(Meta)),
+    ?assertMatch(#{conn_sent := 4, conn_dropped := 2}, stats(S)),
+    gen_tcp:close(B),
+    gen_tcp:close(Meta).
 
 no_inbox(S) ->
     A = open(S, 5),
@@ -205,11 +212,13 @@ collect(N, Acc) ->
 nothing_more() ->
     receive {in, _, _, _} = M -> erlang:error({unexpected, M}) after 200 -> ok end.
 
-open(S, Uid) ->
+open(S, Uid) -> open(S, Uid, []).
+
+open(S, Uid, Headers) ->
     {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
     ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", "/ws/" ++
                                                                    integer_to_list(Uid),
-                                                               "HTTP/1.1", ?UPGRADE)),
+                                                               "HTTP/1.1", ?UPGRADE ++ Headers)),
     {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
     ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
     put({buf, Sock}, Rest),
