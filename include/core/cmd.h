@@ -16,6 +16,8 @@ enum cmd_kind {
     CMD_SNAPSHOT,      /* the master (re)connected: send it who is online */
     CMD_DRAIN,         /* {drain, Seconds}: uid holds the seconds */
     CMD_UNDRAIN,       /* {drain, cancel} */
+    CMD_CONN,          /* {conn, Conn, Data}: to one connection (conn) */
+    CMD_IN_ACK,        /* {httpdcnode_in_ack, N}: the C-node thread's, never in the ring */
 };
 
 struct cmd {
@@ -26,6 +28,7 @@ struct cmd {
     uint32_t nuids;        /* CMD_MULTICAST */
     uint32_t payload_len;
     uint64_t received_ns;  /* when the C-node decoded it: clock_now_ns() (monotonic) */
+    uint64_t conn;         /* CMD_CONN: conn.h's id */
 };
 
 static inline size_t cmd_size(uint32_t nuids, uint32_t payload_len, uint32_t reply_len)

@@ -93,6 +93,10 @@ void stream_end_with(struct stream *s, struct iovec last);
  * 0 when written or kept, -1 when the stream is closed (now or before). */
 int stream_send(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
 
+/* A LIVE stream's transport_ops paused changed: watches its socket for
+ * reading again, or stops. */
+void stream_rewatch(struct stream *s);
+
 /* For writes made elsewhere (a write job, possibly on a writer thread):
  * the descriptor to writev whole messages to, or -1 when they must go
  * through stream_send. */

@@ -42,6 +42,10 @@ struct transport_ops {
      * NULL: stray bytes, counted and capped (stream.c). -1 when the
      * stream ended. */
     int (*readable)(struct stream *s, int fd);
+    /* Whether its socket is not to be read for now (a WebSocket while
+     * Erlang is behind: TCP pushes back on its client). NULL: never.
+     * The transport calls stream_rewatch when that changes. */
+    int (*paused)(const struct stream *s);
     /* The stream is closing from LIVE or DRAINING: drop what the
      * transport keeps beside it. Must not end the stream. */
     void (*closing)(struct stream *s);

@@ -13,8 +13,9 @@ void erl_inbound_init(struct handoff *inbox, uint32_t max_users, uint32_t max_me
 
 /* buf[0..len) is one Erlang message (version byte first): a command for
  * the loop, or dropped and counted when it is not one. Returns the
- * command's kind (enum cmd_kind), 0 when dropped. */
-int erl_inbound_message(const char *buf, int len);
+ * command's kind (enum cmd_kind), 0 when dropped. CMD_IN_ACK is not for
+ * the loop: *acked gets its N, for erl_send_in_acked. */
+int erl_inbound_message(const char *buf, int len, uint32_t *acked);
 
 /* A master (re)connected, or asked: the loop makes a presence snapshot. */
 void erl_inbound_snapshot(void);

@@ -19,6 +19,7 @@ struct erl_link {
     int in_snapshot;     /* got this snapshot's first piece: gets the rest */
     int repair;          /* a message was dropped for want of room: nothing more
                           * until there is room, then a snapshot */
+    unsigned in_unacked; /* client messages sent to its --inbox, not yet acked */
     char node[MAXNODELEN + 1];
 };
 

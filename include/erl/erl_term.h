@@ -11,6 +11,11 @@
  *   {Pid, Ref, Uid | [Uid], Data}   as {Uid, Data}, replies {Ref, N} to Pid
  *   {Pid, Ref, stats}       replies {Ref, #{...}} to Pid
  *   {Pid, Ref, snapshot}    presence snapshot to the master, then {Ref, N} to Pid
+ *   {conn, Conn, Data}      Data to the one connection Conn (an integer id
+ *                           from {httpdcnode_in, ...}); {Pid, Ref, conn,
+ *                           Conn, Data} replies {Ref, 0 | 1} to Pid
+ *   {httpdcnode_in_ack, N}  the --inbox process handled N more client
+ *                           messages (its window, erl_send.c)
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
  * chunk would end a chunked stream). A term nested deeper than
@@ -66,6 +71,7 @@ struct term_view {
     enum cmd_kind kind;    /* the command the term asks for */
     uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: the seconds */
     uint32_t nuids;        /* CMD_MULTICAST */
+    uint64_t conn;         /* CMD_CONN */
     int uids_index;        /* where the uid list starts in buf */
     int payload_index;     /* where Data starts in buf */
     uint32_t payload_len;

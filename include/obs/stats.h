@@ -44,7 +44,13 @@
     X(auth_expired)     /* 403: a genuine token past its exp */               \
     X(auth_bad)         /* 403: malformed, for another uid, or forged */ \
     X(ws_refused)       /* WebSocket handshakes refused: 400, 403, 426 */    \
-    X(ws_ignored)       /* data messages WebSocket clients sent (ignored) */  \
+    X(ws_ignored)       /* data messages WebSocket clients sent, refused: no --inbox */ \
+    X(client_in)        /* client messages queued for the --inbox process */ \
+    X(client_in_dropped) /* client messages lost: the outbox was full */      \
+    X(client_rate_closed) /* WebSockets closed 1008: past --client-rate */    \
+    X(client_paused)    /* times a WebSocket was not read: Erlang was behind */ \
+    X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
+    X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
     X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
@@ -59,6 +65,7 @@
     X(erl_nodes)        /* Erlang connections up now */                       \
     X(erl_refused)      /* connections closed: every handshake thread busy */ \
     X(presence_dropped) /* presence messages not sent to a master not reading */ \
+    X(in_no_master)     /* client messages lost: no master linked to send them to */ \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {

@@ -1,16 +1,20 @@
 /* What a WebSocket client sends: frames read through wslay's frame parser
  * (wslay_frame_*), checked, and answered: a read's pings get one pong, of
- * the last of them (RFC 6455 5.5.3), a close its close; data frames are
- * ignored and counted (clients have nothing to send us). Protocol errors
+ * the last of them (RFC 6455 5.5.3), a close its close; a data message
+ * goes to Erlang's --inbox process (outbound_in, with the connection's id
+ * from conn.h), or without --inbox is refused and counted (ws_ignored).
+ * Past --client-rate (a bucket of MSGS/4 + 8) the stream is closed 1008
+ * (client_rate_closed); while more than 1 MB of client messages wait for
+ * Erlang no WebSocket is read (client_paused): TCP pushes back. Protocol errors
  * close the stream: 1002 (unmasked frame, reserved bits or opcodes, a bad
  * control frame, a continuation out of place), 1007 (invalid UTF-8 in a
- * text message or a close reason), 1009 (a data message over 4 KB).
+ * text message or a close reason), 1009 (a data message over --max-client-message).
  * Policy closes it, 1008 (ws_policy_closed): a data message not whole
  * within 10 s of its first byte or in 64 frames, or more in one second
  * than 64 KiB, 128 frames or 16 pings.
  *
  * Parse state exists only while a frame is being read: an idle stream
- * keeps two bits (pings unanswered) and a 14-bit slot number, in
+ * keeps two bits (pings unanswered), one (paused) and a 13-bit slot number, in
  * stream.ws; a stream that sent in the current second, a 24-byte entry in
  * a side table. Loop thread only.
  *
@@ -22,6 +26,14 @@
 #include <stdint.h>
 
 struct stream;
+
+struct options;
+
+/* --inbox, --max-client-message, --client-rate: at startup. */
+void ws_reader_configure(const struct options *o);
+
+/* Whether the stream is not read for now: Erlang is behind. */
+int ws_reader_paused(const struct stream *s);
 
 /* The stream's socket is readable: reads and handles what came. */
 int ws_reader_readable(struct stream *s, int fd);

@@ -2,6 +2,7 @@
 #include "core/dispatch.h"
 #include "core/batch.h"
 #include "core/cmd.h"
+#include "core/conn.h"
 #include "core/drain.h"
 #include "core/framing.h"
 #include "core/history.h"
@@ -12,6 +13,8 @@
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/uidtable.h"
+
+#include "lib/utf8.h"
 
 #include <stdlib.h>
 
@@ -99,6 +102,30 @@ static void kick(uint32_t uid)
     }
 }
 
+/* {conn, Conn, Data}: one WebSocket frame (text when Data is UTF-8) to
+ * that connection only, not kept in the history; after what came before
+ * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
+ * history's). 1 when written (or queued), 0 when Conn names no open
+ * connection. */
+static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
+{
+    static const char event[] = "event: conn\n\n";
+    batch_flush();
+    struct stream *s = conn_find(id);
+    if (!s || s->state != STREAM_LIVE) {
+        loop_stats.conn_dropped++;
+        return 0;
+    }
+    size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
+    char head[16];
+    size_t k = framing_ws_header(head, utf8_valid(data, len) ? 1 : 2, ev + len);
+    struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
+    if (stream_send(s, iov, 3, k + ev + len) != 0)
+        return 0;
+    loop_stats.conn_sent++;
+    return 1;
+}
+
 static int apply(void *body, size_t size, void *ctx)
 {
     (void)size;
@@ -123,6 +150,9 @@ static int apply(void *body, size_t size, void *ctx)
         break;
     case CMD_KICK:
         kick(c->uid);
+        break;
+    case CMD_CONN:
+        n = to_conn(c->conn, cmd_payload(c), c->payload_len);
         break;
     case CMD_DRAIN:
         batch_flush();            /* what was sent before goes first */

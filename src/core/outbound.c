@@ -4,6 +4,7 @@
 #include <string.h>
 
 static struct handoff *outbox;
+atomic_uint_fast64_t outbound_in_pending;
 
 void outbound_init(struct handoff *ring) { outbox = ring; }
 
@@ -47,6 +48,20 @@ int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uin
     *r = (struct out_rec){.kind = OUT_PRESENCE, .op = (uint8_t)op, .to_all = (uint16_t)to_all,
                           .count = n};
     memcpy(r + 1, uids, (size_t)n * sizeof *uids);
+    handoff_commit(outbox);
+    return 0;
+}
+
+int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len)
+{
+    struct out_rec *r = handoff_reserve(outbox, sizeof *r + sizeof(struct out_in) + len, 0);
+    if (!r)
+        return -1;
+    *r = (struct out_rec){.kind = OUT_IN, .count = len};
+    struct out_in *in = (struct out_in *)(r + 1);
+    *in = (struct out_in){.conn = conn, .uid = uid};
+    memcpy(in + 1, data, len);
+    atomic_fetch_add_explicit(&outbound_in_pending, len, memory_order_relaxed);
     handoff_commit(outbox);
     return 0;
 }

@@ -155,15 +155,23 @@ static int total_room(struct stream *s, size_t n)
 
 static void on_stream_event(evutil_socket_t fd, short what, void *arg);
 
-/* Re-arms the stream's event: EV_READ always, EV_WRITE while backlogged. */
+/* Re-arms the stream's event: EV_READ unless its transport paused it,
+ * EV_WRITE while backlogged. */
 static void stream_watch(struct stream *s, int want_write)
 {
     int fd = stream_fd(s);
+    const struct transport_ops *t = transport_ops[s->framing];
+    short read = t && t->paused && t->paused(s) ? 0 : EV_READ;
     event_del(&s->u.ev);
     event_assign(&s->u.ev, config.base, fd,
-                 EV_READ | EV_PERSIST | (want_write ? EV_WRITE : 0), on_stream_event, s);
-    const struct transport_ops *t = transport_ops[s->framing];
+                 read | EV_PERSIST | (want_write ? EV_WRITE : 0), on_stream_event, s);
     event_add(&s->u.ev, t && t->idle ? &idle_after[s->framing] : NULL);
+}
+
+void stream_rewatch(struct stream *s)
+{
+    if (s->state == STREAM_LIVE)
+        stream_watch(s, s->out != NULL);
 }
 
 /* Clients do not talk after their request: a read is EOF, an error, or a

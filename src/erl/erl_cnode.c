@@ -173,15 +173,20 @@ static void read_link(int i)
     erlang_msg msg;
 
     for (int n = 0; n < BATCH_PER_LINK; n++) {
+        uint32_t acked = 0;
         int r = ei_xreceive_msg_tmo(fd, &msg, &xbuf, RECEIVE_TMO_MS);
         if (r == ERL_ERROR) {
             drop_link(i, erl_errno == ETIMEDOUT ? "timed out mid-message" : "connection closed");
             return;
         }
+        int kind = 0;
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
-                             msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT) &&
-            erl_inbound_message(xbuf.buff, xbuf.index) == CMD_SNAPSHOT)  /* index: its length */
+                             msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
+            kind = erl_inbound_message(xbuf.buff, xbuf.index, &acked);  /* index: its length */
+        if (kind == CMD_SNAPSHOT)
             snapshot_asked(i);
+        else if (kind == CMD_IN_ACK)
+            erl_send_in_acked(erl_link_at(i), acked);
         erl_cnode_trim_xbuf(&xbuf);
         if (!erl_socket_buffered(sock))
             return;             /* the next poll says when the socket has more */
@@ -194,7 +199,10 @@ static void poll_once(void)
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = erl_setup_ready_fd(), .events = POLLIN};
-    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox), .events = POLLIN};
+    /* While an --inbox's window is full the outbox waits (no wakeup comes
+     * for it: erl_send_in_acked drains it again). */
+    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox),
+                                  .events = erl_send_blocked() ? 0 : POLLIN};
     int first_link = nfds, nlinks = erl_link_count();
     /* A link whose bytes already sit in its read buffer is ready now,
      * whatever its socket says: do not sleep on it. */
@@ -227,6 +235,7 @@ static void poll_once(void)
         erl_send_drain();
     /* Last: dropping links reorders them, so nothing above may follow. */
     drop_broken_links();
+    erl_send_resume();          /* acks came, or a master with a full window went */
 }
 
 static void *cnode_main(void *arg)

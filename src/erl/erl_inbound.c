@@ -57,7 +57,7 @@ static struct cmd *reserve(size_t size)
     return rec;
 }
 
-int erl_inbound_message(const char *buf, int len)
+int erl_inbound_message(const char *buf, int len, uint32_t *acked)
 {
     int index = 0, version;
     struct term_view v;
@@ -72,6 +72,10 @@ int erl_inbound_message(const char *buf, int len)
         count_bad_term(e);
         return 0;
     }
+    if (v.kind == CMD_IN_ACK) {
+        *acked = v.uid;             /* the C-node thread's: erl_send.c */
+        return CMD_IN_ACK;
+    }
     uint32_t reply_len = v.has_reply ? (uint32_t)v.reply_len : 0;
     struct cmd *c = reserve(cmd_size(v.nuids, v.payload_len, reply_len));
     if (!c)
@@ -83,6 +87,7 @@ int erl_inbound_message(const char *buf, int len)
         .nuids = v.nuids,
         .payload_len = v.payload_len,
         .received_ns = clock_now_ns(),     /* for httpdcnode_delivery_seconds */
+        .conn = v.conn,
     };
     if (v.nuids)
         erl_term_copy_uids(buf, &v, cmd_uids(c));

@@ -29,6 +29,7 @@ int erl_link_add(int fd, const char *node, int is_master)
     l->is_master = is_master;
     l->broken = 0;
     l->awaiting = l->in_snapshot = l->repair = 0;
+    l->in_unacked = 0;
     strncpy(l->node, node, sizeof l->node - 1);
     l->node[sizeof l->node - 1] = '\0';
     atomic_fetch_add(&cnode_stats.erl_connects, 1);

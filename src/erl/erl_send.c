@@ -18,6 +18,8 @@ static ei_cnode *cnode;
 static struct handoff *outbox;
 static const struct options *opts;
 static const char *presence_to;
+static const char *inbox_to;
+static int left_blocked;         /* erl_send_drain stopped at a full window */
 static ei_x_buff x;
 static struct log_ratelimit send_rl, room_rl;
 
@@ -27,6 +29,7 @@ void erl_send_init(ei_cnode *ec, struct handoff *out, const struct options *o)
     outbox = out;
     opts = o;
     presence_to = o->presence;
+    inbox_to = o->inbox;
     ei_x_new(&x);
 }
 
@@ -200,6 +203,69 @@ int erl_send_repair(struct erl_link *l)
     return 1;
 }
 
+int erl_send_blocked(void)
+{
+    for (int i = 0; i < erl_link_count(); i++) {
+        const struct erl_link *l = erl_link_at(i);
+        if (l->is_master && !l->broken && l->in_unacked >= ERL_SEND_IN_WINDOW)
+            return 1;
+    }
+    return 0;
+}
+
+void erl_send_in_acked(struct erl_link *l, uint32_t n)
+{
+    l->in_unacked = n >= l->in_unacked ? 0 : l->in_unacked - n;
+}
+
+void erl_send_resume(void)
+{
+    if (left_blocked && !erl_send_blocked())
+        erl_send_drain();
+}
+
+/* The master of uid among those linked (see erl_send.h), or NULL. */
+static struct erl_link *inbox_master(uint32_t uid)
+{
+    int n = 0;
+    for (int i = 0; i < erl_link_count(); i++)
+        n += erl_link_at(i)->is_master && !erl_link_at(i)->broken;
+    if (n == 0)
+        return NULL;
+    int k = (int)(uid % (uint32_t)n);
+    for (int i = 0; i < erl_link_count(); i++) {
+        struct erl_link *l = erl_link_at(i);
+        if (l->is_master && !l->broken && k-- == 0)
+            return l;
+    }
+    return NULL;
+}
+
+/* {httpdcnode_in, Node, Uid, Conn, Data} to the uid's master's inbox. */
+static void send_in(struct out_rec *r)
+{
+    const struct out_in *in = (const struct out_in *)(r + 1);
+    struct erl_link *l = inbox_to[0] ? inbox_master(in->uid) : NULL;
+    if (!l) {
+        atomic_fetch_add(&cnode_stats.in_no_master, 1);
+    } else {
+        x.index = 0;
+        ei_x_encode_version(&x);
+        ei_x_encode_tuple_header(&x, 5);
+        ei_x_encode_atom(&x, "httpdcnode_in");
+        ei_x_encode_atom(&x, ei_thisnodename(cnode));
+        ei_x_encode_ulong(&x, in->uid);
+        ei_x_encode_ulonglong(&x, in->conn);
+        ei_x_encode_binary(&x, in + 1, (long)r->count);
+        /* A blocking send: the inbox's window bounds what waits there. */
+        if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0)
+            send_failed(l, "client message");
+        else
+            l->in_unacked++;
+    }
+    atomic_fetch_sub_explicit(&outbound_in_pending, r->count, memory_order_relaxed);
+}
+
 static int send_one(void *body, size_t size, void *ctx)
 {
     (void)size;
@@ -212,6 +278,9 @@ static int send_one(void *body, size_t size, void *ctx)
         if (presence_to[0])
             send_presence(r);
         break;
+    case OUT_IN:
+        send_in(r);
+        return erl_send_blocked();
     }
     return 0;
 }
@@ -219,6 +288,8 @@ static int send_one(void *body, size_t size, void *ctx)
 void erl_send_drain(void)
 {
     handoff_clear_wakeup(outbox);
-    while (handoff_drain(outbox, 1024, send_one, NULL, NULL) > 0)
+    left_blocked = 0;
+    while (!(left_blocked = erl_send_blocked()) &&
+           handoff_drain(outbox, 1024, send_one, NULL, NULL) > 0)
         ;
 }

@@ -117,9 +117,30 @@ static enum term_error decode_target_and_payload(const char *buf, int *index,
     return decode_payload(buf, index, lim, v);
 }
 
+/* Conn then Data: {conn, Conn, Data} after its atom. */
+static enum term_error decode_conn(const char *buf, int *index, const struct term_limits *lim,
+                                   struct term_view *v)
+{
+    unsigned long long id;
+    if (ei_decode_ulonglong(buf, index, &id) != 0 || id == 0)
+        return TERM_BAD_SHAPE;
+    v->kind = CMD_CONN;
+    v->conn = id;
+    return decode_payload(buf, index, lim, v);
+}
+
 static enum term_error parse_pair(const char *buf, int index, const struct term_limits *lim,
                                   struct term_view *v)
 {
+    if (atom_is(buf, index, "httpdcnode_in_ack")) {
+        unsigned long long n;
+        ei_skip_term(buf, &index);
+        if (ei_decode_ulonglong(buf, &index, &n) != 0 || n > UINT32_MAX)
+            return TERM_BAD_SHAPE;
+        v->kind = CMD_IN_ACK;
+        v->uid = (uint32_t)n;
+        return TERM_OK;
+    }
     if (atom_is(buf, index, "broadcast")) {
         ei_skip_term(buf, &index);
         v->kind = CMD_BROADCAST;
@@ -331,6 +352,10 @@ static enum term_error parse_tuple(const char *buf, int index, const struct term
     case 2:
         return parse_pair(buf, index, lim, v);
     case 3:
+        if (atom_is(buf, index, "conn")) {
+            ei_skip_term(buf, &index);
+            return decode_conn(buf, &index, lim, v);
+        }
         if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
             return e;
         if (atom_is(buf, index, "stats"))
@@ -344,6 +369,13 @@ static enum term_error parse_tuple(const char *buf, int index, const struct term
         if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
             return e;
         return decode_target_and_payload(buf, &index, lim, v);
+    case 5:
+        if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
+            return e;
+        if (!atom_is(buf, index, "conn"))
+            return TERM_BAD_SHAPE;
+        ei_skip_term(buf, &index);
+        return decode_conn(buf, &index, lim, v);
     default:
         return TERM_BAD_SHAPE;
     }
@@ -391,7 +423,8 @@ const char *erl_term_error_str(enum term_error e)
     case TERM_BAD_SHAPE:
         return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
                "{drain, Seconds (0..3600)}, {drain, cancel}, "
-               "{Pid, Ref, Uid, Data}, {Pid, Ref, stats} or {Pid, Ref, snapshot}";
+               "{Pid, Ref, Uid, Data}, {Pid, Ref, stats}, {Pid, Ref, snapshot}, "
+               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data} or {httpdcnode_in_ack, N}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
     case TERM_TOO_BIG:
         return "payload over --max-message, or uid list too long for one hand-off record";

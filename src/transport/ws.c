@@ -151,12 +151,14 @@ static const struct transport_ops ws_ops = {
     .replay = &ws_replay,
     .readable = ws_reader_readable,
     .closing = ws_reader_forget,
+    .paused = ws_reader_paused,
     .heartbeat = ws_heartbeat,
 };
 
 int ws_init(const struct options *opts)
 {
     options = opts;
+    ws_reader_configure(opts);
     transport_ops_register(FRAMING_WS, &ws_ops);
     transport_ops_register(FRAMING_WS_META, &ws_ops);
     return http_front_route("/ws/", ws_start, 1);

@@ -14,7 +14,11 @@
  * each function that makes one returns -1 when the stream ended and
  * touches nothing of the stream or its frame after it. */
 #include "transport/ws_reader.h"
+#include "core/conn.h"
 #include "core/framing.h"
+#include "core/outbound.h"
+#include "core/transport_ops.h"
+#include "options.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 #include "core/stream.h"
@@ -29,8 +33,12 @@
 
 /* Bytes read from a client per readable event. */
 #define WS_READ_MAX 4096
-/* A client's data message at most: it has nothing to tell us. */
-#define WS_MESSAGE_MAX 4096
+/* Bytes of client messages waiting for Erlang (outbound_in_pending) past
+ * which no WebSocket is read, and below which (half) reading resumes,
+ * checked every WS_RESUME_MS. A read adds at most its 4 KB and a message
+ * in flight on top: the outbox (8 MB) keeps room for the rest. */
+#define WS_PENDING_MAX (1u << 20)
+#define WS_RESUME_MS 5
 /* Bytes of unread input discarded before closing on an error, so that the
  * close is a FIN the client reads, not a reset that loses our close frame. */
 #define WS_DRAIN_MAX 65536
@@ -49,18 +57,33 @@
 #define WS_SECOND_FRAMES 128
 #define WS_SECOND_PINGS 16
 
-/* stream.ws: pings unanswered (2 bits), the slot of the frame in flight
- * (14 bits, 0: none). */
+/* What the options make of these: the client message's bound (without
+ * --inbox: 4 KB, for nothing), the bucket of --client-rate (in
+ * thousandths of a message), the frames and bytes a second may bring. */
+static struct {
+    int inbox;
+    uint32_t max_message;
+    uint32_t rate;              /* per second, = thousandths per ms */
+    uint32_t burst_milli;
+    uint32_t second_frames;
+    uint32_t second_bytes;
+} cfg = {0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES};
+
+/* stream.ws: pings unanswered (2 bits), not read while Erlang is behind
+ * (1 bit), the slot of the frame in flight (13 bits, 0: none). */
 #define PINGS_MASK 3u
-#define SLOT_SHIFT 2
-#define SLOTS 16383u
+#define PAUSED 4u
+#define SLOT_SHIFT 3
+#define SLOTS 8191u
 
 /* One frame (or fragmented data message) being read. About 4.5 KB while
- * it exists: this 176-byte record and wslay's context (4,264 bytes as
+ * it exists: this 184-byte record and wslay's context (4,264 bytes as
  * malloc_usable_size measures it with Debian's wslay 1.1.1, mostly its
- * 4 KB input buffer). */
+ * 4 KB input buffer); with --inbox, and once a data message came, its
+ * --max-client-message bytes too. */
 struct ws_frame {
     wslay_frame_context_ptr ctx;
+    uint8_t *msg;               /* --inbox: the data message so far */
     uint64_t length;            /* this frame's payload */
     uint64_t got;               /* of it, seen so far */
     uint32_t fed;               /* bytes given to ctx since the frame began */
@@ -88,6 +111,8 @@ static struct {
     const uint8_t *p;
     size_t left;
     struct ws_frame *f;
+    struct stream *s;
+    uint32_t now_ms;            /* the coarse clock in ms, never 0 */
     uint32_t now;               /* clock_seconds() at the read */
     uint16_t frames;
     uint16_t pings;
@@ -129,7 +154,7 @@ static uint32_t clock_seconds(void)
 
 /* How a read ends: on (the stream stays), or a close with code, counted
  * by why. code 0: an empty close (the client's own). */
-enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY };
+enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE };
 
 struct verdict {
     uint16_t code;
@@ -139,6 +164,7 @@ struct verdict {
 static const struct verdict go_on = {0, GO_ON};
 static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, BAD_FRAME}; }
 static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, POLICY}; }
+static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, RATE}; }
 
 /* ---------------------------------------------------------------- budgets */
 
@@ -243,14 +269,17 @@ static struct ws_frame *frame_take(void)
         f = malloc(sizeof *f);
         if (!f)
             return NULL;
+        f->msg = NULL;
         if (wslay_frame_context_init(&f->ctx, &callbacks, NULL) != 0) {
             free(f);
             return NULL;
         }
     }
     wslay_frame_context_ptr ctx = f->ctx;
+    uint8_t *msg = f->msg;
     memset(f, 0, sizeof *f);
     f->ctx = ctx;
+    f->msg = msg;
     f->since = feed.now;
     return f;
 }
@@ -264,6 +293,7 @@ static void frame_put(struct ws_frame *f)
         return;
     }
     wslay_frame_context_free(f->ctx);
+    free(f->msg);
     free(f);
 }
 
@@ -350,6 +380,8 @@ static int end_with(struct stream *s, int fd, struct verdict v)
         loop_stats.client_closed++;
     else if (v.why == BAD_FRAME)
         loop_stats.ws_bad_frames++;
+    else if (v.why == RATE)
+        loop_stats.client_rate_closed++;
     else
         loop_stats.ws_policy_closed++;
     return close_with(s, fd, v.code);
@@ -398,6 +430,8 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
             return bad(WSLAY_CODE_PROTOCOL_ERROR);
         f->message = 0;
         f->frames = 1;
+        if (cfg.inbox && !f->msg && !(f->msg = malloc(cfg.max_message)))
+            return bad(1011);                   /* internal error: out of memory */
         f->text = (struct utf8_state){0};
         if (!io->fin)
             f->fragmented = io->opcode;
@@ -411,7 +445,7 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
     default:
         return bad(WSLAY_CODE_PROTOCOL_ERROR);
     }
-    if (f->length > WS_MESSAGE_MAX - f->message)
+    if (f->length > cfg.max_message - f->message)
         return bad(WSLAY_CODE_MESSAGE_TOO_BIG);
     return go_on;
 }
@@ -425,6 +459,8 @@ static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n
         f->ctl_len = (uint8_t)(f->ctl_len + n);
         return go_on;
     }
+    if (f->msg)
+        memcpy(f->msg + f->message, p, n);
     f->message += (uint32_t)n;
     if (is_text(f) && !utf8_feed(&f->text, p, n))
         return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
@@ -450,6 +486,42 @@ static struct verdict client_close(const struct ws_frame *f)
     return (struct verdict){(uint16_t)code, BY_CLIENT};
 }
 
+/* Takes a message from the connection's --client-rate bucket: a burst of
+ * cfg.burst_milli, refilled at cfg.rate a second. 0: none left. */
+static int take_token(struct conn *c)
+{
+    uint64_t t = c->at_ms ? c->tokens + (uint64_t)(feed.now_ms - c->at_ms) * cfg.rate
+                          : cfg.burst_milli;
+    c->at_ms = feed.now_ms;
+    if (t > cfg.burst_milli)
+        t = cfg.burst_milli;
+    if (t < 1000) {
+        c->tokens = (uint32_t)t;
+        return 0;
+    }
+    c->tokens = (uint32_t)(t - 1000);
+    return 1;
+}
+
+/* A whole data message: to Erlang, or refused (no --inbox), counted. */
+static struct verdict message_in(struct ws_frame *f)
+{
+    if (!cfg.inbox) {
+        loop_stats.ws_ignored++;
+        return go_on;
+    }
+    struct conn *c = conn_of(feed.s);
+    if (!c)
+        return bad(1011);
+    if (!take_token(c))
+        return rate();
+    if (outbound_in(feed.s->uid, c->id, f->msg, f->message) != 0)
+        loop_stats.client_in_dropped++;
+    else
+        loop_stats.client_in++;
+    return go_on;
+}
+
 /* The frame is read: acts on it (a ping's pong waits for the read's end). */
 static struct verdict frame_end(struct ws_frame *f)
 {
@@ -470,7 +542,9 @@ static struct verdict frame_end(struct ws_frame *f)
         if (is_text(f) && !utf8_complete(&f->text))
             return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
         f->fragmented = 0;
-        loop_stats.ws_ignored++;
+        struct verdict v = message_in(f);
+        if (v.why != GO_ON)
+            return v;
         break;
     }
     f->started = 0;
@@ -513,7 +587,7 @@ static struct verdict charge_bytes(struct budget *b, size_t n)
     if (!b)
         return go_on;
     b->bytes += (uint32_t)n;
-    return b->bytes > WS_SECOND_BYTES ? policy() : go_on;
+    return b->bytes > cfg.second_bytes ? policy() : go_on;
 }
 
 /* The read's frames and pings against it; and the message in flight
@@ -523,15 +597,90 @@ static struct verdict charge_frames(struct budget *b, const struct ws_frame *f)
     if (b) {
         b->frames = (uint16_t)(b->frames + feed.frames);
         b->pings = (uint16_t)(b->pings + feed.pings);
-        if (b->frames > WS_SECOND_FRAMES || b->pings > WS_SECOND_PINGS)
+        if (b->frames > cfg.second_frames || b->pings > WS_SECOND_PINGS)
             return policy();
     }
     return too_old(f, feed.now) ? policy() : go_on;
 }
 
+/* ---------------------------------------------------------------- Erlang behind */
+
+/* The streams not read for now (PAUSED in stream.ws), resumed together. */
+static struct stream **paused;
+static uint32_t npaused, paused_cap;
+static struct event *resume_ev;
+
+static void on_resume(evutil_socket_t fd, short what, void *arg);
+
+static void resume_later(void)
+{
+    const struct timeval tv = {0, WS_RESUME_MS * 1000};
+    event_add(resume_ev, &tv);
+}
+
+/* Stops reading s until Erlang catches up. -1 when that cannot be kept
+ * track of (out of memory): s is read on. */
+static int pause_stream(struct stream *s)
+{
+    if (!resume_ev && !(resume_ev = evtimer_new(event_get_base(&s->u.ev), on_resume, NULL)))
+        return -1;
+    if (npaused == paused_cap) {
+        uint32_t n = paused_cap ? paused_cap * 2 : 64;
+        struct stream **p = realloc(paused, n * sizeof *p);
+        if (!p)
+            return -1;
+        paused = p;
+        paused_cap = n;
+    }
+    paused[npaused++] = s;
+    s->ws |= PAUSED;
+    loop_stats.client_paused++;
+    stream_rewatch(s);
+    if (npaused == 1)
+        resume_later();
+    return 0;
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    if (atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > WS_PENDING_MAX / 2) {
+        resume_later();
+        return;
+    }
+    uint32_t n = npaused, now = clock_seconds();
+    npaused = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct stream *s = paused[i];
+        unsigned slot = slot_of(s);
+        if (slot)
+            slots[slot]->since = now;   /* its message's time ran while not read */
+        s->ws &= (uint16_t)~PAUSED;
+        stream_rewatch(s);
+    }
+}
+
+/* A paused stream closes: off the list (linear, but only while paused). */
+static void unpause(struct stream *s)
+{
+    for (uint32_t i = 0; i < npaused; i++)
+        if (paused[i] == s) {
+            paused[i] = paused[--npaused];
+            return;
+        }
+}
+
+int ws_reader_paused(const struct stream *s) { return (s->ws & PAUSED) != 0; }
+
 int ws_reader_readable(struct stream *s, int fd)
 {
     uint8_t buf[WS_READ_MAX];
+    if (cfg.inbox &&
+        atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > WS_PENDING_MAX &&
+        pause_stream(s) == 0)
+        return 0;
     ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         loop_stats.client_closed++;
@@ -541,6 +690,12 @@ int ws_reader_readable(struct stream *s, int fd)
     if (n < 0)
         return 0;
     feed.now = clock_seconds();
+    feed.s = s;
+    if (cfg.inbox) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+        feed.now_ms = (uint32_t)((uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000) | 1;
+    }
     unsigned slot = slot_of(s);
     struct ws_frame *f = slot ? slots[slot] : frame_take();
     if (!f) {
@@ -587,15 +742,21 @@ void ws_reader_forget(struct stream *s)
         frame_put(f);
     }
     budget_forget(s);
+    if (s->ws & PAUSED)
+        unpause(s);
+    conn_forget(s);
 }
 
 int ws_reader_heartbeat(struct stream *s)
 {
     static const char ping[] = "\x89\x00";
     unsigned slot = slot_of(s);
-    if (slot && too_old(slots[slot], clock_seconds()))
+    /* A paused stream is not read: neither its pongs nor the rest of its
+     * message can come, and it is not held against it. */
+    int paused_now = (s->ws & PAUSED) != 0;
+    if (slot && !paused_now && too_old(slots[slot], clock_seconds()))
         return end_with(s, event_get_fd(&s->u.ev), policy());
-    unsigned pings = s->ws & PINGS_MASK;
+    unsigned pings = paused_now ? 0 : s->ws & PINGS_MASK;
     if (pings >= 2) {
         static const char going_away[] = "\x88\x02\x03\xe9";   /* 1001 */
         loop_stats.ws_dead++;
@@ -607,13 +768,34 @@ int ws_reader_heartbeat(struct stream *s)
     return stream_send(s, &iov, 1, 2);
 }
 
+void ws_reader_configure(const struct options *o)
+{
+    cfg.inbox = o->inbox[0] != 0;
+    cfg.max_message = o->max_client_message;
+    cfg.rate = o->client_rate;
+    cfg.burst_milli = (o->client_rate / 4 + 8) * 1000;
+    uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * o->client_rate : 0);
+    /* uint16 budget: a read adds at most 4096 / 6 frames to one not past it */
+    cfg.second_frames = frames > 64000 ? 64000 : frames;
+    cfg.second_bytes = WS_SECOND_BYTES > 4 * cfg.max_message ? WS_SECOND_BYTES
+                                                              : 4 * cfg.max_message;
+}
+
 void ws_reader_free(void)
 {
     if (spare) {
         wslay_frame_context_free(spare->ctx);
+        free(spare->msg);
         free(spare);
         spare = NULL;
     }
+    if (resume_ev)
+        event_free(resume_ev);
+    resume_ev = NULL;
+    free(paused);
+    paused = NULL;
+    npaused = paused_cap = 0;
+    conn_free();
     free(slots);
     free(free_slots);
     free(budgets);

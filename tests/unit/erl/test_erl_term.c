@@ -208,6 +208,80 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_free(&x);
 }
 
+/* {conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N};
+ * a Conn not a positive integer, an empty Data, a bad N: refused. */
+static void conn_and_ack_terms(void **state)
+{
+    (void)state;
+    struct term_view v;
+    ei_cnode ec;
+    erlang_pid pid;
+    erlang_ref ref;
+
+    begin();
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "conn");
+    ei_x_encode_ulonglong(&x, 1ull << 40);
+    ei_x_encode_binary(&x, "hi", 2);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_CONN);
+    assert_true(v.conn == 1ull << 40);
+    assert_int_equal(v.payload_len, 2);
+    assert_false(v.has_reply);
+
+    assert_true(ei_connect_init(&ec, "unit", "cookie", 1) >= 0);
+    assert_int_equal(ei_make_pid(&ec, &pid), 0);
+    assert_int_equal(ei_make_ref(&ec, &ref), 0);
+    begin();
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_atom(&x, "conn");
+    ei_x_encode_long(&x, 7);
+    ei_x_encode_binary(&x, "yo", 2);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_CONN);
+    assert_true(v.conn == 7);
+    assert_true(v.has_reply);
+
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "httpdcnode_in_ack");
+    ei_x_encode_long(&x, 32);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_IN_ACK);
+    assert_int_equal(v.uid, 32);
+
+    static const long long bad_ids[] = {0, -1};
+    for (size_t i = 0; i < 2; i++) {
+        begin();
+        ei_x_encode_tuple_header(&x, 3);
+        ei_x_encode_atom(&x, "conn");
+        ei_x_encode_longlong(&x, bad_ids[i]);
+        ei_x_encode_binary(&x, "hi", 2);
+        assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    }
+    begin();
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "conn");
+    ei_x_encode_long(&x, 3);
+    ei_x_encode_binary(&x, "", 0);
+    assert_int_equal(parse(&v), TERM_EMPTY);
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "httpdcnode_in_ack");
+    ei_x_encode_atom(&x, "many");
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    begin();
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_atom(&x, "stats");
+    ei_x_encode_long(&x, 7);
+    ei_x_encode_binary(&x, "yo", 2);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+}
+
 /* {drain, Seconds} in 0..3600 and {drain, cancel}; anything else a bad shape. */
 static void drain_terms(void **state)
 {
@@ -557,6 +631,7 @@ int main(void)
         cmocka_unit_test(multicast_list_and_string_forms),
         cmocka_unit_test(broadcast_kick_stats_and_acknowledged),
         cmocka_unit_test(drain_terms),
+        cmocka_unit_test(conn_and_ack_terms),
         cmocka_unit_test(bad_uids),
         cmocka_unit_test(bad_payloads),
         cmocka_unit_test(bad_shapes),
