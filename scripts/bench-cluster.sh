@@ -62,7 +62,8 @@ put_section() {
   local tmp="$REPORT.cluster.$$"
   [[ -e $REPORT ]] || : >"$REPORT"
   awk -v h="$SECTION_HEAD" -v f="$1" '
-    function put() { while ((getline l < f) > 0) print l; close(f); done = 1 }
+    function put() { last = ""; while ((getline l < f) > 0) { print l; last = l }
+      close(f); if (last != "") print ""; done = 1 }
     $0 == h { put(); skip = 1; next }
     skip && /^## / { skip = 0 }
     skip { next }
