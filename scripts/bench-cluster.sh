@@ -241,19 +241,19 @@ csum_is() { [[ $(csum "$1") == "$2" ]]; }
 streams_of_is() { [[ $(cstat "$1" streams_open) == "$2" ]]; }
 all_alive() {
   local p
-  for p in "${MPID[1]}" "${MPID[2]}" "${CPID[1]}" "${CPID[2]}" "${CPID[3]}"; do
+  for p in "${MPID[@]}" "${CPID[@]}" "${CLI_PIDS[@]}"; do
     alive "$p" || return 1
   done
 }
 
 # wait_for SECONDS WHAT CMD...: until CMD succeeds (bounded; gives up early
-# when a master or C-node died). Returns 1 on timeout.
+# when a master, a C-node or a client died). Returns 1 on timeout.
 wait_for() {
   local end=$(($(date +%s) + $(left "$1"))) what=$2
   shift 2
   while (($(date +%s) < end)); do
     "$@" && return 0
-    all_alive || { broken "a master or C-node died while waiting for $what"; return 1; }
+    all_alive || { broken "a master, C-node or client died while waiting for $what"; return 1; }
     sleep 0.1
   done
   broken "timed out waiting for $what"
