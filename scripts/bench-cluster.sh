@@ -314,7 +314,7 @@ this section as it is) on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-par
 in $(get duration_s) s. Load average $LOAD0 at the start, $(get load_end) at the end, on $(nproc) cores:
 the five nodes, the three load clients and the driver share them.
 
-Two masters, each \`erl -sname M -eval 'benchcl:master()'\` (\`scripts/bench/benchcl.erl\`: the
+Two masters, each \`erl -sname M -eval 'benchcl:master()'\` (names M1, M2 and those of the C-nodes carry the script's pid) (\`scripts/bench/benchcl.erl\`: the
 httpdcnode application with env \`masters\` = both), and three C-nodes,
 \`./httpdcnode --master M1,M2 --presence httpdcnode_presence --drain-seconds 0\` on ports of
 their own; each C-node holds $(n0 "$STREAMS") streams of one \`./httpclient --proto $PROTO -n $STREAMS -P 1
@@ -485,7 +485,8 @@ log "C-node restart: streams back after $(get cr_streams_ms) ms, presence on the
 # the C-nodes are up and when its presence holds every uid.
 log "kill -KILL master 2 (pid ${MPID[2]})"
 { kill -KILL "${MPID[2]}"; wait_exit "${MPID[2]}" 10; } 2>/dev/null
-T_MKILL=$(now_ms)
+# (from the first launch: erl is tried again while the killed one's name is
+# still in epmd)
 T_MLAUNCH=$(now_ms)
 start_master 2 --cnodes "$CNODES" --expect "$TOTAL" || finish
 wait_for 60 "the new master's full presence" grep -q '"event":"\(full\|timeout\)"' "$MLOG" || finish
