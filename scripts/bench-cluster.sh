@@ -314,11 +314,12 @@ this section as it is) on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-par
 in $(get duration_s) s. Load average $LOAD0 at the start, $(get load_end) at the end, on $(nproc) cores:
 the five nodes, the three load clients and the driver share them.
 
-Two masters, each \`erl -sname M -eval 'benchcl:master()'\` (names M1, M2 and those of the C-nodes carry the script's pid) (\`scripts/bench/benchcl.erl\`: the
+Two masters, each \`erl -sname M -eval 'benchcl:master()'\` (\`scripts/bench/benchcl.erl\`: the
 httpdcnode application with env \`masters\` = both), and three C-nodes,
 \`./httpdcnode --master M1,M2 --presence httpdcnode_presence --drain-seconds 0\` on ports of
-their own; each C-node holds $(n0 "$STREAMS") streams of one \`./httpclient --proto $PROTO -n $STREAMS -P 1
---reconnect-lost $BACKOFF --reconnect-cap $CAP_MS\` (8 source addresses each), $(n0 "$TOTAL") uids in all,
+their own (the node names carry the script's pid). Each C-node holds $(n0 "$STREAMS") streams of one
+\`./httpclient --proto $PROTO -n $STREAMS -P 1 --reconnect-lost $BACKOFF --reconnect-cap $CAP_MS\`
+(8 source addresses each): $(n0 "$TOTAL") uids in all,
 one stream each. All $(n0 "$TOTAL") were up $(ms2s "$(get connect_ms)") s after the clients started. Times are taken
 by the masters' Erlang (system time, ms) or by the script.
 
