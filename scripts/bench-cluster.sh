@@ -320,7 +320,7 @@ httpdcnode application with env \`masters\` = both), and three C-nodes,
 their own (the node names carry the script's pid). Each C-node holds $(n0 "$STREAMS") streams of one
 \`./httpclient --proto $PROTO -n $STREAMS -P 1 --reconnect-lost $BACKOFF --reconnect-cap $CAP_MS\`
 (8 source addresses each): $(n0 "$TOTAL") uids in all,
-one stream each. All $(n0 "$TOTAL") were up $(ms2s "$(get connect_ms)") s after the clients started. Times are taken
+one stream each. All $(n0 "$TOTAL") were up $(ms2s "$(get connect_ms)") s after the clients started (their progress lines: 1 s resolution). Times are taken
 by the masters' Erlang (system time, ms) or by the script.
 
 | | measured |
