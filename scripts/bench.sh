@@ -36,7 +36,7 @@ mode=full
 case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
-  -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
