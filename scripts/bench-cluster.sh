@@ -39,7 +39,7 @@
 #                                       BENCHMARKS.md (in place of the old one,
 #                                       else before "## Optimisations")
 #   CLUSTER_STREAMS     streams per C-node (default 18000; 100 with --smoke)
-#   CLUSTER_MSGS        routed sends (default 10 per stream: 540,000)
+#   CLUSTER_MSGS        routed sends (default 10 x CLUSTER_STREAMS: 180,000)
 #   CLUSTER_MULTICASTS  multicast_sync runs (default 5)
 #   CLUSTER_PROTO       the clients' --proto: sse (default) or chunked
 #   HTTPDCNODE_BINDIR   where the binaries are (default: the root)
