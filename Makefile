@@ -39,18 +39,27 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) -Iin
              -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
 LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
-# Server sources: everything in src/ except main.c also goes into the unit tests.
-SRV_LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
+# Server sources, by layer (src/<layer>/, headers in include/<layer>/):
+# everything but main.c also goes into the unit tests. Objects mirror
+# the folders: $(BUILD)/core/stream.o for src/core/stream.c.
+SRV_LAYERS  := lib core http transport erl auth obs
+SRV_LIB_SRC := src/options.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
 SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
 CLIENT_SRC := $(wildcard tools/httpclient/*.c)
 CLIENT_OBJ := $(CLIENT_SRC:tools/httpclient/%.c=$(BUILD)/client/%.o)
 
-UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+# Unit tests mirror the source tree: tests/unit/core/test_stream.c for
+# src/core/stream.c (tests/unit/client/ for tools/httpclient).
+UNIT_SRC  := $(wildcard tests/unit/*/test_*.c)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 ERL_SRC   := $(wildcard tools/erlang/src/*.erl)
 ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
+# Tools beside the application, not in its .app (the load generator msggen):
+# built into the same ebin/ for the scripts.
+ERL_TOOL  := $(wildcard tools/erlang/bench/*.erl)
+ERL_BEAM  += $(ERL_TOOL:tools/erlang/bench/%.erl=tools/erlang/ebin/%.beam)
 ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
@@ -72,6 +81,7 @@ check-ei:
 
 # Each object depends on the headers it includes (-MMD writes them down).
 $(BUILD)/%.o: src/%.c | $(BUILD)
+	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 # web/ is built into the server (GET / and /httpdcnode.js, src/web.c): each
@@ -98,7 +108,7 @@ $(SERVER): $(BUILD)/main.o $(SRV_LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
 # The latency histogram is shared with the server's probe.
-$(CLIENT): $(CLIENT_OBJ) $(BUILD)/histogram.o
+$(CLIENT): $(CLIENT_OBJ) $(BUILD)/lib/histogram.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(EV_LIBS) $(WSLAY_LIBS) -lm
 
 # The host's floor for one small loopback write (make bench reports it).
@@ -116,6 +126,10 @@ tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
 
+tools/erlang/ebin/%.beam: tools/erlang/bench/%.erl
+	@mkdir -p tools/erlang/ebin
+	erlc -Wall -o tools/erlang/ebin $<
+
 tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 	@mkdir -p tools/erlang/ebin
 	cp $< $@
@@ -129,15 +143,16 @@ build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
 # A unit test may #include the server sources it tests, to reach their
 # statics (h2o's t/00unit does so): name them here and their objects are
 # left out of its link.
-test_stream_INCLUDES := stream batch
-test_history_INCLUDES := history
-test_expiry_INCLUDES := expiry
+core/test_stream_INCLUDES := core/stream core/batch
+core/test_history_INCLUDES := core/history
+core/test_expiry_INCLUDES := core/expiry
 $(BUILD)/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | $(BUILD)
+	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itools/httpclient -MMD -MP -o $@ $< \
 	    $(filter-out $($*_INCLUDES:%=$(BUILD)/%.o),$(SRV_LIB_OBJ)) $(LDLIBS_SERVER) -lcmocka
 
 # Client tests #include the client's sources: rebuild them when those change.
-$(filter $(BUILD)/tests/test_client_%,$(UNIT_BIN)): $(CLIENT_SRC) $(wildcard tools/httpclient/*.h)
+$(filter $(BUILD)/tests/client/%,$(UNIT_BIN)): $(CLIENT_SRC) $(wildcard tools/httpclient/*.h)
 
 # libFuzzer harnesses (clang), each with the sources it exercises.
 FUZZ_SECONDS ?= 60
@@ -147,20 +162,21 @@ FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefine
 FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp \
                 build/fuzz/fuzz_history
 
-build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/term.c include/term.h include/cmd.h | build
+build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/erl/erl_term.c include/erl/erl_term.h \
+                      include/core/cmd.h | build
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(EI_DIR)/include -o $@ $< src/term.c -L$(EI_DIR)/lib -lei -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(EI_DIR)/include -o $@ $< src/erl/erl_term.c -L$(EI_DIR)/lib -lei -lpthread
 
-build/fuzz/fuzz_uid: tests/fuzz/fuzz_uid.c src/uid.c include/uid.h | build
+build/fuzz/fuzz_uid: tests/fuzz/fuzz_uid.c src/http/uid.c include/http/uid.h | build
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< src/uid.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< src/http/uid.c
 
-build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/uid.c include/uid.h | build
+build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/http/uid.c include/http/uid.h | build
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(EV_CFLAGS) -o $@ $< src/uid.c $(EV_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(EV_CFLAGS) -o $@ $< src/http/uid.c $(EV_LIBS)
 
 # The history against a model; history.c is included for its clock.
-build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c src/history.c include/history.h | build
+build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c src/core/history.c include/core/history.h | build
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $<
 
@@ -225,4 +241,4 @@ install: httpdcnode
 clean:
 	rm -rf build build-* httpdcnode httpclient writefloor wakefloor tools/erlang/ebin/*.beam tools/erlang/ebin/*.app
 
--include $(wildcard $(BUILD)/*.d $(BUILD)/client/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/tests/*/*.d)

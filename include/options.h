@@ -10,6 +10,10 @@
  * ring is 32 MB; records up to half of it) with its uid list. */
 #define MAX_MESSAGE_LIMIT (8u << 20)
 
+/* Largest --max-client-message: a WebSocket frame in flight keeps this
+ * much while its message is read. */
+#define CLIENT_MESSAGE_LIMIT (1u << 20)
+
 #define ALLOW_ORIGIN_MAX 16
 /* --master a@h,b@h: masters linked at once, at most. */
 #define MASTERS_MAX 8
@@ -26,6 +30,9 @@ struct options {
     char cookie[256];          /* --cookie-file, --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */
     int cookie_in_argv;        /* --cookie: visible in ps, main warns once */
     char presence[256];        /* --presence NAME on the master, "" for none */
+    char inbox[256];           /* --inbox NAME on the master, "" for none */
+    uint32_t max_client_message; /* bytes per client message */
+    uint32_t client_rate;      /* client messages per second per connection */
     uint32_t max_users;        /* uids 1..max_users */
     uint32_t max_message;      /* bytes per message payload */
     uint32_t max_conns_per_uid;

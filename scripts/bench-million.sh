@@ -2,7 +2,7 @@
 # `make bench-million`: a million open streams over C-nodes routed by the
 # application, on loopback, measured end to end (issue 17). Needs `make all`.
 #
-# One Erlang master runs the httpdcnode application (tools/erlang/src/
+# One Erlang master runs the httpdcnode application (tools/erlang/bench/
 # million.erl samples its presence count every 50 ms); ceil(STREAMS /
 # PER_NODE) C-nodes, each --master it, --presence httpdcnode_presence,
 # --history-bytes 4 MiB, its own ports, holding one contiguous block of
@@ -763,7 +763,7 @@ r() { awk -v k="$1" '$1 == k { print $2 }' "$RESULT"; }
 section() {
   cat <<EOF
 <!-- bench-million -->
-## 7. A million streams over C-nodes (\`make bench-million\`)
+## 8. A million streams over C-nodes (\`make bench-million\`)
 
 Measured by \`make bench-million\` (\`scripts/bench-million.sh\`, about 15 minutes) on
 $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null): $CORES cores,

@@ -2,15 +2,20 @@
 # `make bench`: measures httpdcnode on loopback and writes BENCHMARKS.md and
 # bench/*.png at the repository root. Needs `make all` done.
 #
-#   scripts/bench.sh           the full run (4-6 minutes here; at most 9.5)
+#   scripts/bench.sh           the full run (4-6 minutes here; at most 9.5),
+#                              then scripts/bench-cluster.sh, which writes the
+#                              cluster section (1-2 minutes; at most 5)
 #   scripts/bench.sh --smoke   a tiny run (300 streams, 3,300 messages, one
 #                              multicast, the plots; then 1,000 messages to
 #                              100 streams of --proto sse, ws and poll,
 #                              ids checked) that writes nothing in the
 #                              repository; exits non-zero only when something is
 #                              broken (loss, a crash, a tool failing), never on
-#                              timings. Last line: "bench smoke: P passed, F failed".
+#                              timings; and scripts/bench-cluster.sh --smoke.
+#                              Last line: "bench smoke: P passed, F failed".
 #                              BENCH_KEEP=1 keeps its files (in $TMPDIR).
+#   BENCH_CLUSTER=0            no cluster run: the full run keeps the cluster
+#                              section of BENCHMARKS.md as it was
 #   HTTPDCNODE_BINDIR          where the binaries are (default: the root; a
 #                              `make SANITIZE=...` build has them in build-*/bin)
 #
@@ -31,7 +36,7 @@ mode=full
 case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
-  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -84,6 +89,10 @@ fi
 
 if [[ $mode == smoke ]]; then
   phase_smoke
+  if [[ ${BENCH_CLUSTER:-1} != 0 ]]; then
+    scripts/bench-cluster.sh --smoke >"$WORK/cluster-smoke.out" 2>&1 </dev/null ||
+      broken "scripts/bench-cluster.sh --smoke: $(grep 'BROKEN' "$WORK/cluster-smoke.out" | head -n3 | tr '\n' ' ')$(tail -n1 "$WORK/cluster-smoke.out")"
+  fi
   if [[ -s $WORK/broken ]]; then
     sed 's/^/bench smoke: /' "$WORK/broken" >&2
     echo "bench smoke: 0 passed, 1 failed"
@@ -102,10 +111,18 @@ phase_floor
 phase_transports 200000
 put duration_s $(($(date +%s) - START))
 
+# write_report writes the whole file: the cluster section is put back after it.
+OLD_CLUSTER=$(scripts/bench-cluster.sh --print-section)
 mkdir -p bench
 make_plots "$WORK" bench || broken "gnuplot failed: $(tail -n3 "$WORK/gnuplot.err" | tr '\n' ' ')"
 write_report BENCHMARKS.md
 log "wrote BENCHMARKS.md and bench/*.png in $(get duration_s) s (raw figures in build/bench/)"
+if [[ ${BENCH_CLUSTER:-1} != 0 ]]; then
+  # Its own processes, bound and section (figures in build/bench-cluster/).
+  scripts/bench-cluster.sh </dev/null || broken "scripts/bench-cluster.sh failed (see its section in BENCHMARKS.md)"
+else
+  [[ -z $OLD_CLUSTER ]] || printf '%s\n' "$OLD_CLUSTER" | scripts/bench-cluster.sh --put-section
+fi
 if [[ -s $WORK/broken ]]; then
   log "some measurements are missing or show breakage:"
   sed 's/^/  /' "$WORK/broken" >&2

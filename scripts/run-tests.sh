@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test, once everything is built (`make test` calls it from the
-# repository root): each cmocka binary build/tests/test_*, then every EUnit
+# repository root): each cmocka binary build/tests/<layer>/test_* (they
+# mirror tests/unit/<layer>/), the layer check (scripts/check-layers.py),
+# the docs' link check (scripts/check-docs.py), then every EUnit
 # module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
 # `make bench` (scripts/bench.sh --smoke), a 60-s `make soak`, a small
 # `make storm` and a small `make bench-million`.
@@ -95,8 +97,10 @@ fi
 
 # --- C unit tests (cmocka) ---------------------------------------------------
 shopt -s nullglob
-for t in "$TEST_BUILD"/tests/test_*; do
+units=0
+for t in "$TEST_BUILD"/tests/*/test_*; do
   [[ -f $t && -x $t ]] || continue
+  units=$((units + 1))
   echo "== $t"
   # shellcheck disable=SC2086  # $VALGRIND: a command and its options
   timeout --kill-after=5 "$UNIT_TIMEOUT" $VALGRIND "$t" >"$work/unit.out" 2>&1
@@ -114,6 +118,28 @@ for t in "$TEST_BUILD"/tests/test_*; do
   passed=$((passed + p))
   failed=$((failed + f))
 done
+
+echo "== $units cmocka binaries"
+if [[ $units -eq 0 ]]; then
+  echo "run-tests: no cmocka binary in $TEST_BUILD/tests/*/ (make test builds them)"
+  failed=$((failed + 1))
+fi
+
+# --- The layers of src/, from the objects' symbols: one test -----------------
+echo "== layer check"
+if scripts/check-layers.py "$TEST_BUILD"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
+
+# --- The docs: links resolve, the options are --help's: one test ------------
+echo "== docs check"
+if HTTPDCNODE_BIN=$HTTPDCNODE_BIN scripts/check-docs.py; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
 
 # --- Independent clients from the npm registry (tests/js), pinned by its lock
 # file; installed again only when the lock file changed.

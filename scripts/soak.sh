@@ -9,7 +9,7 @@
 #     half clean closes), each reconnected at once;
 #   - one client that never reads (the server must end it at --max-backlog,
 #     slow_closed, without slowing the others).
-# For SOAK_SECONDS, tools/erlang/src/soak.erl publishes SOAK_RATE msg/s to
+# For SOAK_SECONDS, tools/erlang/bench/soak.erl publishes SOAK_RATE msg/s to
 # random uids of the whole range, a broadcast every second and a stream of
 # large messages for the non-reader, straight to the C-node from its own node.
 # The master is killed (SIGKILL) and restarted at 1/3 and 2/3 of the run; after
@@ -34,12 +34,9 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
-
-case "${1:-}" in
-  "") ;;
-  -h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "soak: unknown option $1 (see --help)" >&2; exit 2 ;;
-esac
+RUN=soak
+source scripts/lib-run.sh
+run_options 33 "$@"
 
 SECONDS_RUN=${SOAK_SECONDS:-600}
 STREAMS=${SOAK_STREAMS:-18000}
@@ -66,38 +63,17 @@ BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
 source scripts/bench/lib.sh
 log() { printf '%s soak: %s\n' "$(date +%T)" "$*" >&2; }
 
-START=$(date +%s)
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+run_begin
 DEADLINE=$((START + SECONDS_RUN + 360))
-rm -rf "$WORK"
-mkdir -p "$WORK"
-COOKIE="soak_$$_${RANDOM}${RANDOM}"
 MASTER="soakmaster_$$@localhost"
-CHECKS="$WORK/checks"
-: >"$CHECKS"
 
-trap end_all EXIT
-trap 'log "interrupted"; exit 130' INT
-trap 'log "terminated"; exit 143' TERM
-
-for f in "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam \
-         tools/erlang/ebin/httpdcnode.app; do
-  [[ -e $f ]] || { echo "soak: $f missing: run 'make all' first" >&2; exit 1; }
-done
-epmd -daemon
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-
-# check NAME OK TEXT: records one verdict.
-check() {
-  local v=FAIL
-  [[ $2 == 1 ]] && v=PASS
-  printf '%s %s: %s\n' "$v" "$1" "$3" | tee -a "$CHECKS"
-}
+run_needs "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam \
+         tools/erlang/ebin/httpdcnode.app
+run_ready
 
 # --- pieces ------------------------------------------------------------------------
 
 rss_kb() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$SRV_PID/status" 2>/dev/null; }
-fd_count() { ls -U "/proc/$SRV_PID/fd" 2>/dev/null | wc -l; }
 
 # Runs in the background: "seconds rss_kb fds cpu%" every SAMPLE seconds (the
 # server's CPU over the period before, all threads, 100 = one core), or
@@ -133,12 +109,6 @@ client() {
   BENCH_PIDS+=("$CLI_PID")
 }
 
-# progress NAME FIELD: FIELD's value in the client's last progress line.
-progress() {
-  grep '^httpclient ' "$WORK/$1.err" 2>/dev/null | tail -n1 |
-    awk -v f="$2" '{ for (i = 1; i < NF; i++) if ($i == f) { print $(i + 1); exit } }'
-}
-
 # wait_for SECONDS WHAT CMD...: until CMD succeeds; gives up early when the
 # server exits. Returns 1 on timeout.
 wait_for() {
@@ -153,11 +123,8 @@ wait_for() {
   return 1
 }
 
-streams_are() { [[ $(stat_of streams_open) == "$1" ]]; }
-nodes_are() { [[ $(stat_of erl_nodes) == "$1" ]]; }
 welcomed_at_least() { local w; w=$(progress "$1" welcomed); [[ -n $w ]] && ((w >= $2)); }
 msgs_are() { [[ $(progress "$1" msgs) == "$2" ]]; }
-fds_are() { [[ $(fd_count) == "$1" ]]; }
 presence_lines() { grep -c '^presence: ok' "$WORK/master-$1.log" 2>/dev/null; }
 presence_done() { grep -q '^presence: ' "$WORK/master-$1.log" 2>/dev/null; }
 
@@ -387,8 +354,4 @@ write_soak_report
 echo "soak: samples (s rss_kB fds cpu%): $(tr '\n' ';' <"$WORK/samples")"
 echo "soak: server counters: $STATS_END"
 echo "soak: load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-echo "soak: report in $WORK/report.md, took $(($(date +%s) - START)) s"
-p=$(grep -c '^PASS' "$CHECKS")
-f=$(grep -c '^FAIL' "$CHECKS")
-echo "soak: $p passed, $f failed"
-((f == 0))
+run_verdict

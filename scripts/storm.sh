@@ -8,7 +8,7 @@
 # connection failed is opened again after a full-jitter backoff, resuming
 # from its last id, as the browser client does). Every stream first gets one
 # broadcast, so that each id stream has an id to resume from; then
-# tools/erlang/src/soak.erl publishes STORM_RATE msg/s to random uids (and a
+# tools/erlang/bench/soak.erl publishes STORM_RATE msg/s to random uids (and a
 # broadcast every 5 s) through the whole run, straight to the C-node from
 # its own node. After STORM_WARM seconds the server is killed (SIGKILL);
 # once every client saw its streams lost it is started again on the same
@@ -43,12 +43,9 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
-
-case "${1:-}" in
-  "") ;;
-  -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "storm: unknown option $1 (see --help)" >&2; exit 2 ;;
-esac
+RUN=storm
+source scripts/lib-run.sh
+run_options 42 "$@"
 
 STREAMS=${STORM_STREAMS:-18000}
 RATE=${STORM_RATE:-500}
@@ -77,36 +74,17 @@ BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
 source scripts/bench/lib.sh
 log() { printf '%s storm: %s\n' "$(date +%T)" "$*" >&2; }
 
-START=$(date +%s)
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+run_begin
 # Every wait gives up by then: under 5 min at full scale, less when smaller.
 DEADLINE=$((START + 60 + WARM + BOUND + AFTER + STREAMS / 300))
-rm -rf "$WORK"
-mkdir -p "$WORK"
-COOKIE="storm_$$_${RANDOM}${RANDOM}"
-CHECKS="$WORK/checks"
-: >"$CHECKS"
 
-trap end_all EXIT
-trap 'log "interrupted"; exit 130' INT
-trap 'log "terminated"; exit 143' TERM
-
-for f in "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam; do
-  [[ -e $f ]] || { echo "storm: $f missing: run 'make all' first" >&2; exit 1; }
-done
+run_needs "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/soak.beam tools/erlang/ebin/msggen.beam
 # (not piped into grep -q: with pipefail, its early exit fails the pipe)
 [[ $("$BIN/httpclient" --help) == *--reconnect-lost* ]] ||
   { echo "storm: $BIN/httpclient has no --reconnect-lost: rebuild it" >&2; exit 1; }
-epmd -daemon
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+run_ready
 
-check() {
-  local v=FAIL
-  [[ $2 == 1 ]] && v=PASS
-  printf '%s %s: %s\n' "$v" "$1" "$3" | tee -a "$CHECKS"
-}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-fd_count() { ls -U "/proc/$SRV_PID/fd" 2>/dev/null | wc -l; }
 
 # launch N: the server on SRV_PORT / SRV_ADMIN_PORT as node SRV_NAME, its
 # log server-N.log; until it answers /stats and its name is in epmd (the
@@ -143,11 +121,6 @@ client() {
   BENCH_PIDS+=("${CLI_PID[$i]}")
 }
 
-# progress PROTO FIELD: FIELD's value in that client's last progress line.
-progress() {
-  grep '^httpclient ' "$WORK/$1.err" 2>/dev/null | tail -n1 |
-    awk -v f="$2" '{ for (i = 1; i < NF; i++) if ($i == f) { print $(i + 1); exit } }'
-}
 # sum FIELD: over the four clients (empty when one has not reported yet).
 sum() {
   local p v t=0
@@ -165,9 +138,6 @@ each_at_least() {
   local p v
   for p in "${PROTOS[@]}"; do v=$(progress "$p" "$1"); [[ -n $v ]] && ((v >= $2)) || return 1; done
 }
-streams_are() { [[ $(stat_of streams_open) == "$1" ]]; }
-nodes_are() { [[ $(stat_of erl_nodes) == "$1" ]]; }
-fds_are() { [[ $(fd_count) == "$1" ]]; }
 
 # wait_for SECONDS WHAT CMD...: until CMD succeeds (bounded). Returns 1 on timeout.
 wait_for() {
@@ -387,8 +357,4 @@ write_report
 
 echo "storm: restart to 50%/90%/99%/all back $(back_at 50)/$(back_at 90)/$(back_at 99)/${T_BACK:-never} ms; retries $(ctot retries), refused $(ctot fail_connect);" \
      "replays $(st replays), replayed $(st replayed), replay_gaps $(st replay_gaps)"
-echo "storm: report in $WORK/report.md, took $(($(date +%s) - START)) s"
-p=$(grep -c '^PASS' "$CHECKS")
-f=$(grep -c '^FAIL' "$CHECKS")
-echo "storm: $p passed, $f failed"
-((f == 0))
+run_verdict

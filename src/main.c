@@ -1,26 +1,27 @@
 /* httpdcnode: start-up, signals and shutdown. */
-#include "admin.h"
-#include "auth_http.h"
-#include "cnode.h"
-#include "dispatch.h"
-#include "drain.h"
-#include "expiry.h"
-#include "handoff.h"
-#include "history.h"
-#include "http_front.h"
-#include "latency_probe.h"
-#include "log.h"
+#include "http/admin.h"
+#include "auth/auth_http.h"
+#include "erl/erl_cnode.h"
+#include "core/dispatch.h"
+#include "core/drain.h"
+#include "core/expiry.h"
+#include "lib/handoff.h"
+#include "core/history.h"
+#include "http/http_front.h"
+#include "obs/probe.h"
+#include "lib/log.h"
 #include "options.h"
-#include "outbound.h"
-#include "presence.h"
-#include "heartbeat.h"
-#include "sse.h"
-#include "longpoll.h"
-#include "cors.h"
-#include "stream.h"
-#include "uidtable.h"
-#include "write_pool.h"
-#include "ws.h"
+#include "core/outbound.h"
+#include "core/presence.h"
+#include "core/heartbeat.h"
+#include "transport/sse.h"
+#include "transport/poll.h"
+#include "http/cors.h"
+#include "core/stream.h"
+#include "core/uidtable.h"
+#include "core/write_pool.h"
+#include "transport/chunked.h"
+#include "transport/ws.h"
 
 #include <event2/event.h>
 #include <signal.h>
@@ -44,7 +45,7 @@ static uint32_t drain_seconds;      /* --drain-seconds */
 /* The drain is over: the C-node goes, then the loop. */
 static void on_drained(void)
 {
-    cnode_joined = cnode_stop() == 0;
+    cnode_joined = erl_cnode_stop() == 0;
     event_base_loopbreak(base);
 }
 
@@ -99,7 +100,9 @@ int main(int argc, char **argv)
                 opts.max_users);
         return 1;
     }
-    poll_init(opts.poll_timeout, opts.max_backlog);
+    /* The transports register their routes and their tables for the core. */
+    if (chunked_init() != 0 || sse_init() != 0 || poll_init(opts.poll_timeout, opts.max_backlog) != 0)
+        return 1;
     cors_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .per_uid = opts.history,
@@ -138,8 +141,8 @@ int main(int argc, char **argv)
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
-        expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0') != 0 ||
-        http_front_start(base, &opts) != 0 || cnode_start(&opts, inbox, outbox) != 0)
+        expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0', stream_end_why) != 0 ||
+        http_front_start(base, &opts) != 0 || erl_cnode_start(&opts, inbox, outbox) != 0)
         return 1;
 
     drain_seconds = opts.drain_seconds;

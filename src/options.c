@@ -1,6 +1,6 @@
 /* Command-line parsing. Every bad value is one clear line and exit 2. */
 #include "options.h"
-#include "cookie.h"
+#include "erl/erl_cookie.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +31,14 @@ static const char usage_text[] =
     "  --presence NAME          send {httpdcnode, Node, hello, Info} and\n"
     "                           {httpdcnode, Node, up|down|snapshot|snapshot_more, Uids}\n"
     "                           to the process registered as NAME on each master\n"
+    "  --inbox NAME             send each message a WebSocket client sends as\n"
+    "                           {httpdcnode_in, Node, Uid, Conn, Data} to the process\n"
+    "                           registered as NAME on one linked master (by uid);\n"
+    "                           without it client messages are refused (counted)\n"
+    "  --max-client-message BYTES  largest client message (default 4096; past it\n"
+    "                           the WebSocket is closed 1009)\n"
+    "  --client-rate MSGS       client messages per second per connection, with a\n"
+    "                           burst of MSGS/4 + 8 (default 50; past it: close 1008)\n"
     "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
     "  --max-message BYTES      largest message payload (default 65536)\n"
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
@@ -58,7 +66,7 @@ static const char usage_text[] =
     "                           included (default: the CPUs it may use, at most 4)\n"
     "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
     "                           FILE (mode 600): exp=EXP&sig=HMAC in the query, or\n"
-    "                           Authorization: Bearer UID.EXP.HMAC (see README)\n"
+    "                           Authorization: Bearer UID.EXP.HMAC (docs/security.md)\n"
     "  --drain-seconds SECONDS  on SIGTERM, end the streams spread over this long\n"
     "                           (at least 100 a second) so that their clients do not\n"
     "                           all come back at once (default 10; 0: all at once)\n"
@@ -77,7 +85,8 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
-       OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY };
+       OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
+       OPT_CLIENT_RATE };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -87,6 +96,9 @@ static const struct option long_opts[] = {
     {"cookie", required_argument, NULL, OPT_COOKIE},
     {"cookie-file", required_argument, NULL, OPT_COOKIE_FILE},
     {"presence", required_argument, NULL, OPT_PRESENCE},
+    {"inbox", required_argument, NULL, OPT_INBOX},
+    {"max-client-message", required_argument, NULL, OPT_MAX_CLIENT_MESSAGE},
+    {"client-rate", required_argument, NULL, OPT_CLIENT_RATE},
     {"max-users", required_argument, NULL, OPT_MAX_USERS},
     {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
     {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
@@ -248,6 +260,8 @@ static void set_defaults(struct options *o)
     o->history_bytes = 64u << 20;
     o->heartbeat = 25;
     o->poll_timeout = 25;
+    o->max_client_message = 4096;
+    o->client_rate = 50;
     o->drain_seconds = 10;
     o->token_expiry = 1;
     o->verbosity = 1;
@@ -264,10 +278,10 @@ static int take_cookie(struct options *o, const char *cookie_file)
         return -1;
     }
     if (cookie_file)
-        return cookie_read_file(cookie_file, o->cookie, sizeof o->cookie);
+        return erl_cookie_read_file(cookie_file, o->cookie, sizeof o->cookie);
     if (o->cookie_in_argv)
         return 0;
-    return cookie_find(o->cookie, sizeof o->cookie);
+    return erl_cookie_find(o->cookie, sizeof o->cookie);
 }
 
 int options_parse(struct options *o, int argc, char **argv)
@@ -354,6 +368,18 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_HEARTBEAT:
             if (parse_u32(optarg, 0, 3600, &o->heartbeat))
                 return bad("--heartbeat", optarg, "expected 0 (off) to 3600 seconds");
+            break;
+        case OPT_INBOX:
+            if (!*optarg || copy_str(o->inbox, sizeof o->inbox, optarg))
+                return bad("--inbox", optarg, "expected a registered process name");
+            break;
+        case OPT_MAX_CLIENT_MESSAGE:
+            if (parse_u32(optarg, 1, CLIENT_MESSAGE_LIMIT, &o->max_client_message))
+                return bad("--max-client-message", optarg, "expected 1..1048576");
+            break;
+        case OPT_CLIENT_RATE:
+            if (parse_u32(optarg, 1, 100000, &o->client_rate))
+                return bad("--client-rate", optarg, "expected 1..100000");
             break;
         case OPT_POLL_TIMEOUT:
             if (parse_u32(optarg, 1, 3600, &o->poll_timeout))

@@ -14,8 +14,10 @@
  *                              // optional: 'exp=...&sig=...' (or a Promise of it),
  *                              // asked before each (re)connect: a fresh token
  *     onend: function (e) { ... e.reason: "kicked", "replaced", "expired" ... },
+ *     onreply: function (r) { ... r.data, r.bytes: {conn, Conn, Data} from Erlang ... },
  *     backoffBase: 500, backoffCap: 20000    // ms, the defaults (see lost below)
  *   });
+ *   conn.send('hello');     // a Promise: to the --inbox process, over the WebSocket
  *   conn.close();
  *
  * A payload that is not UTF-8 (a WebSocket binary frame, SSE's
@@ -133,6 +135,7 @@
         try { var g = parseGap(f.body); } catch (err) { return ctx.error('unreadable gap frame'); }
         return ctx.gap(g.last, g.first, g.next);
       }
+      if (f.headers.event === 'conn') return ctx.reply(f.body, f.bytes);
       ctx.message(f.headers.id, f.body, f.bytes);
     };
     ws.onclose = function (e) {
@@ -142,7 +145,15 @@
       if (WS_ENDINGS[e.code]) return ctx.ended(WS_ENDINGS[e.code], why);
       ctx.failed(why);
     };
-    return { stop: function () { done = true; ws.close(1000); } };
+    return {
+      stop: function () { done = true; ws.close(1000); },
+      /* To the server's --inbox process, in order; false when not open. */
+      send: function (data) {
+        if (done || ws.readyState !== 1) return false;
+        ws.send(data);
+        return true;
+      }
+    };
   }
 
   /* ---- Server-Sent Events: GET /sse/N?since=ID. EventSource would
@@ -345,6 +356,8 @@
           status('open', lastId ? 'resumed after ' + lastId : '');
         },
         message: function (id, data, bytes) { if (ctx.live) deliver(id, data, bytes); },
+        /* {conn, Conn, Data} from Erlang: to this connection alone, no id. */
+        reply: function (data, bytes) { if (ctx.live) call(opts.onreply, { data: data, bytes: bytes }); },
         gap: function (l, f, next) {
           if (!ctx.live) return;
           /* Come back from the gap's next id: else every reconnect would
@@ -419,7 +432,15 @@
         current = null;
         status('closed', '');
       },
-      get transport() { return order[idx]; },
+      /* data (a string, an ArrayBuffer or a typed array) to the server's
+       * --inbox process over the WebSocket: a Promise, resolved once handed
+       * to the open WebSocket, rejected when there is none (POST /send for
+       * the other transports is not there yet). */
+      send: function (data) {
+        var ok = current && typeof current.send === 'function' && current.send(data);
+        return ok ? Promise.resolve() : Promise.reject(new Error('no open WebSocket'));
+      },
+            get transport() { return order[idx]; },
       get lastId() { return lastId; }
     };
   }

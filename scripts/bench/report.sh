@@ -397,7 +397,7 @@ EOF
 
 What each change bought, and the command that shows it:
 
-- **Writer threads** (\`--writers\`, \`src/write_pool.c\`): a drain that writes to 8 streams or
+- **Writer threads** (\`--writers\`, \`src/core/write_pool.c\`): a drain that writes to 8 streams or
   more is spread over the event loop and its helper threads. Against the same runs with
   \`--writers 1\` (one flat-out run and one multicast, on a server of its own):
 
@@ -409,7 +409,7 @@ What each change bought, and the command that shows it:
   | flat out, server CPU per delivery | $(get single_1_cpu_us) µs | $(get blast_cpu_us) µs |
   | multicast to 10,000, until the last delivery | $(ms "$(get single_mc_last_us)") | $(ms "$(get mc_last_us)") |
 
-- **Streams leave evhttp** once their headers and welcome are flushed (\`src/welcome.c\`):
+- **Streams leave evhttp** once their headers and welcome are flushed (\`src/transport/chunked.c\`):
   an idle stream is a 152-byte record, its libevent event and fd entry, not evhttp's
   ~2.7 KB of connection, request, bufferevent and header objects. Section 1 (server RSS
   slope): $(n0 "$(get mem_server_slope)") B per stream against 2,768 B for the origin C-node.
@@ -417,11 +417,11 @@ What each change bought, and the command that shows it:
   bufferevent and no \`epoll_ctl\`: a buffer exists only while the socket would block.
 - **\`TCP_NODELAY\` on streams**: without it Nagle's algorithm holds the second of two
   quick messages to one stream until the client's delayed ACK, tens of milliseconds.
-- **Batched writes per drain** (\`src/batch.c\`): all messages the loop takes from the
+- **Batched writes per drain** (\`src/core/batch.c\`): all messages the loop takes from the
   hand-off in one wake-up are grouped by stream, one \`writev\` each. Under a flat-out
   publisher many messages per stream wait in the ring, and one TCP send carries them; the
   server CPU per delivery in section 2 (flat out against paced) shows what that saves.
-- **Buffered, poll()-based ei sockets** (\`src/erl_socket.c\`): the C-node reads Erlang's
+- **Buffered, poll()-based ei sockets** (\`src/erl/erl_socket.c\`): the C-node reads Erlang's
   distribution stream in 64 KB blocks, one \`recv\` for a burst of messages instead of two
   per message, and never calls \`select()\`, whose fd_set breaks on descriptors above 1023.
 - **Copy once**: a message is decoded from the Erlang buffer straight into the hand-off

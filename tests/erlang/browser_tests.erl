@@ -9,6 +9,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [send/2, port_of/1, scaled/1]).
+-import(httpdcnode_page, [events/1, command/2]).
 
 %% Waits on the page; Chromium starts in a few seconds, EventSource comes
 %% back 3 s (the server's retry) after its stream ended.
@@ -414,111 +415,8 @@ with_page(S, Query, Fun) ->
           end, 60000, page_ready),
         Fun(P)
     after
-        close_page(P)
+        httpdcnode_page:close(P)
     end.
 
-%% A process owns the driver's port and keeps what it said; linked, so
-%% that the port (and with its stdin the driver and browser) goes with
-%% the test.
-open_page(Url) ->
-    Root = httpdcnode_test_lib:repo_root(),
-    Node = os:find_executable("node"),
-    ?assertNotEqual(false, Node),
-    Js = filename:join([Root, "tests", "js"]),
-    Script = filename:join(Js, "browser_page.mjs"),
-    spawn_link(fun() ->
-        Port = open_port({spawn_executable, Node},
-                         [{args, [Script, Url]}, {cd, Js}, {line, 1 bsl 20}, binary, use_stdio,
-                          exit_status]),
-        {os_pid, OsPid} = erlang:port_info(Port, os_pid),
-        httpdcnode_test_lib:note_pid(OsPid, Script),
-        page_loop(#{port => Port, os_pid => OsPid, script => Script, events => [],
-                    partial => <<>>, browsers => [], status => running})
-    end).
-
-page_loop(St = #{port := Port, events := Evs, partial := Part}) ->
-    receive
-        {Port, {data, {noeol, B}}} ->
-            page_loop(St#{partial := <<Part/binary, B/binary>>});
-        {Port, {data, {eol, B}}} ->
-            E = httpdcnode_test_lib:json_decode(<<Part/binary, B/binary>>),
-            page_loop(noted(E, St#{events := [E | Evs], partial := <<>>}));
-        {Port, {exit_status, Code}} ->
-            page_loop(St#{status := {exited, Code}});
-        {events, From, Ref} ->
-            From ! {Ref, lists:reverse(Evs)},
-            page_loop(St);
-        {command, Line} ->
-            case St of
-                #{status := running} -> port_command(Port, [Line, "\n"]);
-                _ -> ok
-            end,
-            page_loop(St);
-        {close, From, Ref} ->
-            end_driver(St),
-            From ! {Ref, closed}
-    end.
-
-%% The browser's pid, noted so that run-tests.sh ends it if all else fails.
-noted(#{<<"ev">> := <<"browser">>, <<"pid">> := Pid, <<"profile">> := Dir},
-      St = #{browsers := Bs}) ->
-    httpdcnode_test_lib:note_pid(Pid, binary_to_list(Dir)),
-    St#{browsers := [{Pid, binary_to_list(Dir)} | Bs]};
-noted(_, St) -> St.
-
-%% "quit": the driver closes the browser and exits; one that does not in
-%% time is killed, and so is a browser that outlives it.
-end_driver(St = #{port := Port, os_pid := OsPid, script := Script, browsers := Bs}) ->
-    Exited = case St of
-                 #{status := running} ->
-                     catch port_command(Port, "quit\n"),
-                     receive {Port, {exit_status, _}} -> true
-                     after scaled(20000) -> false
-                     end;
-                 _ -> true
-             end,
-    Exited orelse kill_if(OsPid, Script),
-    catch port_close(Port),
-    httpdcnode_test_lib:forget_pid(OsPid),
-    [begin
-         gone(Pid, Dir, 10000) orelse kill_if(Pid, Dir),
-         httpdcnode_test_lib:forget_pid(Pid),
-         file:del_dir_r(Dir)     % the driver removes it, unless it was killed
-     end || {Pid, Dir} <- Bs],
-    ok.
-
-%% Whether Pid no longer runs with Tag on its command line, waiting up to Ms.
-gone(Pid, Tag, Ms) ->
-    try
-        httpdcnode_test_lib:wait_until(fun() -> not running_as(Pid, Tag) end, Ms, browser_gone)
-    catch error:{timeout_waiting_for, _, _} -> false
-    end.
-
-running_as(Pid, Tag) ->
-    case file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/cmdline") of
-        {ok, Cmd} -> binary:match(Cmd, list_to_binary(Tag)) =/= nomatch;
-        _ -> false
-    end.
-
-kill_if(Pid, Tag) ->
-    case running_as(Pid, Tag) of
-        true -> os:cmd("kill -KILL " ++ integer_to_list(Pid)), ok;
-        false -> ok
-    end.
-
-events(P) ->
-    Ref = make_ref(),
-    P ! {events, self(), Ref},
-    receive {Ref, Evs} -> Evs after 5000 -> erlang:error(page_owner_silent) end.
-
-command(P, Line) -> P ! {command, Line}, ok.
-
-close_page(P) ->
-    Ref = make_ref(),
-    M = erlang:monitor(process, P),
-    P ! {close, self(), Ref},
-    receive
-        {Ref, closed} -> erlang:demonitor(M, [flush]), ok;
-        {'DOWN', M, _, _, _} -> ok
-    after scaled(60000) -> erlang:error(page_not_closed)
-    end.
+%% tests/js/browser_page.mjs at Url (httpdcnode_page).
+open_page(Url) -> httpdcnode_page:open("browser_page.mjs", [Url]).

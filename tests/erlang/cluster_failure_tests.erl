@@ -26,6 +26,8 @@
 -module(cluster_failure_tests).
 -include_lib("eunit/include/eunit.hrl").
 
+-import(httpdcnode_raw, [ws_meta_upgrade/2, recv_frame/1, meta_frame/1]).
+
 %% run on the masters
 -export([sender/4, watch/4]).
 
@@ -673,47 +675,6 @@ ws_connect(S, U, Since) ->
                                                 none -> "";
                                                 _ -> "?since=" ++ binary_to_list(Since)
                                             end,
-    ok = gen_tcp:send(Sock, ?L:request_bytes("GET", Path, "HTTP/1.1",
-                                             ["Upgrade: websocket", "Connection: Upgrade",
-                                              "Sec-WebSocket-Version: 13",
-                                              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-                                              "Sec-WebSocket-Protocol: ws+meta.httpdcnode"])),
-    {Head, Rest} = ws_head(Sock, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
+    ws_meta_upgrade(Sock, Path),
     note_opened({ws, Sock}),
     Sock.
-
-ws_head(Sock, Acc) ->
-    case binary:split(Acc, <<"\r\n\r\n">>) of
-        [Head, Rest] -> {Head, Rest};
-        [_] ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?L:scaled(?T)),
-            ws_head(Sock, <<Acc/binary, More/binary>>)
-    end.
-
-take(Sock, N) ->
-    case get({buf, Sock}) of
-        <<Want:N/binary, Rest/binary>> -> put({buf, Sock}, Rest), Want;
-        Buf ->
-            case gen_tcp:recv(Sock, 0, ?L:scaled(?T)) of
-                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
-                Err -> erlang:error({recv, Err, {buffered, Buf}})
-            end
-    end.
-
-%% The next server frame {Fin, Opcode, Payload}.
-recv_frame(Sock) ->
-    <<Fin:1, 0:3, Op:4, 0:1, Len0:7>> = take(Sock, 2),
-    Len = case Len0 of
-              126 -> <<L:16>> = take(Sock, 2), L;
-              127 -> <<L:64>> = take(Sock, 8), L;
-              _ -> Len0
-          end,
-    {Fin, Op, take(Sock, Len)}.
-
-%% A ws+meta message frame as {Epoch, Seq, Payload}.
-meta_frame(Sock) ->
-    {1, _, <<"id: ", Epoch:8/binary, ":", Rest/binary>>} = recv_frame(Sock),
-    [Seq, Payload] = binary:split(Rest, <<"\n\n">>),
-    {Epoch, binary_to_integer(Seq), Payload}.

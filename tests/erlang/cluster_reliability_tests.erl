@@ -21,6 +21,8 @@
 -module(cluster_reliability_tests).
 -include_lib("eunit/include/eunit.hrl").
 
+-import(httpdcnode_raw, [read_event/1, read_until/3]).
+
 -define(L, httpdcnode_test_lib).
 -define(WAIT, 15000).
 -define(T, 5000).
@@ -566,19 +568,6 @@ sse_connect(S, Uid, Headers) ->
     put({buf, Sock}, Rest),
     <<"retry: ", _/binary>> = read_event(Sock),
     Sock.
-
-read_event(Sock) ->
-    {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
-    put({buf, Sock}, Rest),
-    <<Event/binary, "\n\n">>.
-
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?L:scaled(?T)),
-            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
-    end.
 
 %% The stream ends (a kick): whatever bytes come, then the close.
 read_closed(Sock) ->

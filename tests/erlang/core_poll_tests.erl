@@ -5,6 +5,7 @@
 
 -import(httpdcnode_test_lib, [send/2, port_of/1, http_request/2, request_bytes/4, header/2,
                               json_decode/1, wait_stat/4]).
+-import(httpdcnode_raw, [read_until/3, poll_raw/2, spawn_poll/2, sync/1]).
 
 -define(T, 5000).
 
@@ -132,20 +133,7 @@ cors_listed(S) ->
 %%% ---------------------------------------------------------------- helpers
 
 %% A poll answered at once (through evhttp): its JSON.
-poll(S, Path) ->
-    R = http_request(port_of(S), request_bytes("GET", Path, "HTTP/1.1", ["Connection: close"])),
-    ?assertEqual(200, maps:get(status, R)),
-    json_decode(maps:get(body, R)).
-
-%% A poll that waits, in a process of its own: answer/1 gets its JSON.
-spawn_poll(S, Path) ->
-    Self = self(),
-    Port = port_of(S),
-    spawn_link(fun() ->
-                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
-                       ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", [])),
-                       Self ! {poll_answer, self(), read_all(Sock, <<>>)}
-               end).
+poll(S, Path) -> element(2, poll_raw(S, Path)).
 
 answer(Poller) ->
     receive {poll_answer, Poller, Bytes} ->
@@ -155,29 +143,11 @@ answer(Poller) ->
     after ?T -> erlang:error(no_poll_answer)
     end.
 
-read_all(Sock, Acc) ->
-    case gen_tcp:recv(Sock, 0, ?T) of
-        {ok, B} -> read_all(Sock, <<Acc/binary, B/binary>>);
-        {error, closed} -> Acc
-    end.
-
 raw_head(S, Path, Headers) ->
     {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
     ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", Headers)),
-    Head = read_head(Sock, <<>>),
+    {Head, _} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
     gen_tcp:close(Sock),
     Head.
 
 raw_head_match(S, Path, Headers, What) -> binary:match(raw_head(S, Path, Headers), What).
-
-read_head(Sock, Acc) ->
-    case binary:split(Acc, <<"\r\n\r\n">>) of
-        [Head, _] -> Head;
-        [_] -> {ok, B} = gen_tcp:recv(Sock, 0, ?T), read_head(Sock, <<Acc/binary, B/binary>>)
-    end.
-
-%% Every message sent before is applied.
-sync(S) ->
-    Ref = make_ref(),
-    send(S, {self(), Ref, stats}),
-    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.

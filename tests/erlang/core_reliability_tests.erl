@@ -10,6 +10,8 @@
 
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, wait_until/3, port_of/1,
                               request_bytes/4, json_decode/1, http_request/2]).
+-import(httpdcnode_raw, [poll_raw/2, spawn_poll/2, read_all/2, read_event/1, read_until/3, take/2,
+                         ws_meta_upgrade/2, recv_frame/1, meta_frame/1, sync/1]).
 
 -define(T, 5000).
 -define(BIG, 61440).              % a 60 KB message
@@ -495,27 +497,10 @@ connect_raw(S, Opts) ->
     put({buf, Sock}, <<>>),
     Sock.
 
-%% GET /poll answered at once: the body and its JSON.
-poll_raw(S, Path) ->
-    R = http_request(port_of(S), request_bytes("GET", Path, "HTTP/1.1", ["Connection: close"])),
-    ?assertEqual(200, maps:get(status, R)),
-    Body = maps:get(body, R),
-    {Body, json_decode(Body)}.
-
-%% A poll that waits, in a process of its own: poll_answer/1 gets its JSON.
-spawn_poll(S, Path) ->
-    Self = self(),
-    Port = port_of(S),
-    spawn_link(fun() ->
-                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port,
-                                                    [binary, {active, false}]),
-                       ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", [])),
-                       put({buf, Sock}, <<>>),
-                       Self ! {poll_answer, self(), read_response(Sock)}
-               end).
-
+%% The JSON a poll of spawn_poll/2 got.
 poll_answer(Poller) ->
-    receive {poll_answer, Poller, {Head, Body}} ->
+    receive {poll_answer, Poller, Bytes} ->
+            [Head, Body] = binary:split(Bytes, <<"\r\n\r\n">>),
             ?assertMatch(<<"HTTP/1.1 200 OK", _/binary>>, Head),
             json_decode(Body)
     after ?T -> erlang:error(no_poll_answer)
@@ -526,12 +511,6 @@ read_response(Sock) ->
     {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, get({buf, Sock})),
     {Head, read_all(Sock, Rest)}.
 
-read_all(Sock, Acc) ->
-    case gen_tcp:recv(Sock, 0, ?T) of
-        {ok, B} -> read_all(Sock, <<Acc/binary, B/binary>>);
-        {error, closed} -> Acc
-    end.
-
 sse_connect(S, Path, Headers, Opts) ->
     Sock = connect_raw(S, Opts),
     ok = gen_tcp:send(Sock, request_bytes("GET", "/sse/" ++ Path, "HTTP/1.1", Headers)),
@@ -539,22 +518,6 @@ sse_connect(S, Path, Headers, Opts) ->
     ?assertMatch(<<"HTTP/1.1 200 OK", _/binary>>, Head),
     put({buf, Sock}, Rest),
     Sock.
-
-%% The next event, up to and with its blank line.
-read_event(Sock) ->
-    {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
-    put({buf, Sock}, Rest),
-    <<Event/binary, "\n\n">>.
-
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> read_until(Sock, Sep, <<Acc/binary, More/binary>>);
-                Err -> erlang:error({recv, Err, {buffered, byte_size(Acc)}})
-            end
-    end.
 
 %% {Epoch, Seq, Payload} of "id: E:S\ndata: ...\ndata: ...\n\n".
 sse_parse(Event) ->
@@ -565,42 +528,7 @@ sse_parse(Event) ->
     {Epoch, binary_to_integer(Seq), iolist_to_binary(lists:join(<<"\n">>, Data))}.
 
 ws_connect(S, Path, Opts) ->
-    Sock = connect_raw(S, Opts),
-    ok = gen_tcp:send(Sock, request_bytes("GET", "/ws/" ++ Path, "HTTP/1.1",
-                                          ["Upgrade: websocket", "Connection: Upgrade",
-                                           "Sec-WebSocket-Version: 13",
-                                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-                                           "Sec-WebSocket-Protocol: ws+meta.httpdcnode"])),
-    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
-    Sock.
-
-take(Sock, N) ->
-    case get({buf, Sock}) of
-        <<Want:N/binary, Rest/binary>> -> put({buf, Sock}, Rest), Want;
-        Buf ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
-                Err -> erlang:error({recv, Err, {buffered, byte_size(Buf)}})
-            end
-    end.
-
-%% The next server frame {Fin, Opcode, Payload}.
-recv_frame(Sock) ->
-    <<Fin:1, 0:3, Op:4, 0:1, Len0:7>> = take(Sock, 2),
-    Len = case Len0 of
-              126 -> <<L:16>> = take(Sock, 2), L;
-              127 -> <<L:64>> = take(Sock, 8), L;
-              _ -> Len0
-          end,
-    {Fin, Op, take(Sock, Len)}.
-
-%% A ws+meta message frame as {Epoch, Seq, Payload}.
-meta_frame(Sock) ->
-    {1, _, <<"id: ", Epoch:8/binary, ":", Rest/binary>>} = recv_frame(Sock),
-    [Seq, Payload] = binary:split(Rest, <<"\n\n">>),
-    {Epoch, binary_to_integer(Seq), Payload}.
+    ws_meta_upgrade(connect_raw(S, Opts), "/ws/" ++ Path).
 
 %% The process's CPU time (user + system) in ms, from /proc/PID/stat.
 cpu_ms(Pid) ->
@@ -626,9 +554,3 @@ judge_peak(GrowthKb, LimitKb) ->
         true -> ?assert(GrowthKb < LimitKb);
         false -> ok
     end.
-
-%% Every message sent before is applied.
-sync(S) ->
-    Ref = make_ref(),
-    send(S, {self(), Ref, stats}),
-    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.

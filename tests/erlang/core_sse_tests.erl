@@ -5,6 +5,7 @@
 
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, port_of/1, open_stream/2,
                               expect_chunk/2, close/1]).
+-import(httpdcnode_raw, [read_event/1, read_until/3, sync/1]).
 
 -define(T, 5000).
 
@@ -94,7 +95,7 @@ resume(S) ->
     gen_tcp:close(Sock),
     wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
     [send(S, {7, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(2, 5)],
-    ack(S, 7),
+    sync(S),
     {Sock2, _} = connect(S, 7, ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":1"]),
     <<"retry: ", _/binary>> = read_event(Sock2),
     [?assertEqual({Epoch, I, [<<"m", (integer_to_binary(I))/binary>>]}, parse(read_event(Sock2)))
@@ -105,7 +106,7 @@ resume(S) ->
 
 offline_and_since(S) ->
     [send(S, {8, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(1, 3)],
-    ack(S, 8),
+    sync(S),
     %% A first connect without an id: live messages only.
     {Sock, _} = connect(S, 8, []),
     <<"retry: ", _/binary>> = read_event(Sock),
@@ -127,7 +128,7 @@ gap(S) ->
     {Epoch, 1, _} = parse(read_event(Sock)),
     gen_tcp:close(Sock),
     [send(S, {9, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(2, 6)],
-    ack(S, 9),
+    sync(S),
     {Sock2, _} = connect(S, 9, ["Last-Event-ID: " ++ binary_to_list(Epoch) ++ ":1"]),
     <<"retry: ", _/binary>> = read_event(Sock2),
     %% The gap's id is the one to come back with: just before the first kept.
@@ -140,7 +141,7 @@ gap(S) ->
 
 other_epoch(S) ->
     send(S, {10, <<"kept">>}),
-    ack(S, 10),
+    sync(S),
     {Sock, _} = connect(S, 10, ["Last-Event-ID: 0000000g:3"]),    % not even an id
     <<"retry: ", _/binary>> = read_event(Sock),
     GapEvent = read_event(Sock),
@@ -150,7 +151,7 @@ other_epoch(S) ->
 
 no_history(S) ->
     send(S, {11, <<"gone">>}),
-    ack(S, 11),
+    sync(S),
     {Sock, _} = connect(S, 11, []),
     <<"retry: ", _/binary>> = read_event(Sock),
     send(S, {11, <<"live">>}),
@@ -206,30 +207,9 @@ connect(S, Path, Headers) ->
     put({buf, Sock}, Rest),
     {Sock, Head}.
 
-%% The next event, up to and with its blank line.
-read_event(Sock) ->
-    {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
-    put({buf, Sock}, Rest),
-    <<Event/binary, "\n\n">>.
-
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
-    end.
-
 %% {Epoch, Seq, DataLines} of "id: E:S\ndata: ...\n...\n\n".
 parse(Event) ->
     [<<"id: ", Id/binary>> | Rest] = binary:split(Event, <<"\n">>, [global, trim_all]),
     [Epoch, Seq] = binary:split(Id, <<":">>),
     {Epoch, binary_to_integer(Seq), [D || <<"data: ", D/binary>> <- Rest] ++
          [<<>> || <<"data:">> <- Rest]}.
-
-%% Every message sent before is applied (a stats request is answered in
-%% order, and is no message to the uid).
-ack(S, _Uid) ->
-    Ref = make_ref(),
-    send(S, {self(), Ref, stats}),
-    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.

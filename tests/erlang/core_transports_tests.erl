@@ -6,6 +6,7 @@
 
 -import(httpdcnode_test_lib, [send/2, port_of/1, open_stream/2, expect_chunk/2, close/1,
                               request_bytes/4, wait_stat/4, json_decode/1]).
+-import(httpdcnode_raw, [read_until/3, take/2, spawn_poll/2]).
 
 -define(T, 5000).
 
@@ -23,7 +24,7 @@ all_at_once(S) ->
     ?assertEqual(<<"to three">>, expect_chunk(Chunked, ?T)),
     ?assertMatch([<<"id: ", _/binary>>, <<"data: to three">>], sse_event(Sse)),
     ?assertEqual(<<"to three">>, ws_text(Ws)),
-    Poll = spawn_poll(S, 4),
+    Poll = spawn_poll(S, "/poll/4"),
     wait_stat(S, streams_open, fun(V) -> V =:= 4 end, ?T),
     send(S, {broadcast, <<"to all">>}),
     ?assertEqual(<<"to all">>, expect_chunk(Chunked, ?T)),
@@ -96,44 +97,13 @@ ws(S, Uid) ->
 
 %% The next frame: a text frame of fewer than 126 bytes, unmasked.
 ws_text(Sock) ->
-    {<<16#81, Len>>, Rest} = take(Sock, 2, get({buf, Sock})),
+    <<16#81, Len>> = take(Sock, 2),
     ?assert(Len < 126),
-    {Payload, Rest2} = take(Sock, Len, Rest),
-    put({buf, Sock}, Rest2),
-    Payload.
-
-take(_Sock, N, Acc) when byte_size(Acc) >= N -> split_binary(Acc, N);
-take(Sock, N, Acc) ->
-    {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-    take(Sock, N, <<Acc/binary, More/binary>>).
-
-spawn_poll(S, Uid) ->
-    Self = self(),
-    Port = port_of(S),
-    spawn_link(fun() ->
-                       {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
-                       ok = gen_tcp:send(Sock, request_bytes("GET", "/poll/" ++ integer_to_list(Uid),
-                                                             "HTTP/1.1", [])),
-                       Self ! {poll, self(), read_all(Sock, <<>>)}
-               end).
+    take(Sock, Len).
 
 poll_answer(P) ->
-    receive {poll, P, Bytes} ->
+    receive {poll_answer, P, Bytes} ->
             [_, Body] = binary:split(Bytes, <<"\r\n\r\n">>),
             json_decode(Body)
     after ?T -> erlang:error(no_poll_answer)
-    end.
-
-read_all(Sock, Acc) ->
-    case gen_tcp:recv(Sock, 0, ?T) of
-        {ok, B} -> read_all(Sock, <<Acc/binary, B/binary>>);
-        {error, closed} -> Acc
-    end.
-
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
     end.

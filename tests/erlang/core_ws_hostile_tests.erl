@@ -5,6 +5,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, port_of/1, scaled/1]).
+-import(httpdcnode_raw, [read_until/3, take/2, recv_frame/1, frame/2, frame/3, sync/1]).
 
 -define(T, 5000).
 -define(KEY, "dGhlIHNhbXBsZSBub25jZQ==").
@@ -91,7 +92,7 @@ paced_pong_ends_stream(S) ->
     Short = ?BACKLOG - Held - 4 - 200,
     ?assert(Short >= 126),
     send(S, {1, binary:copy(<<"t">>, Short)}),
-    ack(S),
+    sync(S),
     #{backlog_bytes := Full, slow_closed := 0} = stats(S),
     ?assert(Full > ?BACKLOG - 400),
     <<Head:60/binary, Tail/binary>> = frame(9, binary:copy(<<"p">>, 125)),
@@ -115,17 +116,11 @@ paced_pong_ends_stream(S) ->
 fill(_S, _Size, 0) -> erlang:error(backlog_never_started);
 fill(S, Size, Left) ->
     send(S, {1, binary:copy(<<"f">>, Size)}),
-    ack(S),
+    sync(S),
     case stats(S) of
         #{backlog_bytes := 0} -> fill(S, Size, Left - 1);
         #{backlog_bytes := B} -> B
     end.
-
-%% Every message sent before is applied.
-ack(S) ->
-    Ref = make_ref(),
-    send(S, {self(), Ref, stats}),
-    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.
 
 coalesced(S) ->
     Sock = open(S, 3),
@@ -268,37 +263,6 @@ open(S, Uid, Opts) ->
     put({buf, Sock}, Rest),
     Sock.
 
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
-    end.
-
-take(Sock, N) ->
-    Buf = get({buf, Sock}),
-    case Buf of
-        <<Want:N/binary, Rest/binary>> ->
-            put({buf, Sock}, Rest),
-            Want;
-        _ ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
-                Err -> erlang:error({recv, Err, buffered, Buf})
-            end
-    end.
-
-%% The next server frame {Fin, Opcode, Payload}: never masked.
-recv_frame(Sock) ->
-    <<Fin:1, 0:3, Op:4, 0:1, Len0:7>> = take(Sock, 2),
-    Len = case Len0 of
-              126 -> <<L:16>> = take(Sock, 2), L;
-              127 -> <<L:64>> = take(Sock, 8), L;
-              _ -> Len0
-          end,
-    {Fin, Op, take(Sock, Len)}.
-
 expect_close(Sock, Code) ->
     {1, 8, <<Got:16, _/binary>>} = recv_frame(Sock),
     ?assertEqual(Code, Got),
@@ -326,22 +290,3 @@ parse_frame(<<Fin:1, 0:3, Op:4, 0:1, 126:7, L:16, P:L/binary, Rest/binary>>) -> 
 parse_frame(<<Fin:1, 0:3, Op:4, 0:1, 127:7, L:64, P:L/binary, Rest/binary>>) -> {{Fin, Op, P}, Rest};
 parse_frame(<<Fin:1, 0:3, Op:4, 0:1, L:7, P:L/binary, Rest/binary>>) when L < 126 -> {{Fin, Op, P}, Rest};
 parse_frame(_) -> more.
-
-%% A client frame, masked.
-frame(Op, Payload) -> frame(Op, Payload, #{}).
-
-frame(Op, Payload, Opts) ->
-    Fin = maps:get(fin, Opts, 1),
-    Len = byte_size(Payload),
-    LenBits = if Len < 126 -> <<Len:7>>;
-                 Len < 65536 -> <<126:7, Len:16>>;
-                 true -> <<127:7, Len:64>>
-              end,
-    Key = rand:bytes(4),
-    <<Fin:1, 0:3, Op:4, 1:1, LenBits/bits, Key/binary, (mask(Payload, Key))/binary>>.
-
-mask(<<>>, _Key) -> <<>>;
-mask(Payload, Key) ->
-    Len = byte_size(Payload),
-    Keys = binary:part(binary:copy(Key, Len div 4 + 1), 0, Len),
-    <<(binary:decode_unsigned(Payload) bxor binary:decode_unsigned(Keys)):(Len * 8)>>.

@@ -7,6 +7,8 @@
 
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, port_of/1, open_stream/2,
                               expect_chunk/2, close/1]).
+-import(httpdcnode_raw, [read_until/3, take/2, recv_frame/1, meta_frame/1, frame/2, frame/3,
+                         sync/1]).
 
 -define(T, 5000).
 -define(KEY, "dGhlIHNhbXBsZSBub25jZQ==").
@@ -119,7 +121,7 @@ resume(S) ->
     gen_tcp:close(Sock),
     wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
     [send(S, {4, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(2, 5)],
-    ack(S),
+    sync(S),
     Sock2 = open_meta(S, "4?since=" ++ binary_to_list(Epoch) ++ "%3A1"),
     [?assertEqual({Epoch, I, <<"m", (integer_to_binary(I))/binary>>}, meta_frame(Sock2))
      || I <- lists:seq(2, 5)],
@@ -139,7 +141,7 @@ gap(S) ->
     {Epoch, 1, _} = meta_frame(Sock),
     gen_tcp:close(Sock),
     [send(S, {5, <<"m", (integer_to_binary(I))/binary>>}) || I <- lists:seq(2, 6)],
-    ack(S),
+    sync(S),
     Sock2 = open_meta(S, "5?since=" ++ binary_to_list(Epoch) ++ ":1"),
     ?assertEqual({1, 1, iolist_to_binary(["event: gap\n\n{\"last\":\"", Epoch, ":1\",\"first\":\"",
                                           Epoch, ":5\",\"next\":\"", Epoch, ":4\"}"])},
@@ -301,76 +303,8 @@ open_meta(S, Path) ->
     ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
     Sock.
 
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
-    end.
-
-take(Sock, N) ->
-    Buf = get({buf, Sock}),
-    case Buf of
-        <<Want:N/binary, Rest/binary>> ->
-            put({buf, Sock}, Rest),
-            Want;
-        _ ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
-                Err -> erlang:error({recv, Err, buffered, Buf})
-            end
-    end.
-
-%% The next server frame {Fin, Opcode, Payload}: never masked, no RSV bits.
-recv_frame(Sock) ->
-    <<Fin:1, Rsv:3, Op:4, Mask:1, Len0:7>> = take(Sock, 2),
-    ?assertEqual({0, 0}, {Rsv, Mask}),
-    Len = case Len0 of
-              126 -> <<L:16>> = take(Sock, 2), ?assert(L >= 126), L;
-              127 -> <<L:64>> = take(Sock, 8), ?assert(L >= 65536), L;
-              _ -> Len0
-          end,
-    {Fin, Op, take(Sock, Len)}.
-
-%% A ws+meta message frame as {Epoch, Seq, Payload}.
-meta_frame(Sock) ->
-    {1, _, <<"id: ", Epoch:8/binary, ":", Rest/binary>>} = recv_frame(Sock),
-    [Seq, Payload] = binary:split(Rest, <<"\n\n">>),
-    {Epoch, binary_to_integer(Seq), Payload}.
-
 %% A close frame with Code, then the end of the connection.
 expect_close(Sock, Code) ->
     {1, 8, <<Got:16, _/binary>>} = recv_frame(Sock),
     ?assertEqual(Code, Got),
     ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)).
-
-%% A client frame: masked unless told otherwise.
-frame(Op, Payload) -> frame(Op, Payload, #{}).
-
-frame(Op, Payload, Opts) ->
-    Fin = maps:get(fin, Opts, 1),
-    Rsv = maps:get(rsv, Opts, 0),
-    Len = byte_size(Payload),
-    LenBits = if Len < 126 -> <<Len:7>>;
-                 Len < 65536 -> <<126:7, Len:16>>;
-                 true -> <<127:7, Len:64>>
-              end,
-    case maps:get(mask, Opts, true) of
-        true ->
-            Key = rand:bytes(4),
-            <<Fin:1, Rsv:3, Op:4, 1:1, LenBits/bits, Key/binary, (mask(Payload, Key))/binary>>;
-        false ->
-            <<Fin:1, Rsv:3, Op:4, 0:1, LenBits/bits, Payload/binary>>
-    end.
-
-mask(Payload, <<K0, K1, K2, K3>>) ->
-    Keys = {K0, K1, K2, K3},
-    << <<(B bxor element(I rem 4 + 1, Keys))>> || {I, B} <- lists:zip(lists:seq(0, byte_size(Payload) - 1),
-                                                                      binary_to_list(Payload)) >>.
-
-%% Every message sent before is applied.
-ack(S) ->
-    Ref = make_ref(),
-    send(S, {self(), Ref, stats}),
-    receive {Ref, _} -> ok after ?T -> erlang:error(no_stats_reply) end.

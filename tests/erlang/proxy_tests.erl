@@ -220,7 +220,7 @@ browser(Env = #{nodes := Nodes}) ->
                                Ev =:= <<"pageerror">> orelse Ev =:= <<"fatal">>
                                    orelse Ev =:= <<"error">>])
     after
-        close_page(P)
+        httpdcnode_page:close(P)
     end.
 
 %%% ---------------------------------------------------------------- nginx and two C-nodes
@@ -548,104 +548,15 @@ ws_expect(W, What) ->
 
 %%% ---------------------------------------------------------------- Chromium
 
-%% tests/js/proxy_page.mjs at Url with EventSources on Uids; a process owns
-%% its port and keeps its events. Linked: if the test dies, the port closes,
-%% and with its stdin the driver and the browser end.
+%% tests/js/proxy_page.mjs at Url with EventSources on Uids (httpdcnode_page).
 open_page(Url, Uids) ->
-    Root = httpdcnode_test_lib:repo_root(),
-    Node = os:find_executable("node"),
-    ?assertNotEqual(false, Node),
-    Js = filename:join([Root, "tests", "js"]),
-    Script = filename:join(Js, "proxy_page.mjs"),
-    spawn_link(fun() ->
-        Port = open_port({spawn_executable, Node},
-                         [{args, [Script, Url | [integer_to_list(U) || U <- Uids]]}, {cd, Js},
-                          {line, 1 bsl 20}, binary, use_stdio, exit_status]),
-        {os_pid, OsPid} = erlang:port_info(Port, os_pid),
-        httpdcnode_test_lib:note_pid(OsPid, Script),
-        page_loop(#{port => Port, os_pid => OsPid, script => Script, events => [],
-                    partial => <<>>, browsers => [], status => running})
-    end).
-
-page_loop(St = #{port := Port, events := Evs, partial := Part, browsers := Bs}) ->
-    receive
-        {Port, {data, {noeol, B}}} ->
-            page_loop(St#{partial := <<Part/binary, B/binary>>});
-        {Port, {data, {eol, B}}} ->
-            E = httpdcnode_test_lib:json_decode(<<Part/binary, B/binary>>),
-            Bs2 = case E of
-                      #{<<"ev">> := <<"browser">>, <<"pid">> := Pid, <<"profile">> := Dir} ->
-                          httpdcnode_test_lib:note_pid(Pid, binary_to_list(Dir)),
-                          [{Pid, binary_to_list(Dir)} | Bs];
-                      _ -> Bs
-                  end,
-            page_loop(St#{events := [E | Evs], partial := <<>>, browsers := Bs2});
-        {Port, {exit_status, Code}} ->
-            page_loop(St#{status := {exited, Code}});
-        {events, From, Ref} ->
-            From ! {Ref, lists:reverse(Evs)},
-            page_loop(St);
-        {close, From, Ref} ->
-            end_driver(St),
-            From ! {Ref, closed}
-    end.
-
-%% "quit": the driver closes the browser and exits; one that does not in
-%% time is killed, and so is a browser that outlives it.
-end_driver(St = #{port := Port, os_pid := OsPid, script := Script, browsers := Bs}) ->
-    Exited = case St of
-                 #{status := running} ->
-                     catch port_command(Port, "quit\n"),
-                     receive {Port, {exit_status, _}} -> true
-                     after scaled(20000) -> false
-                     end;
-                 _ -> true
-             end,
-    Exited orelse kill_if(OsPid, Script),
-    catch port_close(Port),
-    httpdcnode_test_lib:forget_pid(OsPid),
-    [begin
-         gone(Pid, Dir) orelse kill_if(Pid, Dir),
-         httpdcnode_test_lib:forget_pid(Pid),
-         file:del_dir_r(Dir)
-     end || {Pid, Dir} <- Bs],
-    ok.
-
-gone(Pid, Tag) ->
-    try wait_until(fun() -> not running_as(Pid, Tag) end, 10000, browser_gone)
-    catch error:{timeout_waiting_for, _, _} -> false
-    end.
-
-running_as(Pid, Tag) ->
-    case file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/cmdline") of
-        {ok, Cmd} -> binary:match(Cmd, list_to_binary(Tag)) =/= nomatch;
-        _ -> false
-    end.
-
-kill_if(Pid, Tag) ->
-    running_as(Pid, Tag) andalso os:cmd("kill -KILL " ++ integer_to_list(Pid)),
-    ok.
-
-close_page(P) ->
-    Ref = make_ref(),
-    M = erlang:monitor(process, P),
-    P ! {close, self(), Ref},
-    receive
-        {Ref, closed} -> erlang:demonitor(M, [flush]), ok;
-        {'DOWN', M, _, _, _} -> ok
-    after scaled(60000) -> erlang:error(page_not_closed)
-    end.
-
-page_events(P) ->
-    Ref = make_ref(),
-    P ! {events, self(), Ref},
-    receive {Ref, Evs} -> Evs after 5000 -> erlang:error(page_owner_silent) end.
+    httpdcnode_page:open("proxy_page.mjs", [Url | [integer_to_list(U) || U <- Uids]]).
 
 %% Waits until Pred(the page's events so far) holds (true or {true, V});
 %% a fatal event fails at once.
 wait_page(P, Pred, What, Timeout) ->
     wait_until(fun() ->
-                       Evs = page_events(P),
+                       Evs = httpdcnode_page:events(P),
                        case [E || E = #{<<"ev">> := <<"fatal">>} <- Evs] of
                            [] -> case Pred(Evs) of
                                      false -> {false, Evs};

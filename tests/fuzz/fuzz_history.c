@@ -1,4 +1,4 @@
-/* libFuzzer target: the history (src/history.c, included for its clock),
+/* libFuzzer target: the history (src/core/history.c, included for its clock),
  * driven by a program of random operations and checked against a simple
  * model. Each input byte pair is one operation: append to a uid, a
  * multicast of one payload to several uids, the clock moving, a client
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/history.c"
+#include "../../src/core/history.c"
 
 struct loop_stats loop_stats;
 void log_msg(int level, const char *fmt, ...) { (void)level; (void)fmt; }

@@ -1,5 +1,5 @@
-/* libFuzzer target: the Erlang term decoder (src/term.c), driven as
- * src/cnode.c's handle_message drives it: version byte, term_parse, then
+/* libFuzzer target: the Erlang term decoder (src/erl/erl_term.c), driven as
+ * src/erl/erl_cnode.c's handle_message drives it: version byte, erl_term_parse, then
  * the copies into a record of exactly cmd_size() bytes. Each input is tried
  * under the server's default limits and under small ones, so that the
  * too-big paths are reachable with small inputs. */
@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd.h"
+#include "core/cmd.h"
 #include "guarded.h"
-#include "term.h"
+#include "erl/erl_term.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Set as the server sets them (term_limits_init): the defaults for the
+/* Set as the server sets them (erl_term_limits_init): the defaults for the
  * 32 MiB hand-off (16 MiB records), and a small set whose too-big paths
  * are easy to reach. */
 static struct term_limits limit_sets[2];
@@ -25,8 +25,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     ei_init();
-    term_limits_init(&limit_sets[0], 1114112, 65536, (16u << 20) - 8);
-    term_limits_init(&limit_sets[1], 1000, 64, 2200);
+    erl_term_limits_init(&limit_sets[0], 1114112, 65536, (16u << 20) - 8);
+    erl_term_limits_init(&limit_sets[1], 1000, 64, 2200);
     return 0;
 }
 
@@ -56,13 +56,13 @@ static void copy_like_handle_message(const char *buf, const struct term_view *v,
     c->nuids = v->nuids;
     c->payload_len = v->payload_len;
     if (v->nuids) {
-        term_copy_uids(buf, v, cmd_uids(c));
+        erl_term_copy_uids(buf, v, cmd_uids(c));
         for (uint32_t i = 0; i < v->nuids; i++)
             if (cmd_uids(c)[i] < 1 || cmd_uids(c)[i] > lim->max_users)
                 abort();
     }
     if (v->payload_len)
-        term_copy_payload(buf, v, cmd_payload(c));
+        erl_term_copy_payload(buf, v, cmd_payload(c));
     if (reply_len)
         memcpy(cmd_reply(c), buf + v->reply_index, reply_len);
     free(c);
@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct term_view v;
         if (size < 1 || ei_decode_version(buf, &index, &version) != 0)
             return 0;
-        if (term_parse(buf, index, (int)size, &limit_sets[i], &v) != TERM_OK)
+        if (erl_term_parse(buf, index, (int)size, &limit_sets[i], &v) != TERM_OK)
             continue;
         check_view(&v, &limit_sets[i]);
         copy_like_handle_message(buf, &v, &limit_sets[i]);

@@ -1,11 +1,11 @@
-/* libFuzzer target: uid_parse (src/uid.c), the text after "/test/".
+/* libFuzzer target: uid_parse (src/http/uid.c), the text after "/test/".
  * Checked against the rule it implements: a plain positive decimal
  * without leading zero, at most max. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "uid.h"
+#include "http/uid.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

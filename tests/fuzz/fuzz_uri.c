@@ -1,4 +1,4 @@
-/* libFuzzer target: a request URI as src/http_front.c sees it. evhttp
+/* libFuzzer target: a request URI as src/http/http_front.c sees it. evhttp
  * parses the request line's URI with evhttp_uri_parse_with_flags(...,
  * EVHTTP_URI_NONCONFORMANT); on_request routes on its path and hands the
  * text after "/test/" to uid_parse. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uid.h"
+#include "http/uid.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,51 +19,9 @@
 // as a Promise). When stdin closes (the test
 // is over, or its node died), or after 300 s, it closes the browser and
 // exits.
-import { chromium } from 'playwright-core';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
+import { say, end, fatal, endOnClose, launch } from './chromium_page.mjs';
 
 const url = process.argv[2];
-const say = (o) => process.stdout.write(JSON.stringify(o) + '\n');
-const profile = mkdtempSync(join(tmpdir(), 'httpdcnode-chromium-'));
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-              '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-let context = null;
-let ending = false;
-
-async function end(code) {
-  if (ending) return;
-  ending = true;
-  try {
-    if (context) await context.close();
-  } catch (e) {
-    say({ ev: 'fatal', text: 'closing the browser: ' + e.message });
-  }
-  rmSync(profile, { recursive: true, force: true });
-  process.exit(code);
-}
-
-async function fatal(text) {
-  say({ ev: 'fatal', text });
-  await end(1);
-}
-
-// Our child processes: the browser (the test notes its pid, so that it is
-// ended even if this script is killed before it could close it).
-function children() {
-  const pids = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid) pids.push(Number(d));
-    } catch { /* gone meanwhile */ }
-  }
-  return pids;
-}
 
 // Runs in the page: every row of #messages and #log, the present ones
 // first, then each one as it is added (one observer: rows of both lists
@@ -123,16 +81,8 @@ async function command(page, line) {
 }
 
 async function main() {
-  setTimeout(() => fatal('still running after 300 s'), 300000);
-  const input = createInterface({ input: process.stdin });
-  input.on('close', () => end(0));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium', headless: true, args: ARGS,
-    viewport: { width: 1000, height: 380 },
-  });
-  for (const pid of children()) say({ ev: 'browser', pid, profile });
-  const page = context.pages()[0] || await context.newPage();
-  page.on('pageerror', (e) => say({ ev: 'pageerror', text: String(e) }));
+  const input = endOnClose(300);
+  const { page } = await launch([], { viewport: { width: 1000, height: 380 } });
   page.on('console', (m) => { if (m.type() === 'error') say({ ev: 'console', text: m.text() }); });
   await page.exposeFunction('__report', (o) => say(o));
   await page.goto(url);

@@ -12,47 +12,9 @@
 //   {"ev":"message","uid":N,"id":ID,"data":TEXT}
 //   {"ev":"pageerror","text":T} / {"ev":"fatal","text":T} (then it exits 1)
 // It ends (browser closed) when stdin closes or says "quit", or after 120 s.
-import { chromium } from 'playwright-core';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
+import { say, end, fatal, endOnClose, launch } from './chromium_page.mjs';
 
 const [url, ...uids] = process.argv.slice(2);
-const say = (o) => process.stdout.write(JSON.stringify(o) + '\n');
-const profile = mkdtempSync(join(tmpdir(), 'httpdcnode-chromium-'));
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-              '--disable-background-networking', '--disable-component-update', '--disable-sync',
-              '--ignore-certificate-errors'];
-let context = null;
-let ending = false;
-
-async function end(code) {
-  if (ending) return;
-  ending = true;
-  try {
-    if (context) await context.close();
-  } catch (e) {
-    say({ ev: 'fatal', text: 'closing the browser: ' + e.message });
-  }
-  rmSync(profile, { recursive: true, force: true });
-  process.exit(code);
-}
-
-// Our child processes: the browser, whose pid the test notes so that it is
-// ended even if this script is killed before it could close it.
-function children() {
-  const pids = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid) pids.push(Number(d));
-    } catch { /* gone meanwhile */ }
-  }
-  return pids;
-}
 
 // Runs in the page: every stream opened in the same turn, so that the
 // browser has all of them pending at once.
@@ -67,16 +29,9 @@ function openStreams(list) {
 }
 
 async function main() {
-  setTimeout(() => { say({ ev: 'fatal', text: 'still running after 120 s' }); end(1); }, 120000);
-  const input = createInterface({ input: process.stdin });
-  input.on('close', () => end(0));
+  const input = endOnClose(120);
   input.on('line', (l) => { if (l.trim() === 'quit') end(0); });
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium', headless: true, args: ARGS, ignoreHTTPSErrors: true,
-  });
-  for (const pid of children()) say({ ev: 'browser', pid, profile });
-  const page = context.pages()[0] || await context.newPage();
-  page.on('pageerror', (e) => say({ ev: 'pageerror', text: String(e) }));
+  const { context, page } = await launch(['--ignore-certificate-errors'], { ignoreHTTPSErrors: true });
   const cdp = await context.newCDPSession(page);
   cdp.on('Network.responseReceived', ({ response: r }) =>
     say({ ev: 'response', url: r.url, protocol: r.protocol, connection: r.connectionId }));
@@ -88,4 +43,4 @@ async function main() {
   await page.evaluate(openStreams, uids);
 }
 
-main().catch((e) => { say({ ev: 'fatal', text: String((e && e.stack) || e) }); end(1); });
+main().catch((e) => fatal(String((e && e.stack) || e)));

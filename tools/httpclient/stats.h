@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "histogram.h"
+#include "lib/histogram.h"
 
 #define STATS_MAGIC 0x68636c31u /* "hcl1" */
 

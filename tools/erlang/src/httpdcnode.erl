@@ -14,15 +14,19 @@
          multicast/2, multicast_sync/2, multicast_sync/3,
          broadcast/1, kick/1,
          online/1, online_uids/1, nodes/0, stats/0, stats/1, app_stats/0]).
+-export([reply/2, reply_sync/2, reply_sync/3]).
 -export([token/2, token_url/3]).
 -export([to_binary/1, group_by_node/2]).
 -export([relay_sync/3]).
--export_type([uid/0, msg/0]).
+-export_type([uid/0, msg/0, conn/0]).
 
 -define(TIMEOUT, 5000).
 
 -type uid() :: pos_integer().
 -type msg() :: binary() | iolist() | string().
+%% One client connection: its C-node and its id there (from the inbox's
+%% handle_in, httpdcnode_handler).
+-type conn() :: {node(), pos_integer()}.
 
 %% Starts the application and everything it needs (mnesia included).
 start() ->
@@ -33,6 +37,27 @@ start() ->
 
 stop() ->
     application:stop(httpdcnode).
+
+%% Sends Msg to the one connection Conn only (a WebSocket frame), not kept
+%% for resumes. Async; a Conn closed meanwhile is counted on its C-node
+%% (conn_dropped).
+-spec reply(conn(), msg()) -> ok.
+reply({CNode, Id}, Msg) when is_atom(CNode), is_integer(Id), Id > 0 ->
+    {any, CNode} ! {conn, Id, to_binary(Msg)},
+    ok.
+
+%% Like reply/2, but waits: {ok, 1} when written, {ok, 0} when Conn is
+%% closed or unknown (or the C-node did not answer within Timeout ms).
+-spec reply_sync(conn(), msg()) -> {ok, 0 | 1}.
+reply_sync(Conn, Msg) ->
+    reply_sync(Conn, Msg, ?TIMEOUT).
+
+reply_sync({CNode, Id}, Msg, Timeout) when is_atom(CNode), is_integer(Id), Id > 0 ->
+    Ref = make_ref(),
+    {any, CNode} ! {self(), Ref, conn, Id, to_binary(Msg)},
+    receive {Ref, N} -> {ok, N}
+    after Timeout -> {ok, 0}
+    end.
 
 %% Sends Msg to every stream of Uid, on whichever C-nodes hold it. Async.
 %% A uid offline now goes to the C-node it was last on while that node keeps

@@ -31,4 +31,9 @@ master() ->
                  shutdown => 5000,
                  type => worker,
                  modules => [httpdcnode_presence]},
-    {ok, {#{strategy => one_for_one, intensity => 5, period => 10}, [Presence]}}.
+    %% The inbox for what clients send (--inbox NAME), when configured.
+    Inbox = case application:get_env(httpdcnode, inbox) of
+                {ok, {Name, Module, Args}} -> [httpdcnode_inbox:child_spec(Name, Module, Args)];
+                undefined -> []
+            end,
+    {ok, {#{strategy => one_for_one, intensity => 5, period => 10}, [Presence | Inbox]}}.

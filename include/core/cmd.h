@@ -1,0 +1,45 @@
+/* The record a message becomes in the hand-off, from the C-node thread to
+ * the event loop. Laid out once by the C-node thread, read in place by the
+ * loop: header, then uids[nuids], then the payload, then reply bytes. */
+#ifndef HTTPDCNODE_CMD_H
+#define HTTPDCNODE_CMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum cmd_kind {
+    CMD_UNICAST = 1,
+    CMD_MULTICAST,
+    CMD_BROADCAST,
+    CMD_KICK,
+    CMD_STATS,
+    CMD_SNAPSHOT,      /* the master (re)connected: send it who is online */
+    CMD_DRAIN,         /* {drain, Seconds}: uid holds the seconds */
+    CMD_UNDRAIN,       /* {drain, cancel} */
+    CMD_CONN,          /* {conn, Conn, Data}: to one connection (conn) */
+    CMD_IN_ACK,        /* {httpdcnode_in_ack, N}: the C-node thread's, never in the ring */
+};
+
+struct cmd {
+    uint8_t kind;          /* enum cmd_kind */
+    uint8_t pad;
+    uint16_t reply_len;    /* encoded {Pid, Ref} bytes at the end, 0 for none */
+    uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: seconds */
+    uint32_t nuids;        /* CMD_MULTICAST */
+    uint32_t payload_len;
+    uint64_t received_ns;  /* when the C-node decoded it: clock_now_ns() (monotonic) */
+    uint64_t conn;         /* CMD_CONN: conn.h's id */
+};
+
+static inline size_t cmd_size(uint32_t nuids, uint32_t payload_len, uint32_t reply_len)
+{
+    return sizeof(struct cmd) + (size_t)nuids * 4 + payload_len + reply_len;
+}
+
+static inline uint32_t *cmd_uids(struct cmd *c) { return (uint32_t *)(c + 1); }
+
+static inline char *cmd_payload(struct cmd *c) { return (char *)(cmd_uids(c) + c->nuids); }
+
+static inline char *cmd_reply(struct cmd *c) { return cmd_payload(c) + c->payload_len; }
+
+#endif

@@ -1,0 +1,35 @@
+/* Connection ids: a name for one stream that Erlang can address
+ * ({conn, Conn, Data}) and that is never reused while the node lives (a
+ * 64-bit counter). Given lazily, to a stream that sends a message up
+ * (a WebSocket's), so a stream that never talks costs nothing here; one
+ * that did costs two 24-byte entries of two side tables (twice that at
+ * most, the tables are kept at most half full). Each entry also holds two
+ * words its owner may use (ws_reader.c: its rate bucket). Loop thread only. */
+#ifndef HTTPDCNODE_CONN_H
+#define HTTPDCNODE_CONN_H
+
+#include <stdint.h>
+
+struct stream;
+
+struct conn {
+    uint64_t id;
+    uint32_t tokens;        /* the owner's: ws_reader.c's rate bucket */
+    uint32_t at_ms;
+};
+
+/* s's entry, made (with a new id, tokens and at_ms 0) when it has none;
+ * NULL when out of memory. The pointer holds until the next conn_of or
+ * conn_forget. */
+struct conn *conn_of(const struct stream *s);
+
+/* The stream of id, or NULL (never given, or its stream closed). */
+struct stream *conn_find(uint64_t id);
+
+/* The stream is closing: its id names nothing any more. */
+void conn_forget(const struct stream *s);
+
+/* At exit. */
+void conn_free(void);
+
+#endif

@@ -1,0 +1,12 @@
+/* The loop side of the hand-off: applies each message to the streams. */
+#ifndef HTTPDCNODE_DISPATCH_H
+#define HTTPDCNODE_DISPATCH_H
+
+#include <event2/event.h>
+
+#include "lib/handoff.h"
+
+int dispatch_start(struct event_base *base, struct handoff *inbox, uint32_t max_users);
+void dispatch_stop(void);
+
+#endif

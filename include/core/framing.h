@@ -1,0 +1,101 @@
+/* How a message is put on the wire for one kind of stream. Each stream
+ * names its framing; adding a transport's framing touches framing.c only.
+ *
+ *   chunked  HTTP/1.1: "%x\r\n" size line, payload, "\r\n"; ends with
+ *            the terminating chunk "0\r\n\r\n"
+ *   raw      HTTP/1.0: the payload as it is; the end is the close
+ *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
+ *            lines (framing_sse_body, made once per payload), a blank line;
+ *            one not UTF-8 as "event: base64" and its base64; ended on purpose,
+ *            an "event: end" saying why
+ *   poll     a long-poll: its one answer is made by poll.c, not framed;
+ *            ended early (kick, drain), it answers "ended":"REASON"
+ *   ws       WebSocket (RFC 6455): one unmasked frame per message, text
+ *            when the payload is valid UTF-8, else binary; the 2-10 byte
+ *            frame header is the prefix; ends with a close frame whose code
+ *            says why (framing_terminator)
+ *   ws_meta  the same, each frame's payload led by "id: EPOCH:SEQ\n\n"
+ *            (subprotocol ws+meta.httpdcnode) */
+#ifndef HTTPDCNODE_FRAMING_H
+#define HTTPDCNODE_FRAMING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+enum framing_kind {
+    FRAMING_CHUNKED = 0,
+    FRAMING_RAW,
+    FRAMING_SSE,
+    FRAMING_POLL,
+    FRAMING_WS,
+    FRAMING_WS_META,
+    FRAMING_KINDS
+};
+
+static inline int framing_is_websocket(uint8_t kind)
+{
+    return kind == FRAMING_WS || kind == FRAMING_WS_META;
+}
+
+/* Bytes of a message's prefix at most: a 10-byte WebSocket frame header
+ * and "id: ffffffff:4294967295\n\n". */
+#define FRAMING_PREFIX_MAX 40
+/* iovecs one framed message takes at most. */
+#define FRAMING_IOV_MAX 3
+
+/* A message's prefix, made once per delivery (the payload is not copied). */
+struct framing_prefix {
+    char bytes[FRAMING_PREFIX_MAX];
+    uint8_t len;
+};
+
+/* The prefix of the message seq (the uid's id) of payload_len bytes, for a
+ * framing that does not look at the payload's text (framing_checks_utf8). */
+void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
+                    struct framing_prefix *out);
+/* Whether a framing's prefix depends on the payload being valid UTF-8
+ * (WebSocket: a text or a binary frame); if so it is made by
+ * framing_prefix_utf8, told so (utf8_valid, once per payload). */
+int framing_checks_utf8(uint8_t kind);
+void framing_prefix_utf8(uint8_t kind, uint32_t payload_len, uint32_t seq, int utf8,
+                         struct framing_prefix *out);
+/* A WebSocket frame header (FIN set, unmasked) for a payload of len
+ * bytes: 2, 4 or 10 bytes written to out, its length returned. */
+size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len);
+/* Whether a framing carries its payload re-encoded (framing_sse_body). */
+int framing_encodes_body(uint8_t kind);
+/* Fills iov[FRAMING_IOV_MAX] with the framed message (data: the payload,
+ * or its encoding when framing_encodes_body); returns the iovec count and
+ * adds the framed size to *bytes. */
+int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,
+                uint32_t len, struct iovec *iov, size_t *bytes);
+/* The SSE body of a payload: each of its lines as "data: LINE\n" (a line
+ * ends at \n, \r\n or \r), then "\n"; a payload that is not valid UTF-8
+ * instead as "event: base64\ndata: BASE64\n\n" (text/event-stream is
+ * UTF-8 only). framing_sse_body_len says exactly how long it is;
+ * framing_sse_body writes it to out. */
+size_t framing_sse_body_len(const char *data, uint32_t len);
+void framing_sse_body(const char *data, uint32_t len, char *out);
+
+/* Why a stream is ended on purpose, which its last bytes tell the client
+ * (docs/protocol.md, "Endings"): whether to come back, and when.
+ *   drain     the server is going away (SIGTERM, {drain, S}): come back,
+ *             with a backoff, to this or another node (WebSocket 1012)
+ *   kicked    Erlang ended the uid's streams: do not come back (4001)
+ *   replaced  a newer stream of the uid took its place past
+ *             --max-conns-per-uid: do not come back (4002)
+ *   expired   its subscriber token expired: come back only with a fresh
+ *             token (4003) */
+enum end_reason { END_DRAIN = 0, END_KICKED, END_REPLACED, END_EXPIRED, END_REASONS };
+
+/* The reason as the client reads it: "drain", "kicked", ... */
+const char *framing_end_reason(uint8_t reason);
+
+/* What ends a stream of this framing for this reason (may be empty):
+ * chunked the last chunk, raw nothing (the close), poll its answer with
+ * "ended":"REASON", sse "event: end" with data {"reason":"REASON"}, ws a
+ * close frame with the reason's code. */
+struct iovec framing_terminator(uint8_t kind, uint8_t reason);
+
+#endif

@@ -1,0 +1,58 @@
+/* What the event loop asks the C-node thread to send to Erlang: replies
+ * ({Ref, N}, {Ref, Stats}) and presence, through the outbox ring (the
+ * inbox is erl_inbound.h's, the other way); the loop never waits on it: when full, the record is dropped and
+ * counted (replies_dropped). */
+#ifndef HTTPDCNODE_OUTBOUND_H
+#define HTTPDCNODE_OUTBOUND_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/handoff.h"
+#include "obs/stats.h"
+
+enum out_kind { OUT_ACK = 1, OUT_STATS, OUT_PRESENCE, OUT_IN };
+/* PRESENCE_SNAPSHOT is a snapshot's first piece (replaces), the others are
+ * PRESENCE_SNAPSHOT_MORE (add), right after it. */
+enum presence_op { PRESENCE_UP = 1, PRESENCE_DOWN, PRESENCE_SNAPSHOT, PRESENCE_SNAPSHOT_MORE };
+
+/* Record layout: header, then the kind's body. */
+struct out_rec {
+    uint8_t kind;          /* enum out_kind */
+    uint8_t op;            /* enum presence_op, OUT_PRESENCE */
+    union {
+        uint16_t reply_len; /* encoded {Pid, Ref} bytes, OUT_ACK and OUT_STATS */
+        uint16_t to_all;    /* OUT_PRESENCE snapshot: for every master, not who asked */
+    };
+    uint32_t count;        /* N for OUT_ACK, pairs for OUT_STATS, uids for OUT_PRESENCE,
+                            * data bytes for OUT_IN */
+    /* OUT_ACK:      reply bytes
+     * OUT_STATS:    struct stat_pair[count], then reply bytes
+     * OUT_PRESENCE: uint32_t uids[count]
+ * OUT_IN:       struct out_in, then the data */
+};
+
+/* A client's message for the --inbox process. */
+struct out_in {
+    uint64_t conn;         /* conn.h's id of the connection */
+    uint32_t uid;
+    uint32_t pad;
+};
+
+/* Bytes of client messages committed to the outbox and not yet sent by the
+ * C-node thread (which takes them off as it sends): past a bound the loop
+ * stops reading from clients. */
+extern atomic_uint_fast64_t outbound_in_pending;
+
+void outbound_init(struct handoff *outbox);
+
+void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n);
+void outbound_stats(const char *reply, uint16_t reply_len);
+/* -1 when the queue was full (counted): the caller must repair the view. */
+int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uint32_t n);
+/* A client's message for Erlang. -1 when the outbox was full (counted in
+ * client_in_dropped by the caller). */
+int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len);
+
+#endif

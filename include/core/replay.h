@@ -1,0 +1,62 @@
+/* Replays: what a resuming client missed, sent from the history as its
+ * socket takes it. A replay is a cursor into the uid's history riding on
+ * the stream's backlog (backlog.h): each refill encodes at most
+ * REPLAY_CHUNK bytes, so nothing is encoded ahead of what the client reads
+ * and a client that leaves costs what it took. While a replay is under
+ * way the stream takes no live message: every message is in the history
+ * with its id, and the cursor reaches it; once the cursor is past the
+ * uid's newest id the replay ends and live messages follow, with nothing
+ * lost or doubled at the seam. A message pushed out of the history before
+ * the cursor reaches it is told as a gap, in the transport's way.
+ * Loop thread only. */
+#ifndef HTTPDCNODE_REPLAY_H
+#define HTTPDCNODE_REPLAY_H
+
+#include "core/history.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backlog;
+
+/* Bytes a refill encodes at most (plus the one message that passes it). */
+#define REPLAY_CHUNK 16384
+
+/* 32 bytes, inside the backlog of a replaying stream. */
+struct replay {
+    struct history_cursor at;   /* 16: the id to give next */
+    uint32_t budget;            /* bytes of messages still allowed (a long-poll's answer) */
+    uint32_t first;             /* the oldest kept id when the client came back (0: none) */
+    uint32_t given;             /* messages given so far */
+    uint8_t active;
+    uint8_t gap;                /* a gap was told (a long-poll answer's "gap") */
+};
+
+enum replay_result { REPLAY_FAILED = -1, REPLAY_NONE = 0, REPLAY_STARTED = 1 };
+
+/* For the transports' encoders (transport_ops.h): room for n bytes at the
+ * end of *out (commit them with backlog_commit), NULL when out of memory.
+ * Replay bytes are bounded by REPLAY_CHUNK and one message, not by
+ * --max-backlog (which a long message in SSE's encoding may pass). */
+char *replay_room(struct backlog **out, void *owner, size_t n);
+/* p[n], at the end of *out: 0, or -1 when out of memory. */
+int replay_put(struct backlog **out, void *owner, const char *p, size_t n);
+/* "EPOCH:SEQ" into out[size]: its length. */
+size_t replay_id_text(char *out, size_t size, uint32_t seq);
+
+/* The client of a stream of this framing on uid saw up to the id asked
+ * (NULL: it gave none; unreadable: a gap). A gap is put in *out at once if
+ * it missed more than is kept, and a replay of what is kept starts on
+ * *out (owner: the stream). REPLAY_NONE when there is nothing to replay
+ * and no gap (a long-poll then waits); a long-poll that starts a replay
+ * answers with what it finds, messages up to budget bytes, then its end. */
+enum replay_result replay_open(struct backlog **out, void *owner, uint8_t framing, uint32_t uid,
+                               const char *asked, uint32_t budget);
+
+/* The replay's bytes so far have gone out: the next ones, at most about
+ * REPLAY_CHUNK, are encoded into *out. 1 when more remain, 0 when the
+ * replay is over (*out freed if empty; for a long-poll its answer is
+ * complete and *finished is set), -1 when out of memory. */
+int replay_fill(struct backlog **out, void *owner, uint8_t framing, uint32_t uid, int *finished);
+
+#endif

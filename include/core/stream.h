@@ -1,0 +1,114 @@
+/* A stream: one client's open response, to which every message for its
+ * uid is written. stream.c is the one place that creates, registers in
+ * the uid table, unregisters and frees a stream.
+ *
+ * Life of a stream:
+ *   stream_open      WELCOMING  in the uid table; evhttp still owns the
+ *                               socket and sends the head and welcome
+ *                               (chunked.c); messages are queued
+ *   stream_import    LIVE       the socket left evhttp (socket_export.c);
+ *                               we write to it and watch it for EOF
+ *   stream_end/close CLOSED     out of the uid table, socket closed; the
+ *                               record is freed later, by the reaper, so
+ *                               that no caller holding it (a write batch)
+ *                               ever sees it freed under its feet
+ * Ended while WELCOMING it becomes ENDING (terminator after the import);
+ * closed while evhttp holds it, ABANDONED until chunked.c releases it.
+ * A stream that has said all it had to (a long-poll's answer) is finished:
+ * DRAINING until what it wrote has gone out, then closed.
+ *
+ * A call that may end the stream says so: it returns -1 (or, for
+ * stream_end, always ends it), and its caller touches nothing of the
+ * stream's after that but its state (the record lives till the reaper). */
+#ifndef HTTPDCNODE_STREAM_H
+#define HTTPDCNODE_STREAM_H
+
+#include "core/stream-t.h"
+
+#include <event2/event.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct stream_config {
+    struct event_base *base;
+    uint32_t max_backlog;          /* unsent bytes per stream */
+    uint64_t max_backlog_total;    /* unsent bytes of all streams together */
+    uint32_t max_conns_per_uid;    /* the oldest beyond it is ended */
+};
+
+int stream_configure(const struct stream_config *cfg);
+/* Frees what the reaper holds and the configuration's events. */
+void stream_unconfigure(void);
+
+/* A new stream for uid whose head evhttp is sending; fd is our own
+ * descriptor of the socket (socket_export_reserve). Registered in the uid
+ * table at once; the uid's oldest stream is ended if it now has too many.
+ * NULL when out of memory. */
+struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd);
+
+/* The socket left evhttp: watch it and write what was queued. -1 when the
+ * stream is gone (that failed, or it was ENDING and now has ended). */
+int stream_import(struct stream *s);
+
+/* evhttp let go of a stream it held (the client left, the head could not
+ * be sent, or the stream was ABANDONED): it closes and is freed later. */
+void stream_release(struct stream *s, int client_left);
+
+/* stream_import, with an idle timeout: the framing's transport_ops idle
+ * is called when no event came on its socket for that long. */
+int stream_import_idle(struct stream *s, const struct timeval *idle);
+
+/* The stream has nothing more to say: closed once what it wrote (or
+ * queued) has gone out; till then DRAINING, still counted in the uid's
+ * streams (--max-conns-per-uid) but given no message. -1 when it is
+ * closed (now or before), 0 while it drains. */
+int stream_finish(struct stream *s);
+
+/* For a LIVE stream whose head is written: replays what its client missed
+ * after the id asked (replay.h), as its socket takes it; a long-poll
+ * answers with at most budget bytes of messages and finishes. 1 when
+ * there is nothing to replay and no gap (a long-poll then waits), 0 when
+ * under way (or done), -1 when the stream ended. */
+int stream_replay(struct stream *s, const char *asked, uint32_t budget);
+
+/* Whether a replay is under way: the stream takes no live message then
+ * (the replay reaches it in the history). */
+int stream_replaying(const struct stream *s);
+
+/* Ends a stream on purpose: its framing's terminator for the reason
+ * (enum end_reason, framing.h: what the client is told to do), then the
+ * close. The reason is counted by the caller. */
+void stream_end_why(struct stream *s, uint8_t why);
+/* stream_end_why(s, END_DRAIN): the server is going away. */
+void stream_end(struct stream *s);
+/* The same with other last bytes than the terminator (none: iov_len 0),
+ * for a LIVE stream (one still welcoming gets its terminator). */
+void stream_end_with(struct stream *s, struct iovec last);
+
+/* Writes whole framed messages (iov, total bytes), or queues them when the
+ * socket is not ours yet or has a backlog. What the socket does not take
+ * is kept up to --max-backlog, then the stream is closed (slow_closed).
+ * 0 when written or kept, -1 when the stream is closed (now or before). */
+int stream_send(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
+
+/* A LIVE stream's transport_ops paused changed: watches its socket for
+ * reading again, or stops. */
+void stream_rewatch(struct stream *s);
+
+/* For writes made elsewhere (a write job, possibly on a writer thread):
+ * the descriptor to writev whole messages to, or -1 when they must go
+ * through stream_send. */
+int stream_direct_fd(const struct stream *s);
+
+/* Loop thread, after such a writev returned n (errno err when n < 0):
+ * keeps the unsent rest or closes the stream, as stream_send does. */
+int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, size_t total,
+                      ssize_t n, int err);
+
+/* Frees every closed stream now (the reaper does it after each loop
+ * callback; shutdown calls it once the loop has stopped). */
+void stream_reap(void);
+
+#endif

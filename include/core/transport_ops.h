@@ -1,0 +1,72 @@
+/* What the core asks of a transport, one table per framing: the core
+ * (stream.c, batch.c, heartbeat.c) calls transport_ops[s->framing] and
+ * never names a transport. Each transport registers its table at startup
+ * (transport/transport.c); a framing with no table, or a NULL entry,
+ * gets the core's default. The per-message write path takes no entry of
+ * it but deliver, NULL for every framing that frames messages in a batch.
+ * Loop thread only. */
+#ifndef HTTPDCNODE_TRANSPORT_OPS_H
+#define HTTPDCNODE_TRANSPORT_OPS_H
+
+#include "core/framing.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backlog;
+struct replay;
+struct stream;
+
+/* How a framing puts what a client missed into its stream's backlog
+ * (core/replay.c, whose replay_room gives the room): the replay's path
+ * is the core's, its bytes the transport's. Each returns -1 (or size 0)
+ * when out of memory. */
+struct transport_replay {
+    /* Before anything (a long-poll's answer opens). NULL: nothing. */
+    int (*open)(struct backlog **out, void *owner);
+    /* A gap: json (history_gap_json, n bytes) says what was missed, next
+     * is the id to come back with. NULL: told in the end instead. */
+    int (*gap)(struct backlog **out, void *owner, const char *json, size_t n, uint32_t next);
+    /* One message (r: the replay so far); its size. A long-poll takes it
+     * only within r->budget (the first always): past it, nothing is
+     * written, 0, and *over is set. */
+    size_t (*message)(struct backlog **out, void *owner, uint8_t framing, const char *data,
+                      uint32_t len, uint32_t seq, const struct replay *r, int *over);
+    /* All is given: NULL, live messages follow; else the stream's last
+     * bytes (a long-poll's answer end), and it is finished. */
+    int (*end)(struct backlog **out, void *owner, const struct replay *r);
+};
+
+struct transport_ops {
+    /* EV_READ on a LIVE or DRAINING stream: read what the client sent.
+     * NULL: stray bytes, counted and capped (stream.c). -1 when the
+     * stream ended. */
+    int (*readable)(struct stream *s, int fd);
+    /* Whether its socket is not to be read for now (a WebSocket while
+     * Erlang is behind: TCP pushes back on its client). NULL: never.
+     * The transport calls stream_rewatch when that changes. */
+    int (*paused)(const struct stream *s);
+    /* The stream is closing from LIVE or DRAINING: drop what the
+     * transport keeps beside it. Must not end the stream. */
+    void (*closing)(struct stream *s);
+    /* Imported with stream_import_idle and idle that long. */
+    void (*idle)(struct stream *s);
+    /* Every --heartbeat, for each LIVE stream (may end it). */
+    void (*heartbeat)(struct stream *s);
+    /* A live message for a stream that does not take it framed in a
+     * batch (a long-poll answers with it at once): returns as batch_add.
+     * NULL: the batch frames it. */
+    int (*deliver)(struct stream *s, const char *data, uint32_t len, uint32_t seq);
+    /* Resume (stream_replay); NULL: the framing replays nothing. */
+    const struct transport_replay *replay;
+    /* Ended while a replay is under way: cut, without the terminator
+     * (a long-poll's answer would be spoilt by it; the client asks again). */
+    uint8_t cut_replay_on_end;
+};
+
+extern const struct transport_ops *transport_ops[FRAMING_KINDS];
+
+/* At startup, before the first stream of the framing opens. */
+void transport_ops_register(uint8_t framing, const struct transport_ops *ops);
+
+#endif

@@ -1,0 +1,23 @@
+/* What the C-node thread hands the event loop: each Erlang message, decoded
+ * (erl_term.c) into a command record (cmd.h) in the inbox ring. The mirror of
+ * outbound.h. When the inbox is full, the C-node thread waits here (that
+ * is the backpressure towards Erlang), keeping its links ticking. */
+#ifndef HTTPDCNODE_ERL_INBOUND_H
+#define HTTPDCNODE_ERL_INBOUND_H
+
+#include <stdint.h>
+
+#include "lib/handoff.h"
+
+void erl_inbound_init(struct handoff *inbox, uint32_t max_users, uint32_t max_message);
+
+/* buf[0..len) is one Erlang message (version byte first): a command for
+ * the loop, or dropped and counted when it is not one. Returns the
+ * command's kind (enum cmd_kind), 0 when dropped. CMD_IN_ACK is not for
+ * the loop: *acked gets its N, for erl_send_in_acked. */
+int erl_inbound_message(const char *buf, int len, uint32_t *acked);
+
+/* A master (re)connected, or asked: the loop makes a presence snapshot. */
+void erl_inbound_snapshot(void);
+
+#endif

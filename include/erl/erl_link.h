@@ -1,0 +1,51 @@
+/* The Erlang connections of the C-node thread (only that thread uses them). */
+#ifndef HTTPDCNODE_ERL_LINK_H
+#define HTTPDCNODE_ERL_LINK_H
+
+#include <ei.h>
+
+#define ERL_LINK_MAX 64
+
+struct erl_socket;
+
+/* About 290 bytes each, ERL_LINK_MAX of them. */
+struct erl_link {
+    int fd;
+    const struct erl_socket *sock;   /* its buffered socket (erl_socket.h) */
+    int is_master;
+    int broken;          /* a send failed or timed out: drop it, send no more */
+    /* Presence, masters only (erl_send.c): */
+    int awaiting;        /* asked for a snapshot: gets the next one, no changes before it */
+    int in_snapshot;     /* got this snapshot's first piece: gets the rest */
+    int repair;          /* a message was dropped for want of room: nothing more
+                          * until there is room, then a snapshot */
+    unsigned in_unacked; /* client messages sent to its --inbox, not yet acked */
+    char node[MAXNODELEN + 1];
+};
+
+/* Returns the new link's index, or -1 when the table is full (logged). */
+int erl_link_add(int fd, const char *node, int is_master);
+/* Closes link i; the last link moves into slot i. */
+void erl_link_remove(int i);
+int erl_link_count(void);
+struct erl_link *erl_link_at(int i);
+struct erl_link *erl_link_find(const char *node);
+/* Sends a distribution tick on every link (used while we cannot read). A
+ * tick the socket takes only in part is completed within
+ * ERL_LINK_TICK_REST_MS, or the link is shut down and marked broken: a
+ * partial packet followed by anything else would corrupt the stream. */
+void erl_link_tick_all(void);
+
+#define ERL_LINK_TICK_REST_MS 1000
+void erl_link_close_all(void);
+
+/* Bytes sent to a link and not yet taken by its peer, past which nothing
+ * optional (presence) is sent to it: a master that stops reading holds
+ * this much of our memory at most, and no send to it can block the
+ * C-node thread (and so the other masters). */
+#define ERL_LINK_UNSENT_MAX (1u << 20)
+/* 1 when l's socket takes more without waiting and holds less than
+ * ERL_LINK_UNSENT_MAX unsent. */
+int erl_link_has_room(const struct erl_link *l);
+
+#endif

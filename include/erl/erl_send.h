@@ -1,0 +1,40 @@
+/* C-node side of the outbox: encodes and sends to Erlang the replies and
+ * presence messages. C-node thread only. */
+#ifndef HTTPDCNODE_ERL_SEND_H
+#define HTTPDCNODE_ERL_SEND_H
+
+#include <ei.h>
+
+#include "lib/handoff.h"
+#include "options.h"
+
+struct erl_link;
+
+/* opts->presence: the registered name on each master, "" for none. */
+void erl_send_init(ei_cnode *ec, struct handoff *outbox, const struct options *opts);
+/* Master link l is new: sends it the hello; 1 when it now waits for a
+ * snapshot (the caller asks the loop for one), 0 without --presence. */
+int erl_send_master_up(struct erl_link *l);
+/* 1 when master link l, that presence was dropped for, has room again
+ * and now waits for a snapshot (the caller asks the loop for one). */
+int erl_send_repair(struct erl_link *l);
+/* Sends everything queued, or stops while erl_send_blocked. */
+void erl_send_drain(void);
+
+/* Client messages go to the --inbox process of one linked master, by uid
+ * (uid mod the masters linked, in the order of the link table), so that a
+ * connection's messages go to one master in order while the links stay.
+ * Each master may hold ERL_SEND_IN_WINDOW of them unacknowledged
+ * ({httpdcnode_in_ack, N} from its inbox): past that the outbox waits,
+ * fills, and the loop stops reading its WebSocket clients. */
+#define ERL_SEND_IN_WINDOW 256
+/* Whether a master's window is full: the outbox is not read meanwhile. */
+int erl_send_blocked(void);
+/* N more acknowledged by link l's inbox. */
+void erl_send_in_acked(struct erl_link *l, uint32_t n);
+/* The outbox was left for a full window that is no longer: drains it
+ * (call after acks and link changes). */
+void erl_send_resume(void);
+void erl_send_free(void);
+
+#endif

@@ -1,0 +1,97 @@
+/* Decoding of the Erlang terms the C-node accepts. Pure: no I/O, no
+ * allocation, so every accepted and rejected shape is unit-tested.
+ *
+ *   {Uid, Data}             Data to every stream of Uid
+ *   {[Uid, ...], Data}      the same to each listed uid
+ *   {broadcast, Data}       to every stream
+ *   {kick, Uid}             end Uid's streams
+ *   {drain, Seconds}        end every stream over Seconds (0..3600) and
+ *                           refuse new ones (503): drain.h
+ *   {drain, cancel}         stop that, take new streams again
+ *   {Pid, Ref, Uid | [Uid], Data}   as {Uid, Data}, replies {Ref, N} to Pid
+ *   {Pid, Ref, stats}       replies {Ref, #{...}} to Pid
+ *   {Pid, Ref, snapshot}    presence snapshot to the master, then {Ref, N} to Pid
+ *   {conn, Conn, Data}      Data to the one connection Conn (an integer id
+ *                           from {httpdcnode_in, ...}); {Pid, Ref, conn,
+ *                           Conn, Data} replies {Ref, 0 | 1} to Pid
+ *   {httpdcnode_in_ack, N}  the --inbox process handled N more client
+ *                           messages (its window, erl_send.c)
+ *
+ * Data is a binary, a string or any iolist; it must not be empty (an empty
+ * chunk would end a chunked stream). A term nested deeper than
+ * TERM_MAX_DEPTH, or whose encoding runs past the message, is refused as a
+ * bad shape. */
+#ifndef HTTPDCNODE_ERL_TERM_H
+#define HTTPDCNODE_ERL_TERM_H
+
+#include <ei.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/cmd.h"
+
+enum term_error {
+    TERM_OK = 0,
+    TERM_BAD_SHAPE,   /* not one of the shapes above */
+    TERM_BAD_UID,     /* uid not an integer in 1..max_users */
+    TERM_TOO_BIG,     /* payload over max_message, uid list too long, or the whole
+                         record (cmd_size) over max_record */
+    TERM_EMPTY,       /* empty payload */
+};
+
+/* Deepest nesting accepted (a left-nested iolist of this many parts);
+ * the C-node thread's stack is sized for ei's recursion to this depth. */
+#define TERM_MAX_DEPTH 100000
+
+/* The largest encoded {Pid, Ref} pair ei decodes: a NEW_PID_EXT and a
+ * NEWER_REFERENCE_EXT of 5 words, each naming its node with an atom of
+ * 255 characters of 4 UTF-8 bytes (3 + 1020 bytes). Any node can make
+ * such a pid (binary_to_term of hand-made bytes). */
+#define TERM_MAX_PID_LEN (1 + 3 + 1020 + 4 + 4 + 4)
+#define TERM_MAX_REF_LEN (1 + 2 + 3 + 1020 + 4 + 5 * 4)
+#define TERM_MAX_REPLY_LEN (TERM_MAX_PID_LEN + TERM_MAX_REF_LEN)
+
+/* The longest {drain, Seconds}, as --drain-seconds. */
+#define TERM_MAX_DRAIN_SECONDS 3600
+
+struct term_limits {
+    uint32_t max_users;
+    uint32_t max_message;
+    uint32_t max_uids;     /* longest accepted uid list */
+    size_t max_record;     /* largest cmd_size() of an accepted message */
+};
+
+/* Limits for records of at most max_record bytes: max_uids is what is left
+ * once the largest payload and the largest {Pid, Ref} are in, so that every
+ * accepted message fits (erl_term_parse checks the sum too). */
+void erl_term_limits_init(struct term_limits *lim, uint32_t max_users, uint32_t max_message,
+                      size_t max_record);
+
+struct term_view {
+    enum cmd_kind kind;    /* the command the term asks for */
+    uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: the seconds */
+    uint32_t nuids;        /* CMD_MULTICAST */
+    uint64_t conn;         /* CMD_CONN */
+    int uids_index;        /* where the uid list starts in buf */
+    int payload_index;     /* where Data starts in buf */
+    uint32_t payload_len;
+    int has_reply;         /* the {Pid, Ref, ...} forms */
+    int reply_index;       /* where Pid starts in buf */
+    int reply_len;         /* bytes of Pid and Ref, encoded */
+};
+
+/* Checks the term at buf[index] (index just past the version byte), which
+ * must lie wholly before buf[end], and fills v. Everything is validated
+ * here, so the copies below cannot fail nor read past end. */
+enum term_error erl_term_parse(const char *buf, int index, int end, const struct term_limits *lim,
+                           struct term_view *v);
+
+/* Copies the uid list of a CMD_MULTICAST view into out[nuids]. */
+void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out);
+
+/* Copies the payload (flattening an iolist) into out[payload_len]. */
+void erl_term_copy_payload(const char *buf, const struct term_view *v, char *out);
+
+const char *erl_term_error_str(enum term_error e);
+
+#endif

@@ -1,0 +1,27 @@
+/* The HTTP front door: evhttp accepts and parses requests, answers errors,
+ * and starts streams for the routes the transports registered
+ * (/stats and the like are admin.c's). */
+#ifndef HTTPDCNODE_HTTP_FRONT_H
+#define HTTPDCNODE_HTTP_FRONT_H
+
+#include <event2/event.h>
+#include <stdint.h>
+
+#include "options.h"
+
+struct evhttp_request;
+
+/* How a transport starts a stream for uid: -1 when it could not (503). */
+typedef int (*http_stream_start_fn)(struct evhttp_request *req, uint32_t uid);
+
+/* At startup, by a transport: GET or HEAD prefix<uid> starts a stream
+ * with start (after the drain, uid and token checks); with cors, OPTIONS
+ * prefix... answers a CORS preflight. At most HTTP_FRONT_ROUTES. */
+#define HTTP_FRONT_ROUTES 8
+int http_front_route(const char *prefix, http_stream_start_fn start, int cors);
+
+int http_front_start(struct event_base *base, const struct options *opts);
+/* Stops accepting and frees evhttp (and streams still in their welcome). */
+void http_front_stop(void);
+
+#endif

@@ -1,0 +1,99 @@
+/* Counters of the server. Loop-thread counters are plain; the C-node
+ * thread's are atomics. The field lists below feed both GET /stats (JSON)
+ * and the {Pid, Ref, stats} reply (an Erlang map), so they cannot drift. */
+#ifndef HTTPDCNODE_STATS_H
+#define HTTPDCNODE_STATS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LOOP_STATS(X)                                                         \
+    X(streams_open)     /* streams held now */                                \
+    X(streams_total)    /* streams ever started */                            \
+    X(uids_online)      /* uids with at least one stream */                   \
+    X(client_closed)    /* streams ended by their client */                   \
+    X(evicted)          /* oldest stream ended by --max-conns-per-uid */      \
+    X(slow_closed)      /* ended for passing --max-backlog(-total) */         \
+    X(input_closed)     /* ended for sending more than 4 KB after its GET */  \
+    X(backlog_bytes)    /* unsent bytes held for all streams now */           \
+    X(kicked)           /* streams ended by {kick, Uid} */                    \
+    X(drained)          /* streams ended by a drain (SIGTERM, {drain, S}) */  \
+    X(token_expired)    /* streams ended at their subscriber token's exp */   \
+    X(msgs_applied)     /* messages taken from the hand-off */                \
+    X(history_bytes)    /* bytes of kept messages, headers included */        \
+    X(history_entries)  /* messages kept */                                   \
+    X(history_evicted)  /* kept messages pushed out for room */               \
+    X(history_moved)    /* kept messages moved ahead, still of use, for room */ \
+    X(replays)          /* resumes that replayed from the history (or told a gap) */ \
+    X(replayed)         /* messages replayed */                               \
+    X(replay_gaps)      /* gaps told to resuming clients */                   \
+    X(deliveries)       /* chunks written (or queued) to streams */           \
+    X(bytes_out)        /* payload bytes delivered */                         \
+    X(dropped_no_conn)  /* message for a uid with no stream */                \
+    X(multicast_repeats) /* uids a multicast listed again (given it once) */  \
+    X(replies_dropped)  /* replies/presence lost: the outbound queue was full */ \
+    X(http_not_found)   /* 404 */                                             \
+    X(http_too_big)     /* 503 uid above --max-users */                       \
+    X(http_bad_method)  /* 405 */                                             \
+    X(http_no_fds)      /* 503 because descriptors ran short */               \
+    X(http_draining)    /* 503: the node is draining, new streams refused */  \
+    X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
+    X(http_bad_origin)  /* 403: a cross-origin request from an origin not allowed */ \
+    X(auth_missing)     /* 403: no subscriber token */                        \
+    X(auth_expired)     /* 403: a genuine token past its exp */               \
+    X(auth_bad)         /* 403: malformed, for another uid, or forged */ \
+    X(ws_refused)       /* WebSocket handshakes refused: 400, 403, 426 */    \
+    X(ws_ignored)       /* data messages WebSocket clients sent, refused: no --inbox */ \
+    X(client_in)        /* client messages queued for the --inbox process */ \
+    X(client_in_dropped) /* client messages lost: the outbox was full */      \
+    X(client_rate_closed) /* WebSockets closed 1008: past --client-rate */    \
+    X(client_paused)    /* times a WebSocket was not read: Erlang was behind */ \
+    X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
+    X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
+    X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
+    X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
+    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
+
+#define CNODE_STATS(X)                                                        \
+    X(msgs_in)          /* messages received from Erlang */                   \
+    X(bad_terms)        /* dropped: not a known shape */                      \
+    X(bad_uid)          /* dropped: uid not an integer in range */            \
+    X(too_big)          /* dropped: payload over --max-message */             \
+    X(empty)            /* dropped: empty payload */                          \
+    X(erl_connects)     /* Erlang connections made or accepted */             \
+    X(erl_nodes)        /* Erlang connections up now */                       \
+    X(erl_refused)      /* connections closed: every handshake thread busy */ \
+    X(presence_dropped) /* presence messages not sent to a master not reading */ \
+    X(in_no_master)     /* client messages lost: no master linked to send them to */ \
+    X(backpressure)     /* seconds the reader waited on a full hand-off */
+
+struct loop_stats {
+#define X(name) uint64_t name;
+    LOOP_STATS(X)
+#undef X
+};
+
+struct cnode_stats {
+#define X(name) atomic_uint_fast64_t name;
+    CNODE_STATS(X)
+#undef X
+};
+
+extern struct loop_stats loop_stats;
+extern struct cnode_stats cnode_stats;
+
+struct stat_pair {
+    const char *name;      /* static string */
+    uint64_t value;
+};
+
+/* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
+ * Call on the loop thread. */
+#define STATS_MAX_PAIRS 64
+size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
+
+/* The pairs as one JSON object line; returns its length. */
+size_t stats_format_json(char *buf, size_t size);
+
+#endif

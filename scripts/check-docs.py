@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Checks the documentation (README.md and docs/*.md):
+  - every relative link resolves: its file exists and its #anchor is a
+    heading of that file (GitHub's anchors: lower case, punctuation
+    dropped, spaces as hyphens);
+  - the options in docs/configuration.md are what `httpdcnode --help`
+    prints (between its begin/end markers), so that the two never drift.
+  scripts/check-docs.py [--fix]   (--fix writes the --help text in again)
+The binary is $HTTPDCNODE_BIN, else ./httpdcnode. Ends with one line.
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = "docs/configuration.md"
+BEGIN = "<!-- begin: ./httpdcnode --help -->\n```\n"
+END = "```\n<!-- end: ./httpdcnode --help -->"
+
+
+def anchors(path):
+    out, seen, fence = set(), {}, False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        m = None if fence else re.match(r"^#{1,6} (.*)", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def links(path):
+    text, fence = [], False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence:
+            text.append(line)
+    return re.findall(r"\]\(([^)\s]+)\)", "".join(text))
+
+
+def check_links(files):
+    bad = 0
+    for f in files:
+        for link in links(f):
+            if re.match(r"^[a-z]+:", link):      # http:, https:, mailto:
+                continue
+            target, _, anchor = link.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(f), target)) if target else f
+            if not os.path.exists(dest):
+                print(f"check-docs: {f}: {link}: no such file")
+                bad += 1
+            elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                print(f"check-docs: {f}: {link}: no such heading in {os.path.relpath(dest)}")
+                bad += 1
+    return bad
+
+
+def check_help(fix):
+    binary = os.environ.get("HTTPDCNODE_BIN", "./httpdcnode")
+    try:
+        help_text = subprocess.run([binary, "--help"], capture_output=True, text=True,
+                                   check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"check-docs: cannot run {binary} --help: {e}")
+        return 1
+    doc = open(CONFIG, encoding="utf-8").read()
+    i, j = doc.find(BEGIN), doc.find(END)
+    if i < 0 or j < i:
+        print(f"check-docs: {CONFIG}: no --help markers")
+        return 1
+    if doc[i + len(BEGIN):j] == help_text:
+        return 0
+    if fix:
+        open(CONFIG, "w", encoding="utf-8").write(doc[:i + len(BEGIN)] + help_text + doc[j:])
+        print(f"check-docs: {CONFIG}: --help written in again")
+        return 0
+    print(f"check-docs: {CONFIG} differs from `{binary} --help` (scripts/check-docs.py --fix)")
+    return 1
+
+
+def main():
+    os.chdir(ROOT)
+    files = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir("docs")
+                                   if f.endswith(".md"))
+    bad = check_links(files) + check_help("--fix" in sys.argv[1:])
+    status = "passed" if bad == 0 else "FAILED"
+    print(f"check-docs: {status}: {len(files)} files, {bad} problems")
+    return 0 if bad == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

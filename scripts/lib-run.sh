@@ -1,0 +1,77 @@
+# shellcheck shell=bash
+# Shared by scripts/soak.sh and scripts/storm.sh (sourced, not run; with
+# scripts/bench/lib.sh for the processes, the server and the waits): the
+# options, the run's directory, its verdicts and the figures both read from
+# the server and the clients. Expects RUN (the script's name: soak, storm),
+# ROOT and WORK to be set; SRV_PID once the server runs.
+
+# run_options HELP_LAST ARGS...: none, or --help (prints lines 2..HELP_LAST of
+# the script, its opening comment).
+run_options() {
+  local last=$1
+  shift
+  case "${1:-}" in
+    "") ;;
+    -h | --help) sed -n "2,${last}p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "$RUN: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+}
+
+# run_begin: START and LOAD0 noted, a fresh WORK with an empty CHECKS file, a
+# COOKIE of this run; every process started is ended (by pid) on the way out.
+run_begin() {
+  START=$(date +%s)
+  LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+  rm -rf "$WORK"
+  mkdir -p "$WORK"
+  COOKIE="${RUN}_$$_${RANDOM}${RANDOM}"
+  CHECKS="$WORK/checks"
+  : >"$CHECKS"
+  trap end_all EXIT
+  trap 'log "interrupted"; exit 130' INT
+  trap 'log "terminated"; exit 143' TERM
+}
+
+# run_needs FILE...: each exists, or the run cannot start. Then epmd (shared
+# by every run on the machine: started if needed, never stopped) and as many
+# descriptors as allowed.
+run_needs() {
+  local f
+  for f in "$@"; do
+    [[ -e $f ]] || { echo "$RUN: $f missing: run 'make all' first" >&2; exit 1; }
+  done
+}
+run_ready() {
+  epmd -daemon
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+}
+
+# check NAME OK TEXT: records one verdict.
+check() {
+  local v=FAIL
+  [[ $2 == 1 ]] && v=PASS
+  printf '%s %s: %s\n' "$v" "$1" "$3" | tee -a "$CHECKS"
+}
+
+# run_verdict: the closing lines; fails when a check failed.
+run_verdict() {
+  local p f
+  echo "$RUN: report in $WORK/report.md, took $(($(date +%s) - START)) s"
+  p=$(grep -c '^PASS' "$CHECKS")
+  f=$(grep -c '^FAIL' "$CHECKS")
+  echo "$RUN: $p passed, $f failed"
+  ((f == 0))
+}
+
+fd_count() { ls -U "/proc/$SRV_PID/fd" 2>/dev/null | wc -l; }
+
+# progress NAME FIELD: FIELD's value in client NAME's last progress line
+# (httpclient prints one every second to NAME.err).
+progress() {
+  grep '^httpclient ' "$WORK/$1.err" 2>/dev/null | tail -n1 |
+    awk -v f="$2" '{ for (i = 1; i < NF; i++) if ($i == f) { print $(i + 1); exit } }'
+}
+
+streams_are() { [[ $(stat_of streams_open) == "$1" ]]; }
+nodes_are() { [[ $(stat_of erl_nodes) == "$1" ]]; }
+fds_are() { [[ $(fd_count) == "$1" ]]; }

@@ -1,0 +1,258 @@
+/* Applies hand-off records to streams, on the event-loop thread only. */
+#include "core/dispatch.h"
+#include "core/batch.h"
+#include "core/cmd.h"
+#include "core/conn.h"
+#include "core/drain.h"
+#include "core/framing.h"
+#include "core/history.h"
+#include "obs/probe.h"
+#include "lib/log.h"
+#include "core/outbound.h"
+#include "core/presence.h"
+#include "obs/stats.h"
+#include "core/stream.h"
+#include "core/uidtable.h"
+
+#include "lib/utf8.h"
+
+#include <stdlib.h>
+
+/* Records applied per wakeup before the loop serves sockets again. Large,
+ * so that under backlog a stream's many messages leave in one writev. */
+#define DRAIN_BUDGET 16384
+/* Deliveries per wakeup, likewise: a record is one delivery or a fan-out to
+ * thousands of streams, and a loop turn must stay short either way. */
+#define DELIVERY_BUDGET 65536
+
+static uint64_t drain_deliveries;   /* this wakeup's so far */
+
+static struct event *wakeup_ev;
+static struct event *more_ev;     /* drains again once the sockets were polled */
+static struct handoff *inbox;
+
+/* Queues uid's message seq for every stream of uid that takes it; returns
+ * how many. */
+static uint32_t queue(uint32_t uid, const char *data, uint32_t len, uint32_t seq)
+{
+    uint32_t n = 0;
+    batch_room(uidtable_count(uid));
+    /* next first: a stream may leave the uid's list as it is given its
+     * message (a long-poll whose answer goes out at once). */
+    for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
+        next = s->next;
+        n += (uint32_t)batch_add(s, data, len, seq);
+    }
+    return n;
+}
+
+/* Gives the message its id for uid (kept in its history, online or not)
+ * and queues it; returns to how many streams. */
+static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
+{
+    return queue(uid, data, len, history_append(uid, data, len));
+}
+
+/* One bit per uid: the uids a multicast has given its message so far, so
+ * that a uid listed many times gets it once. (max_users + 1) / 8 bytes,
+ * cleared after each multicast by the same walk: O(uids listed). */
+static uint64_t *multicast_seen;
+
+/* The same for each of uids (a multicast), the payload kept once. */
+static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *data,
+                             uint32_t len)
+{
+    uint64_t shared = history_share(data, len);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < nuids; i++) {
+        uint32_t uid = uids[i];
+        uint64_t bit = 1ull << (uid % 64);
+        if (multicast_seen[uid / 64] & bit) {
+            loop_stats.multicast_repeats++;
+            continue;
+        }
+        multicast_seen[uid / 64] |= bit;
+        uint32_t k = queue(uid, data, len, history_append_shared(uid, shared));
+        if (k == 0 && !uidtable_first(uid))
+            loop_stats.dropped_no_conn++;
+        n += k;
+    }
+    for (uint32_t i = 0; i < nuids; i++)
+        multicast_seen[uids[i] / 64] = 0;
+    return n;
+}
+
+static uint32_t deliver_all(const char *data, uint32_t len)
+{
+    uint64_t shared = history_share(data, len);
+    uint32_t n = 0;
+    for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid))
+        n += queue(uid, data, len, history_append_shared(uid, shared));
+    return n;
+}
+
+static void kick(uint32_t uid)
+{
+    batch_flush();                    /* what was sent before the kick goes first */
+    struct stream *s = uidtable_first(uid), *next;
+    for (; s; s = next) {
+        next = s->next;
+        loop_stats.kicked++;
+        stream_end_why(s, END_KICKED);
+    }
+}
+
+/* {conn, Conn, Data}: one WebSocket frame (text when Data is UTF-8) to
+ * that connection only, not kept in the history; after what came before
+ * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
+ * history's). 1 when written (or queued), 0 when Conn names no open
+ * connection. */
+static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
+{
+    static const char event[] = "event: conn\n\n";
+    batch_flush();
+    struct stream *s = conn_find(id);
+    if (!s || s->state != STREAM_LIVE) {
+        loop_stats.conn_dropped++;
+        return 0;
+    }
+    size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
+    char head[16];
+    size_t k = framing_ws_header(head, utf8_valid(data, len) ? 1 : 2, ev + len);
+    struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
+    if (stream_send(s, iov, 3, k + ev + len) != 0)
+        return 0;
+    loop_stats.conn_sent++;
+    return 1;
+}
+
+static int apply(void *body, size_t size, void *ctx)
+{
+    (void)size;
+    (void)ctx;
+    struct cmd *c = body;
+    uint32_t n = 0;
+
+    loop_stats.msgs_applied++;
+    if (probe_enabled)
+        probe_applied(c);
+    switch (c->kind) {
+    case CMD_UNICAST:
+        n = deliver(c->uid, cmd_payload(c), c->payload_len);
+        if (n == 0 && !uidtable_first(c->uid))
+            loop_stats.dropped_no_conn++;
+        break;
+    case CMD_MULTICAST:
+        n = deliver_many(cmd_uids(c), c->nuids, cmd_payload(c), c->payload_len);
+        break;
+    case CMD_BROADCAST:
+        n = deliver_all(cmd_payload(c), c->payload_len);
+        break;
+    case CMD_KICK:
+        kick(c->uid);
+        break;
+    case CMD_CONN:
+        n = to_conn(c->conn, cmd_payload(c), c->payload_len);
+        break;
+    case CMD_DRAIN:
+        batch_flush();            /* what was sent before goes first */
+        log_msg(LOG_INFO, "{drain, %u} from Erlang: new streams are refused", c->uid);
+        drain_start(c->uid, NULL);
+        return 0;
+    case CMD_UNDRAIN:
+        if (drain_cancel() == 0)
+            log_msg(LOG_INFO, "{drain, cancel} from Erlang: new streams are taken again");
+        return 0;
+    case CMD_STATS:
+        batch_flush();            /* the counters include what came before */
+        outbound_stats(cmd_reply(c), c->reply_len);
+        return 0;
+    case CMD_SNAPSHOT:
+        n = presence_snapshot();
+        if (c->reply_len)
+            batch_ack(cmd_reply(c), c->reply_len, n);   /* after earlier acks */
+        return 0;
+    default:
+        break;
+    }
+    loop_stats.deliveries += n;
+    loop_stats.bytes_out += (uint64_t)n * c->payload_len;
+    if (n)
+        batch_delivered(c->received_ns, n);
+    if (c->reply_len)
+        batch_ack(cmd_reply(c), c->reply_len, n);
+    drain_deliveries += n;
+    return drain_deliveries >= DELIVERY_BUDGET;
+}
+
+static void flush(void *ctx)
+{
+    (void)ctx;
+    batch_flush();
+}
+
+static void drain(void)
+{
+    size_t budget = DRAIN_BUDGET, n;
+    drain_deliveries = 0;
+    while (budget > 0 && drain_deliveries < DELIVERY_BUDGET &&
+           (n = handoff_drain(inbox, budget, apply, flush, NULL)) > 0)
+        budget -= n;
+    /* More is waiting, and no wakeup will come for it. Not event_active:
+     * an event activated from its own callback runs again before libevent
+     * polls the sockets, so a busy inbox would starve every client (no
+     * accept, no EOF, no /stats) for as long as it stays busy. A timer that
+     * is due at once runs after the next poll. */
+    static const struct timeval now = {0, 0};
+    if (budget == 0 || drain_deliveries >= DELIVERY_BUDGET)
+        event_add(more_ev, &now);
+}
+
+static void on_wakeup(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    handoff_clear_wakeup(inbox);
+    drain();
+}
+
+static void on_more(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    drain();
+}
+
+int dispatch_start(struct event_base *base, struct handoff *ring, uint32_t max_users)
+{
+    inbox = ring;
+    multicast_seen = calloc((size_t)max_users / 64 + 1, sizeof *multicast_seen);
+    if (!multicast_seen) {
+        log_msg(LOG_ERROR, "cannot allocate the multicast bitmap for %u uids; lower --max-users",
+                max_users);
+        return -1;
+    }
+    wakeup_ev = event_new(base, handoff_wakeup_fd(inbox), EV_READ | EV_PERSIST, on_wakeup, NULL);
+    more_ev = evtimer_new(base, on_more, NULL);
+    if (!wakeup_ev || !more_ev || event_add(wakeup_ev, NULL) != 0) {
+        log_msg(LOG_ERROR, "cannot watch the hand-off eventfd");
+        return -1;
+    }
+    return 0;
+}
+
+void dispatch_stop(void)
+{
+    free(multicast_seen);
+    multicast_seen = NULL;
+    if (wakeup_ev) {
+        event_free(wakeup_ev);
+        wakeup_ev = NULL;
+    }
+    if (more_ev) {
+        event_free(more_ev);
+        more_ev = NULL;
+    }
+}

@@ -1,0 +1,253 @@
+/* Message framings: see framing.h. */
+#include "core/framing.h"
+#include "core/history.h"
+#include "lib/utf8.h"
+
+#include <assert.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+static size_t chunk_size_line(char *buf, uint32_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char tmp[8];
+    size_t k = 0, len = 0;
+    do {
+        tmp[k++] = hex[n & 15];
+        n >>= 4;
+    } while (n);
+    while (k)
+        buf[len++] = tmp[--k];
+    buf[len++] = '\r';
+    buf[len++] = '\n';
+    return len;
+}
+
+static size_t decimal(char *buf, uint32_t n)
+{
+    char tmp[10];
+    size_t k = 0, len = 0;
+    do {
+        tmp[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    while (k)
+        buf[len++] = tmp[--k];
+    return len;
+}
+
+/* "id: EPOCH:SEQ\n" */
+static size_t sse_id_line(char *buf, uint32_t seq)
+{
+    memcpy(buf, "id: ", 4);
+    memcpy(buf + 4, history_epoch_hex(), 8);
+    buf[12] = ':';
+    size_t len = 13 + decimal(buf + 13, seq);
+    buf[len++] = '\n';
+    return len;
+}
+
+size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len)
+{
+    out[0] = (char)(0x80 | opcode);                 /* FIN: never fragmented */
+    if (len < 126) {
+        out[1] = (char)len;
+        return 2;
+    }
+    if (len < 65536) {
+        out[1] = 126;
+        out[2] = (char)(len >> 8);
+        out[3] = (char)len;
+        return 4;
+    }
+    out[1] = 127;
+    for (int i = 0; i < 8; i++)
+        out[2 + i] = (char)(len >> (56 - 8 * i));
+    return 10;
+}
+
+/* A message frame: the header, then for ws_meta "id: EPOCH:SEQ\n\n" (the
+ * SSE id line and a blank line) ahead of the payload. */
+static size_t ws_prefix(char *buf, int meta, uint32_t payload_len, uint32_t seq, int utf8)
+{
+    char id[FRAMING_PREFIX_MAX];
+    size_t id_len = 0;
+    if (meta) {
+        id_len = sse_id_line(id, seq);
+        id[id_len++] = '\n';
+    }
+    size_t h = framing_ws_header(buf, utf8 ? 1 : 2, (uint64_t)payload_len + id_len);
+    memcpy(buf + h, id, id_len);
+    return h + id_len;
+}
+
+int framing_checks_utf8(uint8_t kind) { return framing_is_websocket(kind); }
+
+void framing_prefix_utf8(uint8_t kind, uint32_t payload_len, uint32_t seq, int utf8,
+                         struct framing_prefix *out)
+{
+    if (framing_is_websocket(kind))
+        out->len = (uint8_t)ws_prefix(out->bytes, kind == FRAMING_WS_META, payload_len, seq, utf8);
+    else
+        framing_prefix(kind, payload_len, seq, out);
+}
+
+void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
+                    struct framing_prefix *out)
+{
+    switch (kind) {
+    case FRAMING_CHUNKED:
+        out->len = (uint8_t)chunk_size_line(out->bytes, payload_len);
+        return;
+    case FRAMING_RAW:
+    case FRAMING_POLL:
+        out->len = 0;
+        return;
+    case FRAMING_SSE:
+        out->len = (uint8_t)sse_id_line(out->bytes, seq);
+        return;
+    case FRAMING_WS:
+    case FRAMING_WS_META:
+        break;                  /* framing_prefix_utf8 */
+    }
+    assert(!"unknown framing, or one that needs framing_prefix_utf8");
+}
+
+int framing_encodes_body(uint8_t kind) { return kind == FRAMING_SSE; }
+
+/* The length of the line break at p[0..left), 0 when none. */
+static size_t line_break(const char *p, size_t left)
+{
+    if (*p == '\n')
+        return 1;
+    if (*p == '\r')
+        return left > 1 && p[1] == '\n' ? 2 : 1;
+    return 0;
+}
+
+/* A payload that is not UTF-8 cannot be data: lines (text/event-stream is
+ * UTF-8 only, a browser would replace its bytes): it goes as one
+ * "event: base64" whose data is its base64, lossless, as long-poll's
+ * "data_base64". Both functions validate the payload, once each: the body
+ * is made once per payload and batch, not per stream. */
+static const char b64_head[] = "event: base64\ndata: ";
+#define B64_HEAD_LEN (sizeof b64_head - 1)
+
+static size_t base64_len(uint32_t len) { return ((size_t)len + 2) / 3 * 4; }
+
+static size_t data_lines_len(const char *data, uint32_t len)
+{
+    size_t out = 6 + 2;                  /* "data: " ... "\n\n" */
+    for (size_t i = 0; i < len;) {
+        size_t br = line_break(data + i, len - i);
+        if (br) {
+            out += 7;                    /* "\ndata: " */
+            i += br;
+        } else {
+            out++;
+            i++;
+        }
+    }
+    return out;
+}
+
+size_t framing_sse_body_len(const char *data, uint32_t len)
+{
+    if (!utf8_valid(data, len))
+        return B64_HEAD_LEN + base64_len(len) + 2;
+    return data_lines_len(data, len);
+}
+
+static void data_lines(const char *data, uint32_t len, char *out)
+{
+    memcpy(out, "data: ", 6);
+    out += 6;
+    for (size_t i = 0; i < len;) {
+        size_t br = line_break(data + i, len - i);
+        if (br) {
+            memcpy(out, "\ndata: ", 7);
+            out += 7;
+            i += br;
+        } else {
+            *out++ = data[i++];
+        }
+    }
+    memcpy(out, "\n\n", 2);
+}
+
+/* EVP_EncodeBlock ends its output with a NUL: it lands on the first byte
+ * of the closing "\n\n", written over it, so out needs no spare byte. */
+static void base64_event(const char *data, uint32_t len, char *out)
+{
+    memcpy(out, b64_head, B64_HEAD_LEN);
+    out += B64_HEAD_LEN;
+    size_t n = (size_t)EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
+    memcpy(out + n, "\n\n", 2);
+}
+
+void framing_sse_body(const char *data, uint32_t len, char *out)
+{
+    if (utf8_valid(data, len))
+        data_lines(data, len, out);
+    else
+        base64_event(data, len, out);
+}
+
+int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,
+                uint32_t len, struct iovec *iov, size_t *bytes)
+{
+    static const char crlf[] = "\r\n";
+    int k = 0;
+    if (prefix->len)
+        iov[k++] = (struct iovec){(void *)prefix->bytes, prefix->len};
+    iov[k++] = (struct iovec){(void *)data, len};
+    *bytes += prefix->len + len;
+    if (kind == FRAMING_CHUNKED) {
+        iov[k++] = (struct iovec){(void *)crlf, 2};
+        *bytes += 2;
+    }
+    return k;
+}
+
+/* ---------------------------------------------------------------- endings */
+
+#define POLL_ENDED(r) "{\"messages\":[],\"gap\":false,\"ended\":\"" r "\"}\n"
+#define SSE_END(r) "event: end\ndata: {\"reason\":\"" r "\"}\n\n"
+
+/* Indexed by enum end_reason. */
+static const char *const reason_names[END_REASONS] = {"drain", "kicked", "replaced", "expired"};
+/* A waiting poll's head is out: its body says why it was ended rather
+ * than leave the client with no JSON at all. */
+static const char *const poll_ended[END_REASONS] = {
+    POLL_ENDED("drain"), POLL_ENDED("kicked"), POLL_ENDED("replaced"), POLL_ENDED("expired")};
+/* EventSource reconnects after any close: this event is how a client
+ * learns not to. */
+static const char *const sse_end[END_REASONS] = {
+    SSE_END("drain"), SSE_END("kicked"), SSE_END("replaced"), SSE_END("expired")};
+/* Close frames: 1012 service restart; 4001-4003 private codes (RFC 6455
+ * 7.4.2), the application's own. */
+static const unsigned char ws_close[END_REASONS][4] = {
+    {0x88, 2, 1012 >> 8, 1012 & 0xff}, {0x88, 2, 4001 >> 8, 4001 & 0xff},
+    {0x88, 2, 4002 >> 8, 4002 & 0xff}, {0x88, 2, 4003 >> 8, 4003 & 0xff}};
+
+const char *framing_end_reason(uint8_t reason)
+{
+    return reason < END_REASONS ? reason_names[reason] : "drain";
+}
+
+struct iovec framing_terminator(uint8_t kind, uint8_t reason)
+{
+    static const char last_chunk[] = "0\r\n\r\n";
+    if (reason >= END_REASONS)
+        reason = END_DRAIN;
+    if (kind == FRAMING_CHUNKED)
+        return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
+    if (kind == FRAMING_POLL)
+        return (struct iovec){(void *)poll_ended[reason], strlen(poll_ended[reason])};
+    if (kind == FRAMING_SSE)
+        return (struct iovec){(void *)sse_end[reason], strlen(sse_end[reason])};
+    if (framing_is_websocket(kind))
+        return (struct iovec){(void *)ws_close[reason], 4};
+    return (struct iovec){NULL, 0};
+}

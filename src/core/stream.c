@@ -1,0 +1,471 @@
+/* Streams: their life (see stream.h) and their writes. One writev per
+ * message batch when the socket takes it; a backlog, and EV_WRITE, only
+ * while it does not. */
+#include "core/stream.h"
+#include "core/transport_ops.h"
+#include "core/backlog.h"
+#include "core/expiry.h"
+#include "core/framing.h"
+#include "lib/log.h"
+#include "lib/pool.h"
+#include "core/replay.h"
+#include "obs/stats.h"
+#include "core/uidtable.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Client bytes a stream tolerates after its request (a stray CRLF, a
+ * pipelined request it drops); more and the client is misbehaving. */
+#define STREAM_INPUT_ALLOWANCE 4096
+
+static struct stream_config config;
+
+/* 152-byte records in blocks of 1024 (152 KB). */
+static struct pool streams = POOL_INIT(sizeof(struct stream), 1024);
+
+static struct stream *closed_streams;   /* CLOSED, waiting for the reaper */
+static struct timeval idle_after[FRAMING_KINDS];   /* each framing's stream_import_idle time */
+static struct event *reap_ev;           /* frees them after the current callback */
+
+static int stream_fd(const struct stream *s) { return event_get_fd(&s->u.ev); }
+
+static int stream_gone(const struct stream *s)
+{
+    return s->state == STREAM_ABANDONED || s->state == STREAM_CLOSED;
+}
+
+/* ---------------------------------------------------------------- closing */
+
+/* The record goes on the reap list; freed once the current loop callback,
+ * and any batch in it, is over. */
+static void reap_later(struct stream *s)
+{
+    s->state = STREAM_CLOSED;
+    s->next = closed_streams;
+    closed_streams = s;
+    if (reap_ev)
+        event_active(reap_ev, EV_TIMEOUT, 0);
+}
+
+void stream_reap(void)
+{
+    while (closed_streams) {
+        struct stream *s = closed_streams;
+        closed_streams = s->next;
+        pool_free(&streams, s);
+    }
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    stream_reap();
+}
+
+/* Out of the uid table, backlog and socket gone; the record stays valid
+ * (CLOSED, or ABANDONED while evhttp holds it) until it is reaped. */
+static void stream_close(struct stream *s)
+{
+    if (!stream_gone(s))
+        loop_stats.streams_open--;      /* open no more, though not yet reaped */
+    switch (s->state) {
+    case STREAM_WELCOMING:
+    case STREAM_ENDING:
+        uidtable_remove(s);
+        expiry_forget(s);
+        backlog_free(&s->out);
+        close(s->u.w.fd);
+        s->u.w.fd = -1;
+        s->state = STREAM_ABANDONED;     /* chunked.c releases it */
+        return;
+    case STREAM_LIVE:
+    case STREAM_DRAINING:
+        if (transport_ops[s->framing] && transport_ops[s->framing]->closing)
+            transport_ops[s->framing]->closing(s);
+        uidtable_remove(s);
+        expiry_forget(s);
+        backlog_free(&s->out);
+        event_del(&s->u.ev);
+        close(stream_fd(s));
+        reap_later(s);
+        return;
+    default:
+        return;                          /* already closed */
+    }
+}
+
+void stream_release(struct stream *s, int client_left)
+{
+    assert(s->state != STREAM_LIVE && s->state != STREAM_CLOSED);
+    if (client_left && s->state != STREAM_ABANDONED)
+        loop_stats.client_closed++;
+    stream_close(s);
+    reap_later(s);
+}
+
+/* ---------------------------------------------------------------- backlog limits */
+
+/* Room for n more unsent bytes under --max-backlog-total, made before they
+ * are copied: the streams holding the most are ended until there is, with
+ * a sixteenth of the cap to spare, so that a server at its cap does not
+ * sort its backlogs on every write. -1 when s itself was ended. */
+static int total_room(struct stream *s, size_t n)
+{
+    uint64_t cap = config.max_backlog_total;
+    if (loop_stats.backlog_bytes + n <= cap)
+        return 0;
+    uint64_t target = cap - cap / 16;
+    target = target > n ? target - n : 0;
+    size_t count, ended = 0;
+    /* s counts with the bytes it would add: when it would hold the most,
+     * it is the one ended. */
+    size_t own = backlog_pending(s->out) + n;
+    void **owners = backlog_owners_largest_first(&count);
+    for (size_t i = 0; i < count && loop_stats.backlog_bytes > target && !stream_gone(s); i++) {
+        struct stream *o = owners[i];
+        if (stream_gone(o))
+            continue;
+        if (own >= backlog_pending(o->out))
+            o = s;
+        loop_stats.slow_closed++;
+        stream_close(o);
+        ended++;
+    }
+    free(owners);
+    static struct log_ratelimit rl;
+    log_limited(&rl, LOG_INFO, "unsent bytes would pass --max-backlog-total: ended the %zu "
+                "streams holding the most", ended);
+    if (!stream_gone(s) && loop_stats.backlog_bytes + n > cap) {
+        loop_stats.slow_closed++;         /* even alone it does not fit */
+        stream_close(s);
+    }
+    return stream_gone(s) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- socket events */
+
+static void on_stream_event(evutil_socket_t fd, short what, void *arg);
+
+/* Re-arms the stream's event: EV_READ unless its transport paused it,
+ * EV_WRITE while backlogged. */
+static void stream_watch(struct stream *s, int want_write)
+{
+    int fd = stream_fd(s);
+    const struct transport_ops *t = transport_ops[s->framing];
+    short read = t && t->paused && t->paused(s) ? 0 : EV_READ;
+    event_del(&s->u.ev);
+    event_assign(&s->u.ev, config.base, fd,
+                 read | EV_PERSIST | (want_write ? EV_WRITE : 0), on_stream_event, s);
+    event_add(&s->u.ev, t && t->idle ? &idle_after[s->framing] : NULL);
+}
+
+void stream_rewatch(struct stream *s)
+{
+    if (s->state == STREAM_LIVE)
+        stream_watch(s, s->out != NULL);
+}
+
+/* Clients do not talk after their request: a read is EOF, an error, or a
+ * few stray bytes we drop. Past the allowance, reading them would only
+ * spend our CPU on a client that ignores the protocol. */
+static int read_client(struct stream *s, int fd)
+{
+    char sink[512];
+    ssize_t n = recv(fd, sink, sizeof sink, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        loop_stats.client_closed++;
+        stream_close(s);
+        return -1;
+    }
+    if (n > 0 && s->input_bytes + (size_t)n > STREAM_INPUT_ALLOWANCE) {
+        loop_stats.input_closed++;
+        stream_close(s);
+        return -1;
+    }
+    if (n > 0)
+        s->input_bytes = (uint16_t)(s->input_bytes + n);
+    return 0;
+}
+
+/* Refills the stream's backlog from its replay at most this often per
+ * writable event, so that one replaying client does not hold the loop. */
+#define REPLAY_ROUNDS 4
+
+/* Sends the backlog, refilled from a replay riding on it while the socket
+ * takes it. 1 when all went (the backlog is gone), 0 when more waits for
+ * EV_WRITE, -1 when the stream ended. */
+static int stream_flush(struct stream *s, int fd)
+{
+    for (int round = 0;; round++) {
+        int r = backlog_send(&s->out, fd);
+        if (r < 0) {
+            loop_stats.client_closed++;
+            stream_close(s);
+            return -1;
+        }
+        if (r == 0)
+            return 0;
+        if (!s->out)
+            return 1;
+        if (round == REPLAY_ROUNDS)
+            return 0;                        /* the socket is writable: EV_WRITE soon */
+        if (total_room(s, REPLAY_CHUNK) != 0)
+            return -1;
+        int finished;
+        if (replay_fill(&s->out, s, s->framing, s->uid, &finished) < 0) {
+            stream_close(s);
+            return -1;
+        }
+        if (finished)
+            s->state = STREAM_DRAINING;      /* a long-poll's answer is complete */
+        if (!s->out)
+            return 1;
+    }
+}
+
+/* After stream_flush returned r: EV_WRITE while bytes wait, and a
+ * finished stream closes once they went. -1 when the stream ended. */
+static int stream_flushed(struct stream *s, int r)
+{
+    if (r < 0)
+        return -1;
+    if (r == 1 && s->state == STREAM_DRAINING) {
+        stream_close(s);                     /* all it had to say went out */
+        return -1;
+    }
+    stream_watch(s, r == 0);
+    return 0;
+}
+
+static void on_stream_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct stream *s = arg;
+    const struct transport_ops *t = transport_ops[s->framing];
+    if ((what & EV_TIMEOUT) && t && t->idle) {
+        t->idle(s);
+        return;
+    }
+    /* A client that talks (WebSocket: pings, pongs, close) is read by its
+     * transport; other clients only send stray bytes. */
+    if (what & EV_READ) {
+        int r = t && t->readable ? t->readable(s, fd) : read_client(s, fd);
+        if (r < 0)
+            return;                          /* the stream ended */
+    }
+    int writing = s->state == STREAM_LIVE || s->state == STREAM_DRAINING;
+    if ((what & EV_WRITE) && writing && s->out) {
+        int r = stream_flush(s, fd);
+        if (r != 0)
+            stream_flushed(s, r);
+    }
+}
+
+
+int stream_finish(struct stream *s)
+{
+    if (s->state != STREAM_LIVE)
+        return stream_gone(s) ? -1 : 0;
+    if (s->out) {
+        s->state = STREAM_DRAINING;          /* stays in the uid table till closed */
+        return 0;
+    }
+    stream_close(s);
+    return -1;
+}
+
+int stream_replay(struct stream *s, const char *asked, uint32_t budget)
+{
+    if (s->state != STREAM_LIVE)
+        return -1;
+    if (total_room(s, REPLAY_CHUNK) != 0)
+        return -1;
+    enum replay_result r = replay_open(&s->out, s, s->framing, s->uid, asked, budget);
+    if (r == REPLAY_FAILED) {
+        log_msg(LOG_ERROR, "out of memory starting a replay: the stream is closed");
+        stream_close(s);
+        return -1;
+    }
+    if (r == REPLAY_NONE)
+        return 1;
+    return stream_flushed(s, stream_flush(s, stream_fd(s)));
+}
+
+int stream_replaying(const struct stream *s) { return s->out && backlog_replay(s->out); }
+
+/* ---------------------------------------------------------------- writing */
+
+/* Both caps are checked before the bytes are copied: a stream they would
+ * take past --max-backlog is ended, and room under --max-backlog-total is
+ * made first. */
+static int stream_queue(struct stream *s, const struct iovec *iov, int iovcnt, size_t skip)
+{
+    int was_idle = s->out == NULL;
+    size_t n = 0;
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
+    n -= skip;
+    if (total_room(s, n) != 0)
+        return -1;
+    if (backlog_append(&s->out, s, iov, iovcnt, skip, config.max_backlog) != 0) {
+        loop_stats.slow_closed++;
+        stream_close(s);
+        return -1;
+    }
+    if (was_idle && s->state == STREAM_LIVE)
+        stream_watch(s, 1);
+    return 0;
+}
+
+int stream_direct_fd(const struct stream *s)
+{
+    return s->out || s->state != STREAM_LIVE ? -1 : stream_fd(s);
+}
+
+int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, size_t total,
+                      ssize_t n, int err)
+{
+    if (s->state != STREAM_LIVE)
+        return -1;              /* ended meanwhile, to make room for other backlogs */
+    assert(!s->out);            /* as stream_direct_fd promised */
+    if (n == (ssize_t)total)
+        return 0;
+    if (n < 0) {
+        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+            loop_stats.client_closed++;
+            stream_close(s);
+            return -1;
+        }
+        n = 0;
+    }
+    return stream_queue(s, iov, iovcnt, (size_t)n);
+}
+
+int stream_send(struct stream *s, const struct iovec *iov, int iovcnt, size_t total)
+{
+    if (s->state == STREAM_ABANDONED || s->state == STREAM_CLOSED)
+        return -1;
+    int fd = stream_direct_fd(s);
+    if (fd < 0)
+        return stream_queue(s, iov, iovcnt, 0);
+    ssize_t n = writev(fd, iov, iovcnt);
+    return stream_write_done(s, iov, iovcnt, total, n, n < 0 ? errno : 0);
+}
+
+/* ---------------------------------------------------------------- life */
+
+int stream_configure(const struct stream_config *cfg)
+{
+    config = *cfg;
+    reap_ev = event_new(cfg->base, -1, 0, on_reap, NULL);
+    if (!reap_ev) {
+        log_msg(LOG_ERROR, "cannot create the stream events: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void stream_unconfigure(void)
+{
+    stream_reap();
+    if (reap_ev)
+        event_free(reap_ev);
+    reap_ev = NULL;
+}
+
+struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd)
+{
+    struct stream *s = pool_alloc(&streams);
+    if (!s)
+        return NULL;
+    memset(s, 0, sizeof *s);
+    s->u.w.req = req;
+    s->u.w.fd = fd;
+    s->uid = uid;
+    s->framing = framing;
+    s->state = STREAM_WELCOMING;
+    loop_stats.streams_open++;
+    loop_stats.streams_total++;
+    uidtable_add(s);
+    expiry_track(s);                     /* when its request carried a token */
+    if (uidtable_count(uid) > config.max_conns_per_uid) {
+        loop_stats.evicted++;
+        stream_end_why(uidtable_oldest(uid), END_REPLACED);
+    }
+    return s;
+}
+
+int stream_import(struct stream *s) { return stream_import_idle(s, NULL); }
+
+int stream_import_idle(struct stream *s, const struct timeval *idle)
+{
+    assert(s->state == STREAM_WELCOMING || s->state == STREAM_ENDING);
+    int fd = s->u.w.fd, ending = s->state == STREAM_ENDING;
+    uint8_t why = s->u.w.why;          /* the union is the event from here */
+    /* Each message is one small write that must leave at once: without
+     * NODELAY, Nagle holds the second of two quick messages until the
+     * client's (delayed) ACK, tens of milliseconds later. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    s->state = STREAM_LIVE;
+    if (idle)
+        idle_after[s->framing] = *idle;
+    event_assign(&s->u.ev, config.base, fd, EV_READ | EV_PERSIST, on_stream_event, s);
+    if (event_add(&s->u.ev, idle) != 0) {
+        log_msg(LOG_ERROR, "cannot watch stream socket %d; ending the stream", fd);
+        stream_close(s);
+        return -1;
+    }
+    if (s->out && stream_flushed(s, stream_flush(s, fd)) != 0)
+        return -1;
+    if (ending) {
+        stream_end_why(s, why);
+        return -1;
+    }
+    return 0;
+}
+
+void stream_end(struct stream *s) { stream_end_why(s, END_DRAIN); }
+
+/* Last bytes t, or while welcoming the terminator for why once imported. */
+static void end_with(struct stream *s, struct iovec t, uint8_t why)
+{
+    if (s->state == STREAM_WELCOMING) {
+        /* No socket of ours yet: finish once the welcome is out. */
+        uidtable_remove(s);
+        s->u.w.why = why;
+        s->state = STREAM_ENDING;
+        return;
+    }
+    if (s->state == STREAM_DRAINING) {
+        stream_close(s);                     /* its answer is cut: the client asks again */
+        return;
+    }
+    if (s->state != STREAM_LIVE)
+        return;
+    if (transport_ops[s->framing] && transport_ops[s->framing]->cut_replay_on_end && stream_replaying(s))
+        t.iov_len = 0;                       /* an answer under way: cut, not spoilt */
+    if (t.iov_len) {
+        /* Best effort: a stream whose client does not read loses its tail. */
+        if (!s->out)
+            (void)!send(stream_fd(s), t.iov_base, t.iov_len, MSG_NOSIGNAL);
+        else if (backlog_append(&s->out, s, &t, 1, 0, (size_t)config.max_backlog + t.iov_len) == 0)
+            backlog_send(&s->out, stream_fd(s));
+    }
+    stream_close(s);
+}
+
+void stream_end_why(struct stream *s, uint8_t why)
+{
+    end_with(s, framing_terminator(s->framing, why), why);
+}
+
+void stream_end_with(struct stream *s, struct iovec last) { end_with(s, last, END_DRAIN); }

@@ -1,0 +1,312 @@
+/* The C-node thread. One poll loop over: a stop eventfd, the queue of new
+ * connections (erl_setup.c makes them on other threads), the replies from
+ * the loop and every Erlang connection. Nothing here waits on a peer that
+ * is not connected yet. Each master (--master a@h,b@h) is a link of its
+ * own: one going or coming back touches none of the others. */
+#include "erl/erl_cnode.h"
+#include "lib/clock.h"
+#include "core/cmd.h"
+#include "erl/erl_link.h"
+#include "erl/erl_send.h"
+#include "erl/erl_setup.h"
+#include "erl/erl_socket.h"
+#include "erl/erl_inbound.h"
+#include "lib/log.h"
+#include "obs/stats.h"
+
+#include <arpa/inet.h>
+#include <ei.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECEIVE_TMO_MS 2000
+#define REPAIR_CHECK_MS 100
+#define BATCH_PER_LINK 256     /* messages read from one link before polling the others */
+#define CNODE_STACK_BYTES (256u << 20)
+/* After a message larger than this, the receive buffer is given back: it
+ * grows to the largest message ever received (ei reallocs it). */
+#define XBUF_KEEP_BYTES (1u << 20)
+
+static const struct options *options;
+static struct handoff *inbox;      /* Erlang's messages, for the event loop */
+static struct handoff *outbox;     /* replies and presence, for Erlang */
+static pthread_t thread;
+static int stop_fd = -1;
+static atomic_int stopping;
+
+static ei_cnode ec;
+static int listen_fd = -1, listen_port;
+static ei_x_buff xbuf;
+
+
+static int init_cnode(void)
+{
+    char alive[256], host[256];
+    const char *at = strchr(options->name, '@');
+    size_t alen = (size_t)(at - options->name);
+    memcpy(alive, options->name, alen);
+    alive[alen] = '\0';
+    strcpy(host, at + 1);
+
+    struct in_addr addr;
+    addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* xinit, not init: the node must be alive@host as given, whatever the
+     * machine's host name is. */
+    short creation = (short)((time(NULL) & 0x7fff) | 1);
+    if (ei_connect_xinit_ussi(&ec, host, alive, options->name, &addr, options->cookie,
+                              (unsigned)creation, &erl_socket_callbacks,
+                              sizeof erl_socket_callbacks, NULL) < 0) {
+        log_msg(LOG_ERROR, "ei_connect_xinit failed for node %s", options->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Loopback only when the node is named @localhost (nothing else could
+ * reach it by that name); otherwise every address, for nodes on other hosts. */
+static int start_listening(void)
+{
+    const char *host = strchr(options->name, '@') + 1;
+    struct in_addr addr;
+    addr.s_addr = htonl(strcmp(host, "localhost") == 0 || strcmp(host, "127.0.0.1") == 0
+                            ? INADDR_LOOPBACK
+                            : INADDR_ANY);
+    listen_port = 0;
+    listen_fd = ei_xlisten(&ec, &addr, &listen_port, 128);
+    if (listen_fd < 0) {
+        log_msg(LOG_ERROR, "cannot listen for Erlang connections: %s", strerror(erl_errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A connection the setup threads established becomes a link. A master
+ * gets the hello, then (the loop makes it) a snapshot of its own. */
+static void take_new_link(const struct erl_new_link *n)
+{
+    if (n->is_master && erl_link_find(n->node)) {
+        log_msg(LOG_INFO, "master %s connected twice; keeping the first connection", n->node);
+        ei_close_connection(n->fd);
+        return;
+    }
+    int i = erl_link_add(n->fd, n->node, n->is_master);
+    if (i < 0) {
+        ei_close_connection(n->fd);
+        if (n->is_master)
+            erl_setup_master_gone(n->node);
+        return;
+    }
+    log_msg(LOG_INFO, n->is_master ? "connected to master %s" : "node %s connected", n->node);
+    if (n->is_master && erl_send_master_up(erl_link_at(i)))
+        erl_inbound_snapshot();
+}
+
+/* {Pid, Ref, snapshot} came on link i: the snapshot goes to that master,
+ * or, asked by another node, to every master (the loop makes it). */
+static void snapshot_asked(int i)
+{
+    struct erl_link *from = erl_link_at(i);
+    for (int j = 0; j < erl_link_count(); j++) {
+        struct erl_link *l = erl_link_at(j);
+        if (l->is_master && (l == from || !from->is_master))
+            l->awaiting = 1;
+    }
+}
+
+static void take_new_links(void)
+{
+    struct erl_new_link n;
+    while (erl_setup_take(&n))
+        take_new_link(&n);
+}
+
+static void drop_link(int i, const char *why)
+{
+    struct erl_link *l = erl_link_at(i);
+    if (l->is_master) {
+        log_msg(LOG_INFO, "lost master %s (%s); reconnecting", l->node, why);
+        erl_setup_master_gone(l->node);
+    } else {
+        log_msg(LOG_INFO, "node %s disconnected (%s)", l->node, why);
+    }
+    erl_link_remove(i);
+}
+
+/* A master presence was dropped for that has room again gets a snapshot. */
+static void check_repairs(void)
+{
+    int ask = 0;
+    for (int i = 0; i < erl_link_count(); i++)
+        ask |= erl_send_repair(erl_link_at(i));
+    if (ask)
+        erl_inbound_snapshot();
+}
+
+static void drop_broken_links(void)
+{
+    for (int i = erl_link_count() - 1; i >= 0; i--)
+        if (erl_link_at(i)->broken)
+            drop_link(i, "a send failed");
+}
+
+void erl_cnode_trim_xbuf(ei_x_buff *x)
+{
+    if ((size_t)x->buffsz <= XBUF_KEEP_BYTES)
+        return;
+    ei_x_free(x);
+    ei_x_new(x);
+}
+
+/* Reads messages from link i while it has some, up to a batch. */
+static void read_link(int i)
+{
+    int fd = erl_link_at(i)->fd;
+    const struct erl_socket *sock = erl_link_at(i)->sock;
+    erlang_msg msg;
+
+    for (int n = 0; n < BATCH_PER_LINK; n++) {
+        uint32_t acked = 0;
+        int r = ei_xreceive_msg_tmo(fd, &msg, &xbuf, RECEIVE_TMO_MS);
+        if (r == ERL_ERROR) {
+            drop_link(i, erl_errno == ETIMEDOUT ? "timed out mid-message" : "connection closed");
+            return;
+        }
+        int kind = 0;
+        if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
+                             msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
+            kind = erl_inbound_message(xbuf.buff, xbuf.index, &acked);  /* index: its length */
+        if (kind == CMD_SNAPSHOT)
+            snapshot_asked(i);
+        else if (kind == CMD_IN_ACK)
+            erl_send_in_acked(erl_link_at(i), acked);
+        erl_cnode_trim_xbuf(&xbuf);
+        if (!erl_socket_buffered(sock))
+            return;             /* the next poll says when the socket has more */
+    }
+}
+
+static void poll_once(void)
+{
+    struct pollfd fds[3 + ERL_LINK_MAX];
+    int nfds = 0;
+    fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
+    fds[nfds++] = (struct pollfd){.fd = erl_setup_ready_fd(), .events = POLLIN};
+    /* While an --inbox's window is full the outbox waits (no wakeup comes
+     * for it: erl_send_in_acked drains it again). */
+    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox),
+                                  .events = erl_send_blocked() ? 0 : POLLIN};
+    int first_link = nfds, nlinks = erl_link_count();
+    /* A link whose bytes already sit in its read buffer is ready now,
+     * whatever its socket says: do not sleep on it. */
+    int buffered = 0, repair = 0;
+    for (int i = 0; i < nlinks; i++) {
+        fds[nfds++] = (struct pollfd){.fd = erl_link_at(i)->fd, .events = POLLIN};
+        buffered |= erl_socket_buffered(erl_link_at(i)->sock);
+        repair |= erl_link_at(i)->repair;
+    }
+
+    /* A master that presence was dropped for is looked at every
+     * REPAIR_CHECK_MS (not by POLLOUT: its socket may take bytes while it
+     * still holds too many unsent). */
+    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000);
+    if (repair)
+        check_repairs();
+    if (ready < 0 || (ready == 0 && !buffered))
+        return;
+    if (fds[0].revents)
+        return;
+
+    /* Links from the highest index down: drop_link moves the last link into
+     * the freed slot, which has already been served then. */
+    for (int i = nlinks - 1; i >= 0; i--)
+        if (fds[first_link + i].revents || erl_socket_buffered(erl_link_at(i)->sock))
+            read_link(i);
+    if (fds[1].revents)
+        take_new_links();
+    if (fds[2].revents)
+        erl_send_drain();
+    /* Last: dropping links reorders them, so nothing above may follow. */
+    drop_broken_links();
+    erl_send_resume();          /* acks came, or a master with a full window went */
+}
+
+static void *cnode_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stopping))
+        poll_once();
+    erl_link_close_all();
+    ei_x_free(&xbuf);
+    erl_send_free();
+    return NULL;
+}
+
+int erl_cnode_start(const struct options *opts, struct handoff *in, struct handoff *out)
+{
+    options = opts;
+    inbox = in;
+    outbox = out;
+    erl_inbound_init(inbox, opts->max_users, opts->max_message);
+
+    if (ei_init() != 0) {
+        log_msg(LOG_ERROR, "ei_init failed");
+        return -1;
+    }
+    if (init_cnode() != 0 || start_listening() != 0)
+        return -1;
+    ei_x_new(&xbuf);
+    erl_send_init(&ec, outbox, opts);
+    stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (stop_fd < 0) {
+        log_msg(LOG_ERROR, "eventfd: %m");
+        return -1;
+    }
+    const char *masters[MASTERS_MAX];
+    for (uint32_t i = 0; i < opts->n_masters; i++)
+        masters[i] = opts->masters[i];
+    if (erl_setup_start(&ec, listen_fd, listen_port, masters, (int)opts->n_masters) != 0)
+        return -1;
+    /* ei decodes nested terms recursively: room for TERM_MAX_DEPTH levels
+     * (only the pages a deep term touches are ever used). */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, CNODE_STACK_BYTES);
+    int err = pthread_create(&thread, &attr, cnode_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        log_msg(LOG_ERROR, "cannot start the C-node thread: %s", strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
+int erl_cnode_stop(void)
+{
+    uint64_t one = 1;
+    atomic_store(&stopping, 1);
+    handoff_close(inbox);
+    (void)!write(stop_fd, &one, sizeof one);
+    /* The thread notices within a poll; a read of a connected node that
+     * stalls mid-message may hold it longer, and exit closes its sockets. */
+    struct timespec deadline = clock_realtime_in_ms(700);
+    if (pthread_timedjoin_np(thread, NULL, &deadline) != 0) {
+        log_msg(LOG_INFO, "C-node thread busy in an Erlang call; exiting without it");
+        return -1;
+    }
+    close(stop_fd);
+    /* After the C-node thread: it tells the setup threads when the master goes. */
+    if (erl_setup_stop(&deadline) != 0) {
+        log_msg(LOG_INFO, "an Erlang handshake is still in progress; exiting without it");
+        return -1;
+    }
+    ei_close_connection(listen_fd);
+    return 0;
+}

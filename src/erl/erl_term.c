@@ -1,0 +1,434 @@
+/* Validation and extraction of the message terms listed in erl_term.h. */
+#include "erl/erl_term.h"
+#include "core/cmd.h"
+
+#include <string.h>
+
+static int atom_is(const char *buf, int index, const char *name)
+{
+    char atom[MAXATOMLEN_UTF8];
+    return ei_decode_atom(buf, &index, atom) == 0 && strcmp(atom, name) == 0;
+}
+
+/* An integer uid in 1..max at *index; advances past it. */
+static enum term_error decode_uid(const char *buf, int *index, uint32_t max, uint32_t *out)
+{
+    int type, size;
+    long long v;
+    if (ei_get_type(buf, index, &type, &size) != 0)
+        return TERM_BAD_SHAPE;
+    if (type != ERL_SMALL_INTEGER_EXT && type != ERL_INTEGER_EXT &&
+        type != ERL_SMALL_BIG_EXT && type != ERL_LARGE_BIG_EXT) {
+        if (ei_skip_term(buf, index) != 0)
+            return TERM_BAD_SHAPE;
+        return TERM_BAD_UID;
+    }
+    if (ei_decode_longlong(buf, index, &v) != 0) {     /* a bignum past 64 bits */
+        ei_skip_term(buf, index);
+        return TERM_BAD_UID;
+    }
+    if (v < 1 || (unsigned long long)v > max)
+        return TERM_BAD_UID;
+    *out = (uint32_t)v;
+    return TERM_OK;
+}
+
+/* {drain, Seconds}: an integer 0..TERM_MAX_DRAIN_SECONDS, anything else a
+ * bad shape (counted as bad_terms). */
+static enum term_error decode_seconds(const char *buf, int *index, uint32_t *out)
+{
+    long long v;
+    if (ei_decode_longlong(buf, index, &v) != 0 || v < 0 || v > TERM_MAX_DRAIN_SECONDS)
+        return TERM_BAD_SHAPE;
+    *out = (uint32_t)v;
+    return TERM_OK;
+}
+
+/* A proper list of uids (or the string form Erlang uses when all are < 256). */
+static enum term_error decode_uid_list(const char *buf, int *index, const struct term_limits *lim,
+                                       struct term_view *v)
+{
+    int type, size, arity;
+    uint32_t uid;
+
+    if (ei_get_type(buf, index, &type, &size) != 0)
+        return TERM_BAD_SHAPE;
+    v->uids_index = *index;
+    if (type == ERL_STRING_EXT) {
+        const unsigned char *s = (const unsigned char *)buf + *index + 3;
+        for (int i = 0; i < size; i++)
+            if (s[i] == 0 || s[i] > lim->max_users)
+                return TERM_BAD_UID;
+        if ((uint32_t)size > lim->max_uids)
+            return TERM_TOO_BIG;
+        v->nuids = (uint32_t)size;
+        return ei_skip_term(buf, index) == 0 ? TERM_OK : TERM_BAD_SHAPE;
+    }
+    if (ei_decode_list_header(buf, index, &arity) != 0)
+        return TERM_BAD_SHAPE;
+    if ((uint32_t)arity > lim->max_uids)
+        return TERM_TOO_BIG;
+    for (int i = 0; i < arity; i++) {
+        enum term_error e = decode_uid(buf, index, lim->max_users, &uid);
+        if (e != TERM_OK)
+            return e;
+    }
+    if (arity > 0 && (ei_get_type(buf, index, &type, &size) != 0 || type != ERL_NIL_EXT ||
+                      ei_skip_term(buf, index) != 0))
+        return TERM_BAD_SHAPE;                           /* improper list */
+    v->nuids = (uint32_t)arity;
+    return TERM_OK;
+}
+
+/* Data: binary, string or iolist; not empty, at most max_message bytes. */
+static enum term_error decode_payload(const char *buf, int *index, const struct term_limits *lim,
+                                      struct term_view *v)
+{
+    int size;
+    v->payload_index = *index;
+    if (ei_decode_iodata(buf, index, &size, NULL) != 0)
+        return TERM_BAD_SHAPE;
+    if (size == 0)
+        return TERM_EMPTY;
+    if ((uint32_t)size > lim->max_message)
+        return TERM_TOO_BIG;
+    v->payload_len = (uint32_t)size;
+    return TERM_OK;
+}
+
+/* Uid | [Uid] then Data, the tail shared by {Uid, Data} and {Pid, Ref, Uid, Data}. */
+static enum term_error decode_target_and_payload(const char *buf, int *index,
+                                                 const struct term_limits *lim,
+                                                 struct term_view *v)
+{
+    int type, size;
+    enum term_error e;
+    if (ei_get_type(buf, index, &type, &size) != 0)
+        return TERM_BAD_SHAPE;
+    if (type == ERL_LIST_EXT || type == ERL_STRING_EXT || type == ERL_NIL_EXT) {
+        v->kind = CMD_MULTICAST;
+        e = decode_uid_list(buf, index, lim, v);
+    } else {
+        v->kind = CMD_UNICAST;
+        e = decode_uid(buf, index, lim->max_users, &v->uid);
+    }
+    if (e != TERM_OK)
+        return e;
+    return decode_payload(buf, index, lim, v);
+}
+
+/* Conn then Data: {conn, Conn, Data} after its atom. */
+static enum term_error decode_conn(const char *buf, int *index, const struct term_limits *lim,
+                                   struct term_view *v)
+{
+    unsigned long long id;
+    if (ei_decode_ulonglong(buf, index, &id) != 0 || id == 0)
+        return TERM_BAD_SHAPE;
+    v->kind = CMD_CONN;
+    v->conn = id;
+    return decode_payload(buf, index, lim, v);
+}
+
+static enum term_error parse_pair(const char *buf, int index, const struct term_limits *lim,
+                                  struct term_view *v)
+{
+    if (atom_is(buf, index, "httpdcnode_in_ack")) {
+        unsigned long long n;
+        ei_skip_term(buf, &index);
+        if (ei_decode_ulonglong(buf, &index, &n) != 0 || n > UINT32_MAX)
+            return TERM_BAD_SHAPE;
+        v->kind = CMD_IN_ACK;
+        v->uid = (uint32_t)n;
+        return TERM_OK;
+    }
+    if (atom_is(buf, index, "broadcast")) {
+        ei_skip_term(buf, &index);
+        v->kind = CMD_BROADCAST;
+        return decode_payload(buf, &index, lim, v);
+    }
+    if (atom_is(buf, index, "drain")) {
+        ei_skip_term(buf, &index);
+        if (atom_is(buf, index, "cancel")) {
+            v->kind = CMD_UNDRAIN;
+            return TERM_OK;
+        }
+        v->kind = CMD_DRAIN;
+        return decode_seconds(buf, &index, &v->uid);
+    }
+    if (atom_is(buf, index, "kick")) {
+        ei_skip_term(buf, &index);
+        v->kind = CMD_KICK;
+        return decode_uid(buf, &index, lim->max_users, &v->uid);
+    }
+    int type, size;
+    if (ei_get_type(buf, &index, &type, &size) != 0 ||
+        type == ERL_ATOM_EXT || type == ERL_SMALL_ATOM_EXT ||
+        type == ERL_ATOM_UTF8_EXT || type == ERL_SMALL_ATOM_UTF8_EXT)
+        return TERM_BAD_SHAPE;
+    return decode_target_and_payload(buf, &index, lim, v);
+}
+
+/* {Pid, Ref, ...}: records where Pid and Ref lie so the reply can be built. */
+static enum term_error parse_reply_to(const char *buf, int *index, struct term_view *v)
+{
+    erlang_pid pid;
+    erlang_ref ref;
+    v->reply_index = *index;
+    if (ei_decode_pid(buf, index, &pid) != 0 || ei_decode_ref(buf, index, &ref) != 0)
+        return TERM_BAD_SHAPE;
+    v->reply_len = *index - v->reply_index;
+    if (v->reply_len > TERM_MAX_REPLY_LEN)
+        return TERM_BAD_SHAPE;         /* cannot be: the bound is ei's */
+    v->has_reply = 1;
+    return TERM_OK;
+}
+
+/* ei's decoders trust the bytes they are given: a length field pointing
+ * past the message would make them read (and copy to clients) whatever
+ * lies after it. So every term is first walked here, within its bytes,
+ * before ei looks at it. */
+static uint32_t be16(const unsigned char *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Bytes of the atom at p, or 0 when it is not an atom or does not fit in avail. */
+static uint64_t atom_size(const unsigned char *p, uint64_t avail)
+{
+    uint64_t n;
+    if (avail < 2)
+        return 0;
+    if (p[0] == ERL_SMALL_ATOM_EXT || p[0] == ERL_SMALL_ATOM_UTF8_EXT)
+        n = 2 + (uint64_t)p[1];
+    else if ((p[0] == ERL_ATOM_EXT || p[0] == ERL_ATOM_UTF8_EXT) && avail >= 3)
+        n = 3 + (uint64_t)be16(p + 1);
+    else
+        return 0;
+    return n <= avail ? n : 0;
+}
+
+/* Pid, port or reference at p: tag, [id count,] node atom, fixed tail. */
+static uint64_t node_term_size(const unsigned char *p, uint64_t avail)
+{
+    uint64_t head = 1, tail, a;
+    switch (p[0]) {
+    case ERL_PID_EXT: tail = 9; break;
+    case ERL_NEW_PID_EXT: tail = 12; break;
+    case ERL_PORT_EXT: tail = 5; break;
+    case ERL_NEW_PORT_EXT: tail = 8; break;
+    case ERL_V4_PORT_EXT: tail = 12; break;
+    case ERL_REFERENCE_EXT: tail = 5; break;
+    default:                               /* ERL_NEW(ER)_REFERENCE_EXT */
+        if (avail < 3 || be16(p + 1) > 5)      /* erlang_ref holds 5 ids */
+            return 0;
+        head = 3;
+        tail = (p[0] == ERL_NEW_REFERENCE_EXT ? 1 : 4) + 4 * (uint64_t)be16(p + 1);
+    }
+    if (avail < head || (a = atom_size(p + head, avail - head)) == 0)
+        return 0;
+    return head + a + tail <= avail ? head + a + tail : 0;
+}
+
+/* Bytes of the term at p when it has no subterms; 0 when it does not fit
+ * in avail or is refused: funs (ei's skipping recurses), old-style floats
+ * (ei reads their text with sscanf, past its 31 bytes: Erlang sends
+ * NEW_FLOAT_EXT), compressed terms, unknown tags. */
+static uint64_t leaf_size(const unsigned char *p, uint64_t avail)
+{
+    uint64_t n;
+    switch (p[0]) {
+    case ERL_SMALL_INTEGER_EXT: n = 2; break;
+    case ERL_INTEGER_EXT: n = 5; break;
+    case NEW_FLOAT_EXT: n = 9; break;
+    case ERL_NIL_EXT: n = 1; break;
+    case ERL_ATOM_EXT: case ERL_SMALL_ATOM_EXT:
+    case ERL_ATOM_UTF8_EXT: case ERL_SMALL_ATOM_UTF8_EXT:
+        return atom_size(p, avail);
+    case ERL_STRING_EXT: n = avail < 3 ? 0 : 3 + (uint64_t)be16(p + 1); break;
+    case ERL_BINARY_EXT: n = avail < 5 ? 0 : 5 + (uint64_t)be32(p + 1); break;
+    case ERL_BIT_BINARY_EXT: n = avail < 6 ? 0 : 6 + (uint64_t)be32(p + 1); break;
+    case ERL_SMALL_BIG_EXT: n = avail < 2 ? 0 : 3 + (uint64_t)p[1]; break;
+    case ERL_LARGE_BIG_EXT: n = avail < 5 ? 0 : 6 + (uint64_t)be32(p + 1); break;
+    case ERL_PID_EXT: case ERL_NEW_PID_EXT: case ERL_PORT_EXT: case ERL_NEW_PORT_EXT:
+    case ERL_V4_PORT_EXT: case ERL_REFERENCE_EXT: case ERL_NEW_REFERENCE_EXT:
+    case ERL_NEWER_REFERENCE_EXT:
+        return node_term_size(p, avail);
+    default:
+        return 0;
+    }
+    return n <= avail ? n : 0;
+}
+
+/* Header bytes of a tuple, list or map at p and its subterm count (a
+ * list's tail included); 0 when p is no container or its header does not fit. */
+static uint64_t container_header(const unsigned char *p, uint64_t avail, uint64_t *count)
+{
+    switch (p[0]) {
+    case ERL_SMALL_TUPLE_EXT:
+        if (avail < 2)
+            return 0;
+        *count = p[1];
+        return 2;
+    case ERL_LARGE_TUPLE_EXT:
+    case ERL_LIST_EXT:
+    case ERL_MAP_EXT:
+        if (avail < 5)
+            return 0;
+        *count = be32(p + 1);
+        *count = p[0] == ERL_LIST_EXT ? *count + 1 : p[0] == ERL_MAP_EXT ? *count * 2 : *count;
+        return 5;
+    default:
+        return 0;
+    }
+}
+
+/* Also bounds the nesting: ei's decoders recurse once per level, and a
+ * term nested deep enough would overflow the C-node thread's stack. */
+static uint32_t outer_pending[TERM_MAX_DEPTH];
+
+/* The term at buf[index] lies within buf[..end), nests at most
+ * TERM_MAX_DEPTH deep and holds no fun. Iterative. */
+static int well_formed(const char *buf, int index, int end)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    uint64_t at = (uint64_t)index, stop = (uint64_t)end, pending = 1, n, count;
+    uint32_t depth = 0;
+
+    if (index < 0 || end < index)
+        return 0;
+    for (;;) {
+        while (pending == 0) {
+            if (depth == 0)
+                return 1;
+            pending = outer_pending[--depth];
+        }
+        pending--;
+        if (at >= stop)
+            return 0;
+        if ((n = container_header(p + at, stop - at, &count)) != 0) {
+            /* every subterm takes a byte at least: no count past the end */
+            if (count > stop - at - n || depth == TERM_MAX_DEPTH)
+                return 0;
+            outer_pending[depth++] = (uint32_t)pending;
+            pending = count;
+        } else if ((n = leaf_size(p + at, stop - at)) == 0) {
+            return 0;
+        }
+        at += n;
+    }
+}
+
+void erl_term_limits_init(struct term_limits *lim, uint32_t max_users, uint32_t max_message,
+                      size_t max_record)
+{
+    size_t fixed = cmd_size(0, max_message, TERM_MAX_REPLY_LEN);
+    size_t uids = max_record > fixed ? (max_record - fixed) / 4 : 0;
+    lim->max_users = max_users;
+    lim->max_message = max_message;
+    lim->max_uids = uids > UINT32_MAX ? UINT32_MAX : (uint32_t)uids;
+    lim->max_record = max_record;
+}
+
+/* The decoded message must fit one hand-off record: a record that can never
+ * fit would be refused by the ring for ever. */
+static enum term_error check_record_size(const struct term_limits *lim,
+                                         const struct term_view *v)
+{
+    size_t size = cmd_size(v->nuids, v->payload_len, v->has_reply ? (uint32_t)v->reply_len : 0);
+    return size > lim->max_record ? TERM_TOO_BIG : TERM_OK;
+}
+
+static enum term_error parse_tuple(const char *buf, int index, const struct term_limits *lim,
+                                   struct term_view *v)
+{
+    int arity;
+    enum term_error e;
+
+    if (ei_decode_tuple_header(buf, &index, &arity) != 0)
+        return TERM_BAD_SHAPE;
+    switch (arity) {
+    case 2:
+        return parse_pair(buf, index, lim, v);
+    case 3:
+        if (atom_is(buf, index, "conn")) {
+            ei_skip_term(buf, &index);
+            return decode_conn(buf, &index, lim, v);
+        }
+        if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
+            return e;
+        if (atom_is(buf, index, "stats"))
+            v->kind = CMD_STATS;
+        else if (atom_is(buf, index, "snapshot"))
+            v->kind = CMD_SNAPSHOT;
+        else
+            return TERM_BAD_SHAPE;
+        return TERM_OK;
+    case 4:
+        if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
+            return e;
+        return decode_target_and_payload(buf, &index, lim, v);
+    case 5:
+        if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
+            return e;
+        if (!atom_is(buf, index, "conn"))
+            return TERM_BAD_SHAPE;
+        ei_skip_term(buf, &index);
+        return decode_conn(buf, &index, lim, v);
+    default:
+        return TERM_BAD_SHAPE;
+    }
+}
+
+enum term_error erl_term_parse(const char *buf, int index, int end, const struct term_limits *lim,
+                           struct term_view *v)
+{
+    memset(v, 0, sizeof *v);
+    if (!well_formed(buf, index, end))
+        return TERM_BAD_SHAPE;
+    enum term_error e = parse_tuple(buf, index, lim, v);
+    return e != TERM_OK ? e : check_record_size(lim, v);
+}
+
+void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out)
+{
+    int index = v->uids_index, type, size;
+    long long uid;
+
+    ei_get_type(buf, &index, &type, &size);
+    if (type == ERL_STRING_EXT) {
+        const unsigned char *s = (const unsigned char *)buf + index + 3;
+        for (uint32_t i = 0; i < v->nuids; i++)
+            out[i] = s[i];
+        return;
+    }
+    ei_decode_list_header(buf, &index, &size);
+    for (uint32_t i = 0; i < v->nuids; i++) {
+        ei_decode_longlong(buf, &index, &uid);
+        out[i] = (uint32_t)uid;
+    }
+}
+
+void erl_term_copy_payload(const char *buf, const struct term_view *v, char *out)
+{
+    int index = v->payload_index;
+    ei_decode_iodata(buf, &index, NULL, out);
+}
+
+const char *erl_term_error_str(enum term_error e)
+{
+    switch (e) {
+    case TERM_OK: return "ok";
+    case TERM_BAD_SHAPE:
+        return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
+               "{drain, Seconds (0..3600)}, {drain, cancel}, "
+               "{Pid, Ref, Uid, Data}, {Pid, Ref, stats}, {Pid, Ref, snapshot}, "
+               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data} or {httpdcnode_in_ack, N}";
+    case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
+    case TERM_TOO_BIG:
+        return "payload over --max-message, or uid list too long for one hand-off record";
+    case TERM_EMPTY: return "empty payload (it would end the chunked stream)";
+    }
+    return "?";
+}

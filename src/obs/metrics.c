@@ -1,0 +1,206 @@
+/* The Prometheus exposition of the counters: see metrics.h. Which counter
+ * feeds which metric is one table; a new reason is one line in it. */
+#include "obs/metrics.h"
+#include "obs/delivery_time.h"
+#include "obs/stats.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum family {
+    STREAMS_OPEN, UIDS_ONLINE, BACKLOG_BYTES, ERLANG_NODES, RESIDENT_MEMORY,
+    STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
+    BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
+    BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
+    WS_IGNORED, FAMILIES
+};
+
+static const struct {
+    const char *name, *type, *help;
+} families[FAMILIES] = {
+    [STREAMS_OPEN] = {"streams_open", "gauge", "Streams held now."},
+    [UIDS_ONLINE] = {"uids_online", "gauge", "Uids with at least one stream."},
+    [BACKLOG_BYTES] = {"backlog_bytes", "gauge", "Unsent bytes held for all streams."},
+    [ERLANG_NODES] = {"erlang_nodes", "gauge", "Erlang connections up."},
+    [RESIDENT_MEMORY] = {"resident_memory_bytes", "gauge", "Resident set size of the server."},
+    [STREAMS_OPENED] = {"streams_opened_total", "counter", "Streams started."},
+    [STREAMS_CLOSED] = {"streams_closed_total", "counter", "Streams ended, by reason."},
+    [MESSAGES_RECEIVED] = {"messages_received_total", "counter", "Messages received from Erlang."},
+    [MESSAGES_DROPPED] = {"messages_dropped_total", "counter",
+                          "Messages from Erlang not delivered, by reason."},
+    [DELIVERIES] = {"deliveries_total", "counter", "Messages written (or queued) to streams."},
+    [BYTES_OUT] = {"bytes_out_total", "counter", "Payload bytes delivered to streams."},
+    [HTTP_REJECTED] = {"http_rejected_total", "counter", "HTTP requests refused, by reason."},
+    [REPLIES_DROPPED] = {"replies_dropped_total", "counter",
+                         "Replies and presence lost: the queue to Erlang was full."},
+    [ERLANG_CONNECTS] = {"erlang_connects_total", "counter", "Erlang connections made or accepted."},
+    [ERLANG_REFUSED] = {"erlang_refused_total", "counter",
+                        "Erlang connections closed: every handshake thread was busy."},
+    [BACKPRESSURE] = {"backpressure_seconds_total", "counter",
+                      "Seconds the Erlang reader waited for the event loop."},
+    [HISTORY_BYTES] = {"history_bytes", "gauge", "Bytes of messages kept for resume."},
+    [HISTORY_ENTRIES] = {"history_messages", "gauge", "Messages kept for resume."},
+    [HISTORY_EVICTED] = {"history_evicted_total", "counter",
+                         "Kept messages pushed out for room."},
+    [HISTORY_MOVED] = {"history_moved_total", "counter",
+                       "Kept messages moved ahead, still of use, rather than pushed out."},
+    [MULTICAST_REPEATS] = {"multicast_repeats_total", "counter",
+                           "Uids a multicast listed again (given the message once)."},
+    [REPLAYS] = {"replays_total", "counter", "Resumes that replayed from the history or told a gap."},
+    [REPLAYED] = {"replayed_messages_total", "counter", "Messages replayed to resuming clients."},
+    [REPLAY_GAPS] = {"replay_gaps_total", "counter", "Gaps told to resuming clients."},
+    [WS_IGNORED] = {"websocket_client_messages_total", "counter",
+                    "Data messages WebSocket clients sent (ignored)."},
+};
+
+/* Each sample: its family, its reason label (NULL for none) and the
+ * stats_collect counter that gives its value. */
+static const struct sample {
+    enum family family;
+    const char *reason;
+    const char *stat;
+} samples[] = {
+    {STREAMS_OPEN, NULL, "streams_open"},
+    {UIDS_ONLINE, NULL, "uids_online"},
+    {BACKLOG_BYTES, NULL, "backlog_bytes"},
+    {ERLANG_NODES, NULL, "erl_nodes"},
+    {RESIDENT_MEMORY, NULL, "memory"},
+    {STREAMS_OPENED, NULL, "streams_total"},
+    {STREAMS_CLOSED, "client", "client_closed"},
+    {STREAMS_CLOSED, "kick", "kicked"},
+    {STREAMS_CLOSED, "evicted", "evicted"},
+    {STREAMS_CLOSED, "drain", "drained"},
+    {STREAMS_CLOSED, "token_expired", "token_expired"},
+    {STREAMS_CLOSED, "slow", "slow_closed"},
+    {STREAMS_CLOSED, "input", "input_closed"},
+    {STREAMS_CLOSED, "ws_protocol", "ws_bad_frames"},
+    {STREAMS_CLOSED, "ws_dead", "ws_dead"},
+    {STREAMS_CLOSED, "ws_policy", "ws_policy_closed"},
+    {MESSAGES_RECEIVED, NULL, "msgs_in"},
+    {MESSAGES_DROPPED, "no_conn", "dropped_no_conn"},
+    {MESSAGES_DROPPED, "bad_term", "bad_terms"},
+    {MESSAGES_DROPPED, "bad_uid", "bad_uid"},
+    {MESSAGES_DROPPED, "too_big", "too_big"},
+    {MESSAGES_DROPPED, "empty", "empty"},
+    {DELIVERIES, NULL, "deliveries"},
+    {BYTES_OUT, NULL, "bytes_out"},
+    {HTTP_REJECTED, "not_found", "http_not_found"},
+    {HTTP_REJECTED, "too_big", "http_too_big"},
+    {HTTP_REJECTED, "bad_method", "http_bad_method"},
+    {HTTP_REJECTED, "no_fds", "http_no_fds"},
+    {HTTP_REJECTED, "draining", "http_draining"},
+    {HTTP_REJECTED, "header_timeout", "http_header_timeout"},
+    {HTTP_REJECTED, "bad_origin", "http_bad_origin"},
+    {HTTP_REJECTED, "ws_handshake", "ws_refused"},
+    {HTTP_REJECTED, "auth_missing", "auth_missing"},
+    {HTTP_REJECTED, "auth_expired", "auth_expired"},
+    {HTTP_REJECTED, "auth_bad", "auth_bad"},
+    {REPLIES_DROPPED, NULL, "replies_dropped"},
+    {ERLANG_CONNECTS, NULL, "erl_connects"},
+    {ERLANG_REFUSED, NULL, "erl_refused"},
+    {BACKPRESSURE, NULL, "backpressure"},
+    {HISTORY_BYTES, NULL, "history_bytes"},
+    {HISTORY_ENTRIES, NULL, "history_entries"},
+    {HISTORY_EVICTED, NULL, "history_evicted"},
+    {HISTORY_MOVED, NULL, "history_moved"},
+    {MULTICAST_REPEATS, NULL, "multicast_repeats"},
+    {REPLAYS, NULL, "replays"},
+    {REPLAYED, NULL, "replayed"},
+    {REPLAY_GAPS, NULL, "replay_gaps"},
+    {WS_IGNORED, NULL, "ws_ignored"},
+};
+#define NSAMPLES (sizeof samples / sizeof samples[0])
+
+#define PREFIX "httpdcnode_"
+
+static const struct stat_pair *find_stat(const struct stat_pair *pairs, size_t n,
+                                         const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(pairs[i].name, name) == 0)
+            return &pairs[i];
+    return NULL;
+}
+
+const char *metrics_unknown_stat(void)
+{
+    struct stat_pair pairs[STATS_MAX_PAIRS];
+    size_t n = stats_collect(pairs);
+    for (size_t i = 0; i < NSAMPLES; i++)
+        if (!find_stat(pairs, n, samples[i].stat))
+            return samples[i].stat;
+    return NULL;
+}
+
+/* An output buffer that remembers running out of room. */
+struct out {
+    char *buf;
+    size_t size, len;
+    int full;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct out *o, const char *fmt, ...)
+{
+    if (o->full)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->len, o->size - o->len, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= o->size - o->len)
+        o->full = 1;
+    else
+        o->len += (size_t)k;
+}
+
+static void put_head(struct out *o, const char *name, const char *type, const char *help)
+{
+    put(o, "# HELP " PREFIX "%s %s\n# TYPE " PREFIX "%s %s\n", name, help, name, type);
+}
+
+static void put_family(struct out *o, enum family f, const struct stat_pair *pairs, size_t n)
+{
+    put_head(o, families[f].name, families[f].type, families[f].help);
+    for (size_t i = 0; i < NSAMPLES; i++) {
+        const struct sample *s = &samples[i];
+        const struct stat_pair *p = s->family == f ? find_stat(pairs, n, s->stat) : NULL;
+        if (!p)
+            continue;
+        if (s->reason)
+            put(o, PREFIX "%s{reason=\"%s\"} %llu\n", families[f].name, s->reason,
+                (unsigned long long)p->value);
+        else
+            put(o, PREFIX "%s %llu\n", families[f].name, (unsigned long long)p->value);
+    }
+}
+
+static void put_delivery_time(struct out *o)
+{
+    const struct delivery_time *d = &delivery_time;
+    put_head(o, "delivery_seconds", "histogram",
+             "Seconds from the C-node receiving a message to the end of the batch write "
+             "that carried it, per delivery.");
+    uint64_t cum = 0;
+    for (int i = 0; i < DELIVERY_BUCKETS; i++) {
+        cum += d->bucket[i];
+        put(o, PREFIX "delivery_seconds_bucket{le=\"%s\"} %llu\n", delivery_bounds[i].le,
+            (unsigned long long)cum);
+    }
+    put(o, PREFIX "delivery_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)d->count);
+    put(o, PREFIX "delivery_seconds_sum %llu.%09llu\n",
+        (unsigned long long)(d->sum_ns / 1000000000u),
+        (unsigned long long)(d->sum_ns % 1000000000u));
+    put(o, PREFIX "delivery_seconds_count %llu\n", (unsigned long long)d->count);
+}
+
+size_t metrics_format(char *buf, size_t size)
+{
+    struct stat_pair pairs[STATS_MAX_PAIRS];
+    size_t n = stats_collect(pairs);
+    struct out o = {.buf = buf, .size = size};
+    for (int f = 0; f < FAMILIES; f++)
+        put_family(&o, (enum family)f, pairs, n);
+    put_delivery_time(&o);
+    return o.full ? 0 : o.len;
+}

@@ -1,0 +1,130 @@
+/* Server-Sent Events: see sse.h. */
+#include "transport/sse.h"
+#include "core/backlog.h"
+#include "core/history.h"
+#include "core/replay.h"
+#include "transport/transport.h"
+#include "http/cors.h"
+#include "core/framing.h"
+#include "http/http_front.h"
+#include "core/transport_ops.h"
+#include "core/stream.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+
+static const char head_start[] =
+    "HTTP/1.1 200 OK\r\n"
+    "Content-Type: text/event-stream; charset=utf-8\r\n"
+    "Cache-Control: no-cache\r\n"
+    "X-Accel-Buffering: no\r\n";
+static const char head_end[] = "Connection: close\r\n\r\n";
+
+
+/* The id the client saw last: Last-Event-ID (sent by EventSource when it
+ * reconnects), else ?since= (a first connect cannot set headers). */
+static const char *last_seen_id(struct evhttp_request *req, struct evkeyvalq *query)
+{
+    const char *id = evhttp_find_header(evhttp_request_get_input_headers(req), "Last-Event-ID");
+    return id ? id : evhttp_find_header(query, "since");
+}
+
+/* The retry advice: a random delay in [RETRY_MIN_MS, RETRY_MAX_MS] per
+ * stream, so that the clients of a server that restarts do not all come
+ * back in the same instant. */
+#define RETRY_MIN_MS 1000
+#define RETRY_MAX_MS 5000
+
+static uint32_t retry_ms(void)
+{
+    static uint64_t state;            /* xorshift64*, seeded once */
+    if (!state) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        state = ((uint64_t)t.tv_sec * 1000000007u) ^ (uint64_t)t.tv_nsec ^ (uint64_t)getpid() << 32;
+        state |= 1;
+    }
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    uint64_t r = state * 2685821657736338717ull;
+    return RETRY_MIN_MS + (uint32_t)((r >> 33) % (RETRY_MAX_MS - RETRY_MIN_MS + 1));
+}
+
+static int sse_start(struct evhttp_request *req, uint32_t uid)
+{
+    struct evkeyvalq query = {0};
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    if (q)
+        evhttp_parse_query_str(q, &query);
+    /* The id, copied: the request is gone once the socket leaves evhttp. */
+    char asked[32];
+    const char *id = last_seen_id(req, &query);
+    if (id)
+        snprintf(asked, sizeof asked, "%s", strlen(id) < sizeof asked ? id : "-");
+    evhttp_clear_headers(&query);
+    char head[1024], cors[512];
+    cors[cors_headers(req, 1, cors, sizeof cors)] = '\0';
+    int n = snprintf(head, sizeof head, "%s%s%sretry: %u\n\n", head_start, cors, head_end,
+                     retry_ms());
+    return transport_open(req, uid, &(struct transport_opening){
+        .framing = FRAMING_SSE, .head = head, .head_len = (size_t)n,
+        .replay = 1, .since = id ? asked : NULL, .budget = UINT32_MAX});
+}
+
+static void sse_heartbeat(struct stream *s)
+{
+    static const char comment[] = ":\n\n";
+    struct iovec iov = {(void *)comment, sizeof comment - 1};
+    stream_send(s, &iov, 1, iov.iov_len);
+}
+
+/* A gap as an event, with id: too, so that an EventSource coming back
+ * asks from there and is not told the same gap again. */
+static int sse_replay_gap(struct backlog **out, void *owner, const char *json, size_t n,
+                          uint32_t next)
+{
+    char buf[HISTORY_GAP_JSON_MAX + 64], id[32];
+    (void)n;
+    replay_id_text(id, sizeof id, next);
+    size_t k = (size_t)snprintf(buf, sizeof buf, "id: %s\nevent: gap\ndata: %s\n\n", id, json);
+    return replay_put(out, owner, buf, k);
+}
+
+static size_t sse_replay_message(struct backlog **out, void *owner, uint8_t framing,
+                                 const char *data, uint32_t len, uint32_t seq,
+                                 const struct replay *r, int *over)
+{
+    (void)r;
+    (void)over;
+    struct framing_prefix prefix;
+    framing_prefix(framing, len, seq, &prefix);
+    size_t n = prefix.len + framing_sse_body_len(data, len);
+    char *at = replay_room(out, owner, n);
+    if (!at)
+        return 0;
+    memcpy(at, prefix.bytes, prefix.len);
+    framing_sse_body(data, len, at + prefix.len);
+    backlog_commit(*out, n);
+    return n;
+}
+
+static const struct transport_replay sse_replay = {
+    .gap = sse_replay_gap,
+    .message = sse_replay_message,
+};
+
+static const struct transport_ops sse_ops = {.heartbeat = sse_heartbeat, .replay = &sse_replay};
+
+int sse_init(void)
+{
+    transport_ops_register(FRAMING_SSE, &sse_ops);
+    return http_front_route("/sse/", sse_start, 1);
+}

@@ -1,0 +1,41 @@
+/* Opening a stream: see transport.h. */
+#include "transport/transport.h"
+#include "core/stream.h"
+#include "http/http_guard.h"
+#include "http/socket_export.h"
+
+#include <event2/http.h>
+#include <unistd.h>
+
+struct stream *transport_reserve(struct evhttp_request *req, uint32_t uid, uint8_t framing,
+                                 int keep_req)
+{
+    /* The stream's own descriptor first: without one there is no stream,
+     * and the client is better told so (503) than welcomed and dropped. */
+    int own = socket_export_reserve(evhttp_request_get_connection(req));
+    if (own < 0)
+        return NULL;
+    struct stream *s = stream_open(uid, framing, keep_req ? req : NULL, own);
+    if (!s)
+        close(own);
+    return s;
+}
+
+int transport_open(struct evhttp_request *req, uint32_t uid, const struct transport_opening *o)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct stream *s = transport_reserve(req, uid, o->framing, 0);
+    if (!s)
+        return -1;
+    /* From here the request and its connection are gone. */
+    http_guard_release(req);
+    if (socket_export(evcon) != 0) {
+        stream_release(s, 0);
+        return 0;
+    }
+    struct iovec iov = {(void *)o->head, o->head_len};
+    int r = o->idle ? stream_import_idle(s, o->idle) : stream_import(s);
+    if (r == 0 && stream_send(s, &iov, 1, o->head_len) == 0 && o->replay)
+        stream_replay(s, o->since, o->budget);
+    return 0;
+}

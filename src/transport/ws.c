@@ -1,0 +1,170 @@
+/* WebSocket streams: see ws.h. */
+#include "transport/ws.h"
+#include "core/backlog.h"
+#include "core/replay.h"
+#include "transport/transport.h"
+#include "http/http_reply.h"
+#include "http/http_front.h"
+#include "core/framing.h"
+#include "core/history.h"
+#include "lib/log.h"
+#include "options.h"
+#include "obs/stats.h"
+#include "core/stream.h"
+#include "core/transport_ops.h"
+#include "lib/utf8.h"
+#include "transport/ws_handshake.h"
+#include "transport/ws_reader.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+
+static const struct options *options;
+
+static void refuse(struct evhttp_request *req, int status, const char *why)
+{
+    static const struct {
+        int status;
+        const char *reason;
+    } reasons[] = {{400, "Bad Request"}, {403, "Forbidden"}, {426, "Upgrade Required"}};
+    const char *reason = "Bad Request";
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (reasons[i].status == status)
+            reason = reasons[i].reason;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    if (status == 426) {
+        evhttp_add_header(h, "Upgrade", "websocket");
+        evhttp_add_header(h, "Sec-WebSocket-Version", "13");
+    }
+    http_reply_text(req, status, reason, why);
+    loop_stats.ws_refused++;
+}
+
+/* ---------------------------------------------------------------- opening bytes */
+
+/* The 101 head, into buf (room for it: 256 bytes). */
+static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
+{
+    int n = snprintf(buf, size,
+                     "HTTP/1.1 101 Switching Protocols\r\n"
+                     "Upgrade: websocket\r\n"
+                     "Connection: Upgrade\r\n"
+                     "Sec-WebSocket-Accept: %s\r\n"
+                     "%s"
+                     "\r\n",
+                     hs->accept,
+                     hs->meta ? "Sec-WebSocket-Protocol: " WS_META_PROTOCOL "\r\n" : "");
+    return (size_t)n;
+}
+
+/* ---------------------------------------------------------------- start */
+
+/* The socket leaves evhttp and the stream writes the head, then replays
+ * what the client missed after the id since (NULL: none). */
+static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws_handshake *hs,
+                       uint8_t framing, const char *since)
+{
+    char head[256];
+    size_t n = format_head(head, sizeof head, hs);
+    return transport_open(req, uid, &(struct transport_opening){
+        .framing = framing, .head = head, .head_len = n,
+        .replay = since != NULL, .since = since, .budget = UINT32_MAX});
+}
+
+static int ws_start(struct evhttp_request *req, uint32_t uid)
+{
+    struct ws_origins origins = {options->allow_origin, options->n_allow_origin};
+    struct ws_handshake hs;
+    const char *why;
+    int status = ws_handshake_check(evhttp_request_get_input_headers(req), &origins, &hs, &why);
+    if (status) {
+        refuse(req, status, why);
+        return 0;
+    }
+    struct evkeyvalq query = {0};
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    if (q)
+        evhttp_parse_query_str(q, &query);
+    const char *since = evhttp_find_header(&query, "since");
+    if (since && !hs.meta) {
+        evhttp_clear_headers(&query);
+        refuse(req, 400, "Resuming with since= needs the subprotocol " WS_META_PROTOCOL
+                         " (frames without ids cannot tell a gap from data)");
+        return 0;
+    }
+    uint8_t framing = hs.meta ? FRAMING_WS_META : FRAMING_WS;
+    /* The id, copied: the request is gone once the socket leaves evhttp. */
+    char asked[32];
+    if (since)
+        snprintf(asked, sizeof asked, "%s", strlen(since) < sizeof asked ? since : "-");
+    evhttp_clear_headers(&query);
+    return open_stream(req, uid, &hs, framing, since ? asked : NULL);
+}
+
+/* ---------------------------------------------------------------- the core's table */
+
+static void ws_heartbeat(struct stream *s) { (void)ws_reader_heartbeat(s); }
+
+/* A gap as a text frame "event: gap\n\n" then the JSON. */
+static int ws_replay_gap(struct backlog **out, void *owner, const char *json, size_t n,
+                         uint32_t next)
+{
+    static const char event[] = "event: gap\n\n";
+    char buf[HISTORY_GAP_JSON_MAX + 64];
+    (void)next;
+    size_t k = framing_ws_header(buf, 1, sizeof event - 1 + n);
+    memcpy(buf + k, event, sizeof event - 1);
+    memcpy(buf + k + sizeof event - 1, json, n);
+    return replay_put(out, owner, buf, k + sizeof event - 1 + n);
+}
+
+static size_t ws_replay_message(struct backlog **out, void *owner, uint8_t framing,
+                                const char *data, uint32_t len, uint32_t seq,
+                                const struct replay *r, int *over)
+{
+    (void)r;
+    (void)over;
+    struct framing_prefix prefix;
+    framing_prefix_utf8(framing, len, seq, utf8_valid(data, len), &prefix);
+    size_t n = prefix.len + len;
+    char *at = replay_room(out, owner, n);
+    if (!at)
+        return 0;
+    memcpy(at, prefix.bytes, prefix.len);
+    memcpy(at + prefix.len, data, len);
+    backlog_commit(*out, n);
+    return n;
+}
+
+static const struct transport_replay ws_replay = {
+    .gap = ws_replay_gap,
+    .message = ws_replay_message,
+};
+
+/* A WebSocket client talks: its frames are read and checked. */
+static const struct transport_ops ws_ops = {
+    .replay = &ws_replay,
+    .readable = ws_reader_readable,
+    .closing = ws_reader_forget,
+    .paused = ws_reader_paused,
+    .heartbeat = ws_heartbeat,
+};
+
+int ws_init(const struct options *opts)
+{
+    options = opts;
+    ws_reader_configure(opts);
+    transport_ops_register(FRAMING_WS, &ws_ops);
+    transport_ops_register(FRAMING_WS_META, &ws_ops);
+    return http_front_route("/ws/", ws_start, 1);
+}
+
+void ws_free(void)
+{
+    ws_reader_free();
+}

@@ -1,0 +1,806 @@
+/* WebSocket client frames: see ws_reader.h.
+ *
+ * wslay's frame context reads into its own 4 KB buffer as much as its
+ * receive callback gives it. So that it never holds a byte past the frame
+ * it is parsing (and can be dropped or reused between frames), the
+ * callback gives it one byte at a time until the frame's header is parsed,
+ * then at most what is left of the payload. A read's bytes are all fed in
+ * this way; what is left over at the end belongs to a frame in flight.
+ *
+ * Feeding never ends the stream: it says how the read must end (a
+ * verdict), and the one call that may end it (a close, or the pong of the
+ * read's last ping) comes last, once the frame is put away or in its
+ * slot. Such a call may free the stream's frame (ws_reader_forget), so
+ * each function that makes one returns -1 when the stream ended and
+ * touches nothing of the stream or its frame after it. */
+#include "transport/ws_reader.h"
+#include "core/conn.h"
+#include "core/framing.h"
+#include "core/outbound.h"
+#include "core/transport_ops.h"
+#include "options.h"
+#include "lib/log.h"
+#include "obs/stats.h"
+#include "core/stream.h"
+#include "lib/utf8.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <wslay/wslay.h>
+
+/* Bytes read from a client per readable event. */
+#define WS_READ_MAX 4096
+/* Bytes of client messages waiting for Erlang (outbound_in_pending) past
+ * which no WebSocket is read, and below which (half) reading resumes,
+ * checked every WS_RESUME_MS. A read adds at most its 4 KB and a message
+ * in flight on top: the outbox (8 MB) keeps room for the rest. */
+#define WS_PENDING_MAX (1u << 20)
+#define WS_RESUME_MS 5
+/* Bytes of unread input discarded before closing on an error, so that the
+ * close is a FIN the client reads, not a reset that loses our close frame. */
+#define WS_DRAIN_MAX 65536
+
+/* A client's data message (or a frame) must be whole within this many
+ * seconds of its first byte and this many frames, else 1008: its parse
+ * state (~4.4 KB) is not held for ever. Checked on each read and each
+ * heartbeat, so no timer per stream. */
+#define WS_MESSAGE_SECONDS 10
+#define WS_MESSAGE_FRAMES 64
+
+/* What a client may send in one second of the monotonic clock; past any
+ * of them it is flooding, and is closed with 1008. A browser answers our
+ * pings and sends a few messages: far below. */
+#define WS_SECOND_BYTES 65536
+#define WS_SECOND_FRAMES 128
+#define WS_SECOND_PINGS 16
+
+/* What the options make of these: the client message's bound (without
+ * --inbox: 4 KB, for nothing), the bucket of --client-rate (in
+ * thousandths of a message), the frames and bytes a second may bring. */
+static struct {
+    int inbox;
+    uint32_t max_message;
+    uint32_t rate;              /* per second, = thousandths per ms */
+    uint32_t burst_milli;
+    uint32_t second_frames;
+    uint32_t second_bytes;
+} cfg = {0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES};
+
+/* stream.ws: pings unanswered (2 bits), not read while Erlang is behind
+ * (1 bit), the slot of the frame in flight (13 bits, 0: none). */
+#define PINGS_MASK 3u
+#define PAUSED 4u
+#define SLOT_SHIFT 3
+#define SLOTS 8191u
+
+/* One frame (or fragmented data message) being read. About 4.5 KB while
+ * it exists: this 184-byte record and wslay's context (4,264 bytes as
+ * malloc_usable_size measures it with Debian's wslay 1.1.1, mostly its
+ * 4 KB input buffer); with --inbox, and once a data message came, its
+ * --max-client-message bytes too. */
+struct ws_frame {
+    wslay_frame_context_ptr ctx;
+    uint8_t *msg;               /* --inbox: the data message so far */
+    uint64_t length;            /* this frame's payload */
+    uint64_t got;               /* of it, seen so far */
+    uint32_t fed;               /* bytes given to ctx since the frame began */
+    uint32_t message;           /* bytes of the data message so far */
+    uint32_t since;             /* the second the message (or frame) began */
+    uint8_t started;            /* the header is parsed */
+    uint8_t fin;
+    uint8_t opcode;
+    uint8_t fragmented;         /* opcode of a data message awaiting continuations */
+    uint8_t frames;             /* frames of the data message so far */
+    struct utf8_state text;     /* a text message's validation so far */
+    uint8_t ctl_len;
+    uint8_t ctl[125];           /* a control frame's payload */
+};
+
+static struct ws_frame **slots;     /* [SLOTS + 1], while streams hold frames in flight */
+static uint16_t *free_slots;
+static uint32_t nfree;
+static struct ws_frame *spare;      /* a clean frame, kept for the next one */
+
+/* The current read (loop thread only, hence static): what it gives wslay,
+ * what it brought, and the last ping's payload, answered once at its end
+ * (RFC 6455 5.5.3: a pong may answer only the most recent ping). */
+static struct {
+    const uint8_t *p;
+    size_t left;
+    struct ws_frame *f;
+    struct stream *s;
+    uint32_t now_ms;            /* the coarse clock in ms, never 0 */
+    uint32_t now;               /* clock_seconds() at the read */
+    uint16_t frames;
+    uint16_t pings;
+    uint8_t ponged;             /* a pong came: no ping is unanswered */
+    uint8_t ping_due;
+    uint8_t ping_len;
+    uint8_t ping[125];
+} feed;
+
+static ssize_t feed_recv(uint8_t *buf, size_t len, int flags, void *user)
+{
+    (void)flags;
+    (void)user;
+    struct ws_frame *f = feed.f;
+    size_t n = f->started ? (size_t)(f->length - f->got) : 1;
+    if (n > len)
+        n = len;
+    if (n > feed.left)
+        n = feed.left;
+    if (n == 0)
+        return -1;                  /* wslay: WSLAY_ERR_WANT_READ */
+    memcpy(buf, feed.p, n);
+    feed.p += n;
+    feed.left -= n;
+    f->fed += (uint32_t)n;
+    return (ssize_t)n;
+}
+
+/* Seconds of the monotonic clock, never 0 (an unused budget entry). The
+ * coarse clock is a vDSO read, no syscall. */
+static uint32_t clock_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint32_t)t.tv_sec + 1;
+}
+
+/* ---------------------------------------------------------------- verdicts */
+
+/* How a read ends: on (the stream stays), or a close with code, counted
+ * by why. code 0: an empty close (the client's own). */
+enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE };
+
+struct verdict {
+    uint16_t code;
+    uint8_t why;
+};
+
+static const struct verdict go_on = {0, GO_ON};
+static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, BAD_FRAME}; }
+static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, POLICY}; }
+static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, RATE}; }
+
+/* ---------------------------------------------------------------- budgets */
+
+/* What each stream that sent in the current second has sent in it: a side
+ * table, so that an idle stream costs nothing. Open addressing, linear
+ * probing; an entry of an earlier second is free, so the table empties
+ * itself as the second turns, without a walk. Within a second entries are
+ * only added (a closed stream's keeps its place, its stream NULL), so a
+ * probe may stop at the first free entry. 24 bytes an entry, at most
+ * twice as many entries as streams that sent in a second (256 at least). */
+struct budget {
+    const struct stream *s;
+    uint32_t second;
+    uint32_t bytes;
+    uint16_t frames;
+    uint16_t pings;
+};
+
+#define BUDGET_MIN 256u
+#define BUDGET_PROBES 64u           /* a crowded table does not count a stream */
+
+static struct budget *budgets;
+static uint32_t budget_mask;        /* entries - 1 */
+static uint32_t budget_used;        /* entries of budget_second */
+static uint32_t budget_second;
+
+static uint32_t budget_hash(const struct stream *s)
+{
+    return (uint32_t)(((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 32);
+}
+
+/* s's entry of second, or a new one when add; NULL when none (or crowded). */
+static struct budget *budget_probe(const struct stream *s, uint32_t second, int add)
+{
+    if (!budgets)
+        return NULL;
+    uint32_t i = budget_hash(s) & budget_mask;
+    for (unsigned n = 0; n < BUDGET_PROBES; n++, i = (i + 1) & budget_mask) {
+        struct budget *b = &budgets[i];
+        if (b->second != second) {
+            if (!add)
+                return NULL;
+            *b = (struct budget){s, second, 0, 0, 0};
+            budget_used++;
+            return b;
+        }
+        if (b->s == s)
+            return b;
+    }
+    return NULL;
+}
+
+/* Twice the entries, the current second's moved over. Rare: the table only
+ * grows, to twice the most streams that ever sent in one second. */
+static void budget_grow(uint32_t second)
+{
+    uint32_t old_n = budgets ? budget_mask + 1 : 0, n = old_n ? old_n * 2 : BUDGET_MIN;
+    struct budget *old = budgets, *t = calloc(n, sizeof *t);
+    if (!t)
+        return;                     /* the old table, more crowded */
+    budgets = t;
+    budget_mask = n - 1;
+    budget_used = 0;
+    for (uint32_t i = 0; i < old_n; i++) {
+        struct budget *b;
+        if (old[i].second == second && old[i].s && (b = budget_probe(old[i].s, second, 1)))
+            *b = old[i];
+    }
+    free(old);
+}
+
+/* s's entry for this second, made if need be; NULL when out of memory. */
+static struct budget *budget_of(const struct stream *s, uint32_t now)
+{
+    if (budget_second != now) {
+        budget_second = now;
+        budget_used = 0;
+    }
+    if (budget_used >= (budget_mask + 1) / 2)
+        budget_grow(now);
+    return budget_probe(s, now, 1);
+}
+
+/* The stream closes: its entry is no one's (a new stream at the same
+ * address starts afresh). */
+static void budget_forget(const struct stream *s)
+{
+    struct budget *b = budget_probe(s, budget_second, 0);
+    if (b)
+        b->s = NULL;
+}
+
+/* ---------------------------------------------------------------- frames */
+
+static struct ws_frame *frame_take(void)
+{
+    struct ws_frame *f = spare;
+    if (f) {
+        spare = NULL;
+    } else {
+        static const struct wslay_frame_callbacks callbacks = {NULL, feed_recv, NULL};
+        f = malloc(sizeof *f);
+        if (!f)
+            return NULL;
+        f->msg = NULL;
+        if (wslay_frame_context_init(&f->ctx, &callbacks, NULL) != 0) {
+            free(f);
+            return NULL;
+        }
+    }
+    wslay_frame_context_ptr ctx = f->ctx;
+    uint8_t *msg = f->msg;
+    memset(f, 0, sizeof *f);
+    f->ctx = ctx;
+    f->msg = msg;
+    f->since = feed.now;
+    return f;
+}
+
+/* A frame that stopped on a frame boundary is kept for reuse (its context
+ * is empty and back at a header); any other is freed. */
+static void frame_put(struct ws_frame *f)
+{
+    if (f->fed == 0 && !spare) {
+        spare = f;
+        return;
+    }
+    wslay_frame_context_free(f->ctx);
+    free(f->msg);
+    free(f);
+}
+
+/* In the middle of a frame or a fragmented message. */
+static int in_flight(const struct ws_frame *f) { return f->fed != 0 || f->fragmented; }
+
+static int too_old(const struct ws_frame *f, uint32_t now)
+{
+    return in_flight(f) && now - f->since >= WS_MESSAGE_SECONDS;
+}
+
+static unsigned slot_of(const struct stream *s) { return (unsigned)s->ws >> SLOT_SHIFT; }
+
+static void set_slot(struct stream *s, unsigned slot)
+{
+    s->ws = (uint16_t)((s->ws & PINGS_MASK) | slot << SLOT_SHIFT);
+}
+
+/* A slot for a frame left in flight at the end of a read; 0 when all are
+ * taken (16,383 clients in the middle of a frame). */
+static unsigned slot_hold(struct ws_frame *f)
+{
+    if (!slots) {
+        slots = calloc(SLOTS + 1, sizeof *slots);
+        free_slots = malloc(SLOTS * sizeof *free_slots);
+        if (!slots || !free_slots) {
+            free(slots);
+            free(free_slots);
+            slots = NULL;
+            free_slots = NULL;
+            return 0;
+        }
+        for (nfree = 0; nfree < SLOTS; nfree++)
+            free_slots[nfree] = (uint16_t)(SLOTS - nfree);
+    }
+    if (!nfree)
+        return 0;
+    unsigned slot = free_slots[--nfree];
+    slots[slot] = f;
+    return slot;
+}
+
+static void slot_release(struct stream *s)
+{
+    unsigned slot = slot_of(s);
+    if (slot) {
+        slots[slot] = NULL;
+        free_slots[nfree++] = (uint16_t)slot;
+        set_slot(s, 0);
+    }
+}
+
+/* ---------------------------------------------------------------- ending */
+
+/* Reads and drops what the client sent that we will not read. */
+static void drain(int fd)
+{
+    char sink[4096];
+    for (size_t total = 0; total < WS_DRAIN_MAX;) {
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n <= 0)
+            return;
+        total += (size_t)n;
+    }
+}
+
+/* Ends the stream with a close frame of code (0: an empty close). -1: the
+ * stream has ended (always). */
+static int close_with(struct stream *s, int fd, unsigned code)
+{
+    static char frame[4] = {(char)0x88};
+    frame[1] = code ? 2 : 0;
+    frame[2] = (char)(code >> 8);
+    frame[3] = (char)code;
+    drain(fd);
+    stream_end_with(s, (struct iovec){frame, code ? 4 : 2});
+    return -1;
+}
+
+/* Ends the stream as the verdict says, counted. -1 (always). */
+static int end_with(struct stream *s, int fd, struct verdict v)
+{
+    if (v.why == BY_CLIENT)
+        loop_stats.client_closed++;
+    else if (v.why == BAD_FRAME)
+        loop_stats.ws_bad_frames++;
+    else if (v.why == RATE)
+        loop_stats.client_rate_closed++;
+    else
+        loop_stats.ws_policy_closed++;
+    return close_with(s, fd, v.code);
+}
+
+/* The pong of the read's last ping. -1 when that ended the stream (its
+ * output passed --max-backlog). */
+static int pong(struct stream *s)
+{
+    char head[2];
+    framing_ws_header(head, WSLAY_PONG, feed.ping_len);
+    struct iovec iov[2] = {{head, 2}, {feed.ping, feed.ping_len}};
+    return stream_send(s, iov, 2, 2u + feed.ping_len);
+}
+
+/* ---------------------------------------------------------------- a frame's content */
+
+static int is_data(uint8_t opcode) { return opcode <= WSLAY_BINARY_FRAME; }
+
+static int is_text(const struct ws_frame *f)
+{
+    return f->opcode == WSLAY_TEXT_FRAME ||
+           (f->opcode == WSLAY_CONTINUATION_FRAME && f->fragmented == WSLAY_TEXT_FRAME);
+}
+
+/* The header is parsed: whether the frame may be read. */
+static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_iocb *io)
+{
+    f->started = 1;
+    f->length = io->payload_length;
+    f->fin = io->fin;
+    f->opcode = io->opcode;
+    feed.frames++;
+    if (io->rsv || !io->mask)
+        return bad(WSLAY_CODE_PROTOCOL_ERROR);
+    switch (io->opcode) {
+    case WSLAY_CONTINUATION_FRAME:
+        if (!f->fragmented)
+            return bad(WSLAY_CODE_PROTOCOL_ERROR);
+        if (++f->frames > WS_MESSAGE_FRAMES)
+            return policy();
+        break;
+    case WSLAY_TEXT_FRAME:
+    case WSLAY_BINARY_FRAME:
+        if (f->fragmented)
+            return bad(WSLAY_CODE_PROTOCOL_ERROR);
+        f->message = 0;
+        f->frames = 1;
+        if (cfg.inbox && !f->msg && !(f->msg = malloc(cfg.max_message)))
+            return bad(1011);                   /* internal error: out of memory */
+        f->text = (struct utf8_state){0};
+        if (!io->fin)
+            f->fragmented = io->opcode;
+        break;
+    case WSLAY_PING:
+        feed.pings++;
+        return go_on;            /* wslay checked: fin, at most 125 bytes */
+    case WSLAY_CONNECTION_CLOSE:
+    case WSLAY_PONG:
+        return go_on;
+    default:
+        return bad(WSLAY_CODE_PROTOCOL_ERROR);
+    }
+    if (f->length > cfg.max_message - f->message)
+        return bad(WSLAY_CODE_MESSAGE_TOO_BIG);
+    return go_on;
+}
+
+/* A piece of the payload. */
+static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n)
+{
+    f->got += n;
+    if (!is_data(f->opcode)) {
+        memcpy(f->ctl + f->ctl_len, p, n);
+        f->ctl_len = (uint8_t)(f->ctl_len + n);
+        return go_on;
+    }
+    if (f->msg)
+        memcpy(f->msg + f->message, p, n);
+    f->message += (uint32_t)n;
+    if (is_text(f) && !utf8_feed(&f->text, p, n))
+        return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
+    return go_on;
+}
+
+static int close_code_valid(unsigned code)
+{
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
+
+/* The client's close: answered with its code, then the stream ends. */
+static struct verdict client_close(const struct ws_frame *f)
+{
+    if (f->ctl_len == 0)
+        return (struct verdict){0, BY_CLIENT};
+    unsigned code = f->ctl_len < 2 ? 0 : (unsigned)f->ctl[0] << 8 | f->ctl[1];
+    if (!close_code_valid(code))
+        return bad(WSLAY_CODE_PROTOCOL_ERROR);
+    if (!utf8_valid((const char *)f->ctl + 2, f->ctl_len - 2u))
+        return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
+    return (struct verdict){(uint16_t)code, BY_CLIENT};
+}
+
+/* Takes a message from the connection's --client-rate bucket: a burst of
+ * cfg.burst_milli, refilled at cfg.rate a second. 0: none left. */
+static int take_token(struct conn *c)
+{
+    uint64_t t = c->at_ms ? c->tokens + (uint64_t)(feed.now_ms - c->at_ms) * cfg.rate
+                          : cfg.burst_milli;
+    c->at_ms = feed.now_ms;
+    if (t > cfg.burst_milli)
+        t = cfg.burst_milli;
+    if (t < 1000) {
+        c->tokens = (uint32_t)t;
+        return 0;
+    }
+    c->tokens = (uint32_t)(t - 1000);
+    return 1;
+}
+
+/* A whole data message: to Erlang, or refused (no --inbox), counted. */
+static struct verdict message_in(struct ws_frame *f)
+{
+    if (!cfg.inbox) {
+        loop_stats.ws_ignored++;
+        return go_on;
+    }
+    struct conn *c = conn_of(feed.s);
+    if (!c)
+        return bad(1011);
+    if (!take_token(c))
+        return rate();
+    if (outbound_in(feed.s->uid, c->id, f->msg, f->message) != 0)
+        loop_stats.client_in_dropped++;
+    else
+        loop_stats.client_in++;
+    return go_on;
+}
+
+/* The frame is read: acts on it (a ping's pong waits for the read's end). */
+static struct verdict frame_end(struct ws_frame *f)
+{
+    switch (f->opcode) {
+    case WSLAY_PING:
+        feed.ping_due = 1;
+        feed.ping_len = f->ctl_len;
+        memcpy(feed.ping, f->ctl, f->ctl_len);
+        break;
+    case WSLAY_PONG:
+        feed.ponged = 1;
+        break;
+    case WSLAY_CONNECTION_CLOSE:
+        return client_close(f);
+    default:
+        if (!f->fin)
+            break;
+        if (is_text(f) && !utf8_complete(&f->text))
+            return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
+        f->fragmented = 0;
+        struct verdict v = message_in(f);
+        if (v.why != GO_ON)
+            return v;
+        break;
+    }
+    f->started = 0;
+    f->fed = 0;
+    f->got = 0;
+    f->ctl_len = 0;
+    if (!f->fragmented)
+        f->since = feed.now;     /* the next message begins with this read */
+    return go_on;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+/* Feeds what feed holds to f, until it is all taken (f may be in the
+ * middle of a frame) or the stream must end. */
+static struct verdict feed_frames(struct ws_frame *f)
+{
+    feed.f = f;
+    while (feed.left) {
+        struct wslay_frame_iocb io;
+        ssize_t r = wslay_frame_recv(f->ctx, &io);
+        if (r == WSLAY_ERR_WANT_READ)
+            continue;                          /* a header byte at a time */
+        struct verdict v = r < 0 ? bad(WSLAY_CODE_PROTOCOL_ERROR) : go_on;
+        if (v.why == GO_ON && !f->started)
+            v = frame_header(f, &io);
+        if (v.why == GO_ON)
+            v = frame_piece(f, io.data, io.data_length);
+        if (v.why == GO_ON && f->got == f->length)
+            v = frame_end(f);
+        if (v.why != GO_ON)
+            return v;
+    }
+    return go_on;
+}
+
+/* The read's bytes against the stream's budget of this second. */
+static struct verdict charge_bytes(struct budget *b, size_t n)
+{
+    if (!b)
+        return go_on;
+    b->bytes += (uint32_t)n;
+    return b->bytes > cfg.second_bytes ? policy() : go_on;
+}
+
+/* The read's frames and pings against it; and the message in flight
+ * against its time. */
+static struct verdict charge_frames(struct budget *b, const struct ws_frame *f)
+{
+    if (b) {
+        b->frames = (uint16_t)(b->frames + feed.frames);
+        b->pings = (uint16_t)(b->pings + feed.pings);
+        if (b->frames > cfg.second_frames || b->pings > WS_SECOND_PINGS)
+            return policy();
+    }
+    return too_old(f, feed.now) ? policy() : go_on;
+}
+
+/* ---------------------------------------------------------------- Erlang behind */
+
+/* The streams not read for now (PAUSED in stream.ws), resumed together. */
+static struct stream **paused;
+static uint32_t npaused, paused_cap;
+static struct event *resume_ev;
+
+static void on_resume(evutil_socket_t fd, short what, void *arg);
+
+static void resume_later(void)
+{
+    const struct timeval tv = {0, WS_RESUME_MS * 1000};
+    event_add(resume_ev, &tv);
+}
+
+/* Stops reading s until Erlang catches up. -1 when that cannot be kept
+ * track of (out of memory): s is read on. */
+static int pause_stream(struct stream *s)
+{
+    if (!resume_ev && !(resume_ev = evtimer_new(event_get_base(&s->u.ev), on_resume, NULL)))
+        return -1;
+    if (npaused == paused_cap) {
+        uint32_t n = paused_cap ? paused_cap * 2 : 64;
+        struct stream **p = realloc(paused, n * sizeof *p);
+        if (!p)
+            return -1;
+        paused = p;
+        paused_cap = n;
+    }
+    paused[npaused++] = s;
+    s->ws |= PAUSED;
+    loop_stats.client_paused++;
+    stream_rewatch(s);
+    if (npaused == 1)
+        resume_later();
+    return 0;
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    if (atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > WS_PENDING_MAX / 2) {
+        resume_later();
+        return;
+    }
+    uint32_t n = npaused, now = clock_seconds();
+    npaused = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct stream *s = paused[i];
+        unsigned slot = slot_of(s);
+        if (slot)
+            slots[slot]->since = now;   /* its message's time ran while not read */
+        s->ws &= (uint16_t)~PAUSED;
+        stream_rewatch(s);
+    }
+}
+
+/* A paused stream closes: off the list (linear, but only while paused). */
+static void unpause(struct stream *s)
+{
+    for (uint32_t i = 0; i < npaused; i++)
+        if (paused[i] == s) {
+            paused[i] = paused[--npaused];
+            return;
+        }
+}
+
+int ws_reader_paused(const struct stream *s) { return (s->ws & PAUSED) != 0; }
+
+int ws_reader_readable(struct stream *s, int fd)
+{
+    uint8_t buf[WS_READ_MAX];
+    if (cfg.inbox &&
+        atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > WS_PENDING_MAX &&
+        pause_stream(s) == 0)
+        return 0;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        loop_stats.client_closed++;
+        stream_end_with(s, (struct iovec){NULL, 0});
+        return -1;
+    }
+    if (n < 0)
+        return 0;
+    feed.now = clock_seconds();
+    feed.s = s;
+    if (cfg.inbox) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+        feed.now_ms = (uint32_t)((uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000) | 1;
+    }
+    unsigned slot = slot_of(s);
+    struct ws_frame *f = slot ? slots[slot] : frame_take();
+    if (!f) {
+        log_msg(LOG_ERROR, "out of memory reading a WebSocket frame: closing the stream");
+        return close_with(s, fd, WSLAY_CODE_INTERNAL_SERVER_ERROR);
+    }
+    feed.p = buf;
+    feed.left = (size_t)n;
+    feed.frames = feed.pings = 0;
+    feed.ping_due = feed.ponged = 0;
+    struct budget *b = budget_of(s, feed.now);
+    struct verdict v = charge_bytes(b, (size_t)n);
+    if (v.why == GO_ON)
+        v = feed_frames(f);
+    if (v.why == GO_ON)
+        v = charge_frames(b, f);
+    if (feed.ponged)
+        s->ws &= (uint16_t)~PINGS_MASK;
+    /* The frame put away or in its slot before any call that may end the
+     * stream: ending frees what is in the slot. */
+    if (v.why != GO_ON || !in_flight(f)) {
+        slot_release(s);
+        frame_put(f);
+    } else if (!slot) {
+        slot = slot_hold(f);
+        if (!slot) {
+            frame_put(f);
+            v = bad(1013);                     /* try again later */
+        } else {
+            set_slot(s, slot);
+        }
+    }
+    if (v.why != GO_ON)
+        return end_with(s, fd, v);
+    return feed.ping_due ? pong(s) : 0;
+}
+
+void ws_reader_forget(struct stream *s)
+{
+    unsigned slot = slot_of(s);
+    if (slot) {
+        struct ws_frame *f = slots[slot];
+        slot_release(s);
+        frame_put(f);
+    }
+    budget_forget(s);
+    if (s->ws & PAUSED)
+        unpause(s);
+    conn_forget(s);
+}
+
+int ws_reader_heartbeat(struct stream *s)
+{
+    static const char ping[] = "\x89\x00";
+    unsigned slot = slot_of(s);
+    /* A paused stream is not read: neither its pongs nor the rest of its
+     * message can come, and it is not held against it. */
+    int paused_now = (s->ws & PAUSED) != 0;
+    if (slot && !paused_now && too_old(slots[slot], clock_seconds()))
+        return end_with(s, event_get_fd(&s->u.ev), policy());
+    unsigned pings = paused_now ? 0 : s->ws & PINGS_MASK;
+    if (pings >= 2) {
+        static const char going_away[] = "\x88\x02\x03\xe9";   /* 1001 */
+        loop_stats.ws_dead++;
+        stream_end_with(s, (struct iovec){(void *)going_away, 4});
+        return -1;
+    }
+    s->ws = (uint16_t)((s->ws & ~PINGS_MASK) | (pings + 1));
+    struct iovec iov = {(void *)ping, 2};
+    return stream_send(s, &iov, 1, 2);
+}
+
+void ws_reader_configure(const struct options *o)
+{
+    cfg.inbox = o->inbox[0] != 0;
+    cfg.max_message = o->max_client_message;
+    cfg.rate = o->client_rate;
+    cfg.burst_milli = (o->client_rate / 4 + 8) * 1000;
+    uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * o->client_rate : 0);
+    /* uint16 budget: a read adds at most 4096 / 6 frames to one not past it */
+    cfg.second_frames = frames > 64000 ? 64000 : frames;
+    cfg.second_bytes = WS_SECOND_BYTES > 4 * cfg.max_message ? WS_SECOND_BYTES
+                                                              : 4 * cfg.max_message;
+}
+
+void ws_reader_free(void)
+{
+    if (spare) {
+        wslay_frame_context_free(spare->ctx);
+        free(spare->msg);
+        free(spare);
+        spare = NULL;
+    }
+    if (resume_ev)
+        event_free(resume_ev);
+    resume_ev = NULL;
+    free(paused);
+    paused = NULL;
+    npaused = paused_cap = 0;
+    conn_free();
+    free(slots);
+    free(free_slots);
+    free(budgets);
+    slots = NULL;
+    free_slots = NULL;
+    budgets = NULL;
+    budget_mask = budget_used = budget_second = 0;
+}

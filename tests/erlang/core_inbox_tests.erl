@@ -1,0 +1,278 @@
+%% Clients talk back: what WebSocket clients send reaches the --inbox
+%% process on the master (httpdcnode_inbox calling inbox_test_handler,
+%% which passes each message to the test), in order, within the bounds
+%% (--max-client-message, --client-rate, the bytes waiting for Erlang);
+%% {conn, Conn, Data} answers one connection. Real server, real master
+%% node, WebSocket clients on raw sockets.
+-module(core_inbox_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [stats/1, wait_stat/4, port_of/1, node_of/1, wait_until/3]).
+
+-define(T, 10000).
+-define(KEY, "dGhlIHNhbXBsZSBub25jZQ==").
+-define(UPGRADE, ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+                  "Sec-WebSocket-Key: " ?KEY]).
+
+inbox_test_() ->
+    [inbox_test("1,000 messages of one connection arrive in order, each named by its "
+                "connection", ["--client-rate", "100000"], fun order/2),
+     inbox_test("--max-client-message: at the limit it arrives, past it 1009 (one frame or "
+                "fragments)", ["--max-client-message", "100"], fun sizes/2),
+     inbox_test("--client-rate: past the burst 1008, counted", ["--client-rate", "10"],
+                fun rate/2),
+     inbox_test("a suspended inbox: the server stops reading, then resumes; nothing lost",
+                ["--client-rate", "1000"], fun slow_inbox/2),
+     inbox_test("{conn, Conn, Data} to an open, a closed and an unknown connection", [],
+                fun conn/2),
+     httpdcnode_test_lib:server_test("without --inbox client messages are refused and counted",
+                                     #{}, 30, fun no_inbox/1)].
+
+%% A master with an inbox registered as 'inbox' that sends to this test's
+%% process, and a server started with --inbox inbox and Args.
+inbox_test(Label, Args, Fun) ->
+    {Label,
+     {setup,
+      fun() ->
+              M = httpdcnode_test_lib:start_master(),
+              Node = httpdcnode_test_lib:master_node(M),
+              AppEbin = filename:dirname(code:which(httpdcnode_inbox)),
+              true = rpc:call(Node, code, add_patha, [AppEbin]),
+              %% The test runs in another process than this setup: a sink
+              %% here keeps what the inbox passes on till the test takes it.
+              Sink = list_to_atom(httpdcnode_test_lib:unique("inbox_sink")),
+              httpdcnode_test_lib:start_sink(Sink),
+              {ok, Inbox} = rpc:call(Node, httpdcnode_inbox, start,
+                                     [inbox, inbox_test_handler, {Sink, node()}]),
+              S = httpdcnode_test_lib:start_server(#{master => M,
+                                                     extra_args => ["--inbox", "inbox" | Args]}),
+              httpdcnode_test_lib:wait_master_sees(M, node_of(S), ?T),
+              {M, S, Inbox, Sink}
+      end,
+      fun({M, S, _, Sink}) ->
+              httpdcnode_test_lib:stop_server(S),
+              httpdcnode_test_lib:stop_master(M),
+              httpdcnode_test_lib:stop_sink(Sink)
+      end,
+      fun({M, S, Inbox, Sink}) ->
+              {timeout, httpdcnode_test_lib:scaled(120),
+               fun() ->
+                       httpdcnode_test_lib:sink_subscribe(Sink),
+                       httpdcnode_test_lib:logged(S, fun(_) -> Fun(S, {M, Inbox}) end)
+               end}
+      end}}.
+
+%%% ---------------------------------------------------------------- cases
+
+order(S, _) ->
+    A = open(S, 7),
+    B = open(S, 8),
+    N = 1000,
+    [begin
+         ok = gen_tcp:send(A, frame(1, <<"a", (integer_to_binary(I))/binary>>)),
+         ok = gen_tcp:send(B, frame(2, <<"b", (integer_to_binary(I))/binary>>))
+     end || I <- lists:seq(1, N)],
+    Got = collect(2 * N),
+    {FromA, FromB} = lists:partition(fun({Uid, _, _}) -> Uid =:= 7 end, Got),
+    ?assertEqual([<<"a", (integer_to_binary(I))/binary>> || I <- lists:seq(1, N)],
+                 [D || {_, _, D} <- FromA]),
+    ?assertEqual([<<"b", (integer_to_binary(I))/binary>> || I <- lists:seq(1, N)],
+                 [D || {_, _, D} <- FromB]),
+    %% One Conn per connection, {CNode, Id}, not the same for the two.
+    [ConnA] = lists:usort([C || {_, C, _} <- FromA]),
+    [ConnB] = lists:usort([C || {_, C, _} <- FromB]),
+    ?assertMatch({_, Id} when is_integer(Id), ConnA),
+    ?assertEqual(node_of(S), element(1, ConnA)),
+    ?assertNotEqual(ConnA, ConnB),
+    ?assertMatch(#{client_in := 2000, client_in_dropped := 0, ws_ignored := 0}, stats(S)),
+    %% A connection that comes after gets an id never given before.
+    C = open(S, 7),
+    ok = gen_tcp:send(C, frame(1, <<"c">>)),
+    [{7, ConnC, <<"c">>}] = collect(1),
+    ?assertNotEqual(ConnA, ConnC),
+    [gen_tcp:close(X) || X <- [A, B, C]].
+
+sizes(S, _) ->
+    A = open(S, 3),
+    At = binary:copy(<<"x">>, 100),
+    ok = gen_tcp:send(A, frame(2, At)),
+    ok = gen_tcp:send(A, [frame(1, binary:copy(<<"y">>, 60), #{fin => 0}),
+                          frame(0, binary:copy(<<"y">>, 40))]),
+    [{3, _, At}, {3, _, Y}] = collect(2),
+    ?assertEqual(binary:copy(<<"y">>, 100), Y),
+    ok = gen_tcp:send(A, frame(2, binary:copy(<<"x">>, 101))),
+    expect_close(A, 1009),
+    B = open(S, 3),
+    ok = gen_tcp:send(B, [frame(1, binary:copy(<<"y">>, 60), #{fin => 0}),
+                          frame(0, binary:copy(<<"y">>, 41))]),
+    expect_close(B, 1009),
+    ?assertMatch(#{client_in := 2, ws_bad_frames := 2}, stats(S)),
+    nothing_more().
+
+rate(S, _) ->
+    %% --client-rate 10: a burst of 10 / 4 + 8 = 10 messages, then 10 a second.
+    A = open(S, 4),
+    ok = gen_tcp:send(A, [frame(1, integer_to_binary(I)) || I <- lists:seq(1, 30)]),
+    expect_close(A, 1008),
+    #{client_rate_closed := 1, client_in := In} = wait_stat(S, client_rate_closed,
+                                                            fun(V) -> V =:= 1 end, ?T),
+    ?assert(In >= 10 andalso In < 30),
+    ?assertEqual([integer_to_binary(I) || I <- lists:seq(1, In)],
+                 [D || {_, _, D} <- collect(In)]),
+    %% Within the rate a connection stays.
+    B = open(S, 4),
+    [begin ok = gen_tcp:send(B, frame(1, <<"ok">>)), [_] = collect(1) end
+     || _ <- lists:seq(1, 5)],
+    ok = gen_tcp:send(B, frame(9, <<"p">>)),
+    ?assertMatch({1, 10, <<"p">>}, recv_frame(B)),
+    ?assertMatch(#{client_rate_closed := 1}, stats(S)),
+    gen_tcp:close(B).
+
+slow_inbox(S, {M, Inbox}) ->
+    Node = httpdcnode_test_lib:master_node(M),
+    %% A suspension ends with the process that made it: one that stays.
+    Self = self(),
+    Suspender = spawn(Node, fun() ->
+                                    true = erlang:suspend_process(Inbox),
+                                    Self ! suspended,
+                                    receive resume -> erlang:resume_process(Inbox) end
+                            end),
+    receive suspended -> ok after ?T -> erlang:error(not_suspended) end,
+    %% 40 connections x 25 messages of 2,000 bytes: 2 MB, twice what may
+    %% wait for Erlang (1 MB) beside the 256 messages the master holds.
+    Conns = [open(S, 100 + I) || I <- lists:seq(1, 40)],
+    Msg = fun(I, K) -> <<I:64, K:64, (binary:copy(<<"z">>, 1984))/binary>> end,
+    [spawn(fun() ->
+                   Self ! {sent, lists:usort([gen_tcp:send(C, frame(2, Msg(I, K)))
+                                              || K <- lists:seq(1, 25)])}
+           end) || {I, C} <- lists:zip(lists:seq(1, 40), Conns)],
+    %% The server stops reading: paused, and what it took stays below all.
+    wait_stat(S, client_paused, fun(V) -> V > 0 end, ?T),
+    #{client_in := Before} = stats(S),
+    ?assert(Before < 1000),
+    {message_queue_len, Held} = rpc:call(Node, erlang, process_info, [Inbox, message_queue_len]),
+    ?assert(Held =< 256),
+    Suspender ! resume,
+    Got = collect(1000),
+    [receive {sent, Sent} -> ?assertEqual([ok], Sent) after ?T -> erlang:error(not_sent) end
+     || _ <- Conns],
+    [?assertEqual([Msg(I, K) || K <- lists:seq(1, 25)],
+                  [D || {Uid, _, D} <- Got, Uid =:= 100 + I]) || I <- lists:seq(1, 40)],
+    ?assertMatch(#{client_in := 1000, client_in_dropped := 0, in_no_master := 0,
+                   ws_policy_closed := 0, client_rate_closed := 0}, stats(S)),
+    [gen_tcp:close(C) || C <- Conns].
+
+conn(S, _) ->
+    A = open(S, 9),
+    ok = gen_tcp:send(A, frame(1, <<"hello">>)),
+    [{9, Conn, <<"hello">>}] = collect(1),
+    ?assertEqual({ok, 1}, rpc:call(node(), httpdcnode, reply_sync, [Conn, <<"just you">>])),
+    ?assertEqual({1, 1, <<"just you">>}, recv_frame(A)),
+    ok = httpdcnode:reply(Conn, <<255, 0>>),
+    ?assertEqual({1, 2, <<255, 0>>}, recv_frame(A)),
+    %% Another stream of the same uid gets nothing of it.
+    B = open(S, 9),
+    ?assertEqual({ok, 1}, httpdcnode:reply_sync(Conn, <<"again">>)),
+    ?assertEqual({1, 1, <<"again">>}, recv_frame(A)),
+    ?assertEqual({error, timeout}, gen_tcp:recv(B, 0, 300)),
+    gen_tcp:close(A),
+    wait_stat(S, streams_open, fun(V) -> V =:= 1 end, ?T),
+    ?assertEqual({ok, 0}, httpdcnode:reply_sync(Conn, <<"gone">>)),
+    {CNode, Id} = Conn,
+    ?assertEqual({ok, 0}, httpdcnode:reply_sync({CNode, Id + 1000000}, <<"never">>)),
+    %% With ws+meta it says it is no message of the uid's (no id).
+    Meta = open(S, 9, ["Sec-WebSocket-Protocol: ws+meta.httpdcnode"]),
+    ok = gen_tcp:send(Meta, frame(1, <<"meta">>)),
+    [{9, MetaConn, <<"meta">>}] = collect(1),
+    ?assertEqual({ok, 1}, httpdcnode:reply_sync(MetaConn, <<"to meta">>)),
+    ?assertEqual({1, 1, <<"event: conn\n\nto meta">>}, recv_frame(Meta)),
+    ?assertMatch(#{conn_sent := 4, conn_dropped := 2}, stats(S)),
+    gen_tcp:close(B),
+    gen_tcp:close(Meta).
+
+no_inbox(S) ->
+    A = open(S, 5),
+    ok = gen_tcp:send(A, [frame(1, <<"one">>), frame(2, <<"two">>), frame(1, <<"three">>)]),
+    ok = gen_tcp:send(A, frame(9, <<"p">>)),
+    ?assertMatch({1, 10, <<"p">>}, recv_frame(A)),
+    ?assertMatch(#{ws_ignored := 3, client_in := 0}, stats(S)),
+    gen_tcp:close(A).
+
+%%% ---------------------------------------------------------------- helpers
+
+%% N {Uid, Conn, Data} from the inbox, in the order they came.
+collect(N) -> collect(N, []).
+
+collect(0, Acc) -> lists:reverse(Acc);
+collect(N, Acc) ->
+    receive {in, Uid, Conn, Data} -> collect(N - 1, [{Uid, Conn, Data} | Acc])
+    after ?T -> erlang:error({inbox_got_only, length(Acc), N})
+    end.
+
+nothing_more() ->
+    receive {in, _, _, _} = M -> erlang:error({unexpected, M}) after 200 -> ok end.
+
+open(S, Uid) -> open(S, Uid, []).
+
+open(S, Uid, Headers) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", "/ws/" ++
+                                                                   integer_to_list(Uid),
+                                                               "HTTP/1.1", ?UPGRADE ++ Headers)),
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
+    put({buf, Sock}, Rest),
+    Sock.
+
+read_until(Sock, Sep, Acc) ->
+    case binary:split(Acc, Sep) of
+        [Before, After] -> {Before, After};
+        [_] ->
+            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
+            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
+    end.
+
+take(Sock, N) ->
+    Buf = get({buf, Sock}),
+    case Buf of
+        <<Want:N/binary, Rest/binary>> ->
+            put({buf, Sock}, Rest),
+            Want;
+        _ ->
+            case gen_tcp:recv(Sock, 0, ?T) of
+                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
+                Err -> erlang:error({recv, Err, buffered, Buf})
+            end
+    end.
+
+%% The next server frame {Fin, Opcode, Payload}.
+recv_frame(Sock) ->
+    <<Fin:1, _:3, Op:4, _:1, Len0:7>> = take(Sock, 2),
+    Len = case Len0 of
+              126 -> <<L:16>> = take(Sock, 2), L;
+              127 -> <<L:64>> = take(Sock, 8), L;
+              _ -> Len0
+          end,
+    {Fin, Op, take(Sock, Len)}.
+
+expect_close(Sock, Code) ->
+    {1, 8, <<Got:16, _/binary>>} = recv_frame(Sock),
+    ?assertEqual(Code, Got),
+    ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)).
+
+frame(Op, Payload) -> frame(Op, Payload, #{}).
+
+frame(Op, Payload, Opts) ->
+    Fin = maps:get(fin, Opts, 1),
+    Len = byte_size(Payload),
+    LenBits = if Len < 126 -> <<Len:7>>;
+                 Len < 65536 -> <<126:7, Len:16>>;
+                 true -> <<127:7, Len:64>>
+              end,
+    Key = <<1, 2, 3, 4>>,
+    <<Fin:1, 0:3, Op:4, 1:1, LenBits/bits, Key/binary, (mask(Payload))/binary>>.
+
+%% XOR with the key 1, 2, 3, 4.
+mask(Payload) ->
+    Pad = binary:copy(<<1, 2, 3, 4>>, byte_size(Payload) div 4 + 1),
+    crypto:exor(Payload, binary:part(Pad, 0, byte_size(Payload))).

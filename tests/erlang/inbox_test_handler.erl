@@ -1,0 +1,12 @@
+%% An httpdcnode_handler for the tests: every client message goes to the
+%% test's process as {in, Uid, Conn, Data}.
+-module(inbox_test_handler).
+%% (-behaviour(httpdcnode_handler): not declared, the tests compile apart from the application.)
+
+-export([init/1, handle_in/4]).
+
+init(Dest) -> {ok, Dest}.
+
+handle_in(Uid, Conn, Data, Dest) ->
+    Dest ! {in, Uid, Conn, Data},
+    {ok, Dest}.

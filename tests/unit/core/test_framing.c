@@ -1,0 +1,192 @@
+/* Framings that look at the payload (WebSocket: frame headers of each
+ * length form, text or binary by UTF-8 validity, the ws+meta id prefix,
+ * the close that ends a stream; SSE bodies: data: lines, or base64 for a
+ * payload that is not UTF-8), the UTF-8 validator whole and piece by
+ * piece, and the WebSocket handshake's accept key and header tokens. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/framing.h"
+#include "core/history.h"
+#include "lib/utf8.h"
+#include "transport/ws_handshake.h"
+
+static void ws_headers_take_each_length_form(void **state)
+{
+    (void)state;
+    struct framing_prefix p;
+    framing_prefix_utf8(FRAMING_WS, 5, 1, 1, &p);
+    assert_int_equal(p.len, 2);
+    assert_memory_equal(p.bytes, "\x81\x05", 2);
+    framing_prefix_utf8(FRAMING_WS, 125, 1, 0, &p);
+    assert_memory_equal(p.bytes, "\x82\x7d", 2);             /* binary */
+    framing_prefix_utf8(FRAMING_WS, 126, 1, 1, &p);
+    assert_int_equal(p.len, 4);
+    assert_memory_equal(p.bytes, "\x81\x7e\x00\x7e", 4);
+    framing_prefix_utf8(FRAMING_WS, 65535, 1, 1, &p);
+    assert_memory_equal(p.bytes, "\x81\x7e\xff\xff", 4);
+    framing_prefix_utf8(FRAMING_WS, 70000, 1, 0, &p);
+    assert_int_equal(p.len, 10);
+    assert_memory_equal(p.bytes, "\x82\x7f\x00\x00\x00\x00\x00\x01\x11\x70", 10);
+}
+
+static void ws_frames_are_whole_messages(void **state)
+{
+    (void)state;
+    struct framing_prefix p;
+    struct iovec iov[FRAMING_IOV_MAX];
+    size_t bytes = 0;
+    framing_prefix_utf8(FRAMING_WS, 5, 3, 1, &p);
+    int n = framing_iov(FRAMING_WS, &p, "hello", 5, iov, &bytes);
+    assert_int_equal(n, 2);
+    assert_int_equal(bytes, 7);
+    assert_false(framing_encodes_body(FRAMING_WS));
+    assert_true(framing_checks_utf8(FRAMING_WS_META));
+    assert_false(framing_checks_utf8(FRAMING_SSE));
+    struct iovec t = framing_terminator(FRAMING_WS_META, END_DRAIN);
+    assert_int_equal(t.iov_len, 4);
+    assert_memory_equal(t.iov_base, "\x88\x02\x03\xf4", 4);    /* close, 1012 */
+    t = framing_terminator(FRAMING_WS, END_KICKED);
+    assert_memory_equal(t.iov_base, "\x88\x02\x0f\xa1", 4);    /* close, 4001 */
+    t = framing_terminator(FRAMING_WS, END_EXPIRED);
+    assert_memory_equal(t.iov_base, "\x88\x02\x0f\xa3", 4);    /* close, 4003 */
+}
+
+/* Each ending says why: the poll's answer, the SSE end event. */
+static void endings_say_why(void **state)
+{
+    (void)state;
+    static const char poll[] = "{\"messages\":[],\"gap\":false,\"ended\":\"kicked\"}\n";
+    static const char sse[] = "event: end\ndata: {\"reason\":\"drain\"}\n\n";
+    struct iovec t = framing_terminator(FRAMING_POLL, END_KICKED);
+    assert_int_equal(t.iov_len, sizeof poll - 1);
+    assert_memory_equal(t.iov_base, poll, sizeof poll - 1);
+    t = framing_terminator(FRAMING_SSE, END_DRAIN);
+    assert_int_equal(t.iov_len, sizeof sse - 1);
+    assert_memory_equal(t.iov_base, sse, sizeof sse - 1);
+    t = framing_terminator(FRAMING_CHUNKED, END_EXPIRED);
+    assert_memory_equal(t.iov_base, "0\r\n\r\n", 5);
+    assert_int_equal(framing_terminator(FRAMING_RAW, END_DRAIN).iov_len, 0);
+    assert_string_equal(framing_end_reason(END_EXPIRED), "expired");
+}
+
+static void ws_meta_prefixes_the_id(void **state)
+{
+    (void)state;
+    struct framing_prefix p;
+    framing_prefix_utf8(FRAMING_WS_META, 5, 42, 1, &p);
+    char want[64];
+    int id = snprintf(want + 2, sizeof want - 2, "id: %s:42\n\n", history_epoch_hex());
+    want[0] = '\x81';
+    want[1] = (char)(id + 5);              /* the id is part of the payload */
+    assert_int_equal(p.len, 2 + id);
+    assert_memory_equal(p.bytes, want, p.len);
+    /* The longest: a 64-bit length and the largest seq fit. */
+    framing_prefix_utf8(FRAMING_WS_META, 8u << 20, UINT32_MAX, 0, &p);
+    assert_int_equal(p.len, 10 + strlen("id: 01234567:4294967295\n\n"));
+    assert_true(p.len <= FRAMING_PREFIX_MAX);
+    assert_int_equal((uint8_t)p.bytes[0], 0x82);
+}
+
+/* The body in a buffer of exactly framing_sse_body_len bytes (ASan sees
+ * a write past it), compared with want. */
+#define SSE_BODY_IS(data, want) sse_body_is(data, sizeof data - 1, want, sizeof want - 1)
+static void sse_body_is(const char *data, uint32_t len, const char *want, size_t want_len)
+{
+    size_t n = framing_sse_body_len(data, len);
+    assert_int_equal(n, want_len);
+    char *out = malloc(n);
+    assert_non_null(out);
+    framing_sse_body(data, len, out);
+    assert_memory_equal(out, want, n);
+    free(out);
+}
+
+static void sse_bodies_are_utf8_or_base64(void **state)
+{
+    (void)state;
+    SSE_BODY_IS("", "data: \n\n");
+    SSE_BODY_IS("caf\xc3\xa9\r\nx\ry\n", "data: caf\xc3\xa9\ndata: x\ndata: y\ndata: \n\n");
+    SSE_BODY_IS("a\0b", "data: a\0b\n\n");               /* NUL is UTF-8 */
+    /* Not UTF-8: each length modulo 3, and bytes that are line breaks. */
+    SSE_BODY_IS("\xff", "event: base64\ndata: /w==\n\n");
+    SSE_BODY_IS("\xff\x00", "event: base64\ndata: /wA=\n\n");
+    SSE_BODY_IS("\xff\x00\x01", "event: base64\ndata: /wAB\n\n");
+    SSE_BODY_IS("\xff\xfe\x00\x01", "event: base64\ndata: //4AAQ==\n\n");
+    SSE_BODY_IS("\n\xc3\r", "event: base64\ndata: CsMN\n\n");
+    SSE_BODY_IS("\xed\xa0\x80", "event: base64\ndata: 7aCA\n\n");     /* a surrogate */
+}
+
+static void utf8_is_checked_strictly(void **state)
+{
+    (void)state;
+    static const char *valid[] = {
+        "", "plain ASCII, longer than eight bytes at a time", "caf\xc3\xa9",
+        "\xe2\x82\xac", "\xed\x9f\xbf", "\xee\x80\x80", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf",
+    };
+    static const char *invalid[] = {
+        "\x80", "\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xed\xa0\x80", "\xf0\x80\x80\x80",
+        "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "caf\xe9", "caf\xc3", "\xe2\x82",
+        "0123456789\xc3(",
+    };
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
+        assert_true(utf8_valid(valid[i], strlen(valid[i])));
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
+        assert_false(utf8_valid(invalid[i], strlen(invalid[i])));
+    assert_true(utf8_valid("a\0b", 3));
+}
+
+static void utf8_pieces_split_characters(void **state)
+{
+    (void)state;
+    const uint8_t text[] = "x\xf0\x9f\x98\x80y\xe2\x82\xac";
+    for (size_t cut = 0; cut <= sizeof text - 1; cut++) {
+        struct utf8_state st = {0};
+        assert_true(utf8_feed(&st, text, cut));
+        assert_true(utf8_feed(&st, text + cut, sizeof text - 1 - cut));
+        assert_true(utf8_complete(&st));
+    }
+    struct utf8_state st = {0};
+    assert_true(utf8_feed(&st, (const uint8_t *)"\xe0", 1));
+    assert_false(utf8_complete(&st));
+    assert_false(utf8_feed(&st, (const uint8_t *)"\x80", 1));   /* overlong, seen late */
+}
+
+static void the_handshake_answers_as_the_rfc_says(void **state)
+{
+    (void)state;
+    char accept[29];
+    ws_handshake_accept("dGhlIHNhbXBsZSBub25jZQ==", accept);       /* RFC 6455, 1.3 */
+    assert_string_equal(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    assert_true(ws_header_has_token("keep-alive, Upgrade", "upgrade"));
+    assert_true(ws_header_has_token("websocket", "websocket"));
+    assert_true(ws_header_has_token("chat ,  ws+meta.httpdcnode ", WS_META_PROTOCOL));
+    assert_false(ws_header_has_token("ws+meta.httpdcnodex", WS_META_PROTOCOL));
+    assert_false(ws_header_has_token("notupgrade", "upgrade"));
+    assert_false(ws_header_has_token(NULL, "upgrade"));
+}
+
+int main(void)
+{
+    history_init(&(struct history_config){.max_users = 10, .per_uid = 0});
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ws_headers_take_each_length_form),
+        cmocka_unit_test(ws_frames_are_whole_messages),
+        cmocka_unit_test(ws_meta_prefixes_the_id),
+        cmocka_unit_test(endings_say_why),
+        cmocka_unit_test(sse_bodies_are_utf8_or_base64),
+        cmocka_unit_test(utf8_is_checked_strictly),
+        cmocka_unit_test(utf8_pieces_split_characters),
+        cmocka_unit_test(the_handshake_answers_as_the_rfc_says),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    history_free();
+    return r;
+}

@@ -1,0 +1,21 @@
+%% The behaviour of a module that handles what clients send: the inbox
+%% process (httpdcnode_inbox, registered as the C-nodes' --inbox name)
+%% calls it for each message a WebSocket client sent, in the order that
+%% connection sent them.
+%%
+%%   init(Args) -> {ok, State}
+%%   handle_in(Uid, Conn, Data, State) -> {ok, State}
+%%       Uid: the uid of the stream (/ws/Uid); Conn: {CNode, Id}, the one
+%%       connection (httpdcnode:reply(Conn, Reply) answers it alone);
+%%       Data: the message, a binary.
+%%   handle_info(Msg, State) -> {ok, State}     (optional) anything else
+%%
+%% A crash in a callback is logged and the message counted as handled:
+%% the inbox keeps its state and goes on.
+-module(httpdcnode_handler).
+
+-callback init(Args :: term()) -> {ok, State :: term()}.
+-callback handle_in(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Data :: binary(),
+                    State :: term()) -> {ok, NewState :: term()}.
+-callback handle_info(Msg :: term(), State :: term()) -> {ok, NewState :: term()}.
+-optional_callbacks([handle_info/2]).
