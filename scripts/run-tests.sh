@@ -37,6 +37,21 @@ VALGRIND=${VALGRIND:-}
 passed=0
 failed=0
 
+# Adds the closing line "NAME: P passed, F failed" of a script's output file
+# to the totals; a run without one is a failure.
+count_result() {
+  local line
+  line=$(grep -E "^$1: [0-9]+ passed, [0-9]+ failed\$" "$2" | tail -n1)
+  if [[ -z $line ]]; then
+    echo "run-tests: $1 ended without a result"
+    failed=$((failed + 1))
+    return
+  fi
+  [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]
+  passed=$((passed + BASH_REMATCH[1]))
+  failed=$((failed + BASH_REMATCH[2]))
+}
+
 # Erlang distribution needs epmd. It is shared by every run on the machine:
 # start it if needed, never stop it.
 epmd -daemon
@@ -179,15 +194,7 @@ fi
 if [[ ${BENCH_SMOKE:-1} != 0 ]]; then
   echo "== bench smoke"
   timeout --kill-after=10 120 scripts/bench.sh --smoke </dev/null 2>&1 | tee "$work/smoke.out"
-  line=$(grep -E '^bench smoke: [0-9]+ passed, [0-9]+ failed$' "$work/smoke.out" | tail -n1)
-  if [[ -z $line ]]; then
-    echo "run-tests: bench smoke ended without a result"
-    failed=$((failed + 1))
-  else
-    read -r _ _ p _ f _ <<<"$line"
-    passed=$((passed + p))
-    failed=$((failed + f))
-  fi
+  count_result "bench smoke" "$work/smoke.out"
 fi
 
 # --- soak, 60 s at a smaller scale (make soak runs the full one) -----------------
@@ -199,15 +206,7 @@ echo "== soak (60 s)"
 SOAK_SECONDS=60 SOAK_STREAMS=3000 SOAK_STABLE=500 SOAK_CHURN=100 SOAK_RATE=5000 \
   SOAK_DIR="$PWD/build/soak/test" timeout --kill-after=10 300 scripts/soak.sh </dev/null 2>&1 |
   tee "$work/soak.out"
-line=$(grep -E '^soak: [0-9]+ passed, [0-9]+ failed$' "$work/soak.out" | tail -n1)
-if [[ -z $line ]]; then
-  echo "run-tests: soak ended without a result"
-  failed=$((failed + 1))
-else
-  read -r _ p _ f _ <<<"$line"
-  passed=$((passed + p))
-  failed=$((failed + f))
-fi
+count_result "soak" "$work/soak.out"
 fi
 
 # --- reconnect storm, 2,000 streams (make storm runs 18,000) ---------------------
@@ -220,15 +219,7 @@ echo "== storm (2,000 streams)"
 STORM_STREAMS=2000 STORM_RATE=200 STORM_WARM=3 STORM_AFTER=3 STORM_CAP=5000 STORM_BOUND=30 \
   STORM_DIR="$PWD/build/storm/test" timeout --kill-after=10 120 scripts/storm.sh </dev/null 2>&1 |
   tee "$work/storm.out"
-line=$(grep -E '^storm: [0-9]+ passed, [0-9]+ failed$' "$work/storm.out" | tail -n1)
-if [[ -z $line ]]; then
-  echo "run-tests: storm ended without a result"
-  failed=$((failed + 1))
-else
-  read -r _ p _ f _ <<<"$line"
-  passed=$((passed + p))
-  failed=$((failed + f))
-fi
+count_result "storm" "$work/storm.out"
 fi
 
 # --- bench-million, 3 C-nodes x 2,000 streams (make bench-million: a million) ---
@@ -240,15 +231,7 @@ echo "== bench-million (6,000 streams)"
 MILLION_STREAMS=6000 MILLION_PER_NODE=2000 MILLION_RATE=500 MILLION_PACED_S=5 MILLION_MCAST=1000 \
   MILLION_CHURN=100 MILLION_CHURN_S=5 MILLION_KILL_S=8 MILLION_PUBLISH=0 MILLION_DIR="$PWD/build/bench-million/test" \
   timeout --kill-after=10 150 scripts/bench-million.sh </dev/null 2>&1 | tee "$work/million.out"
-line=$(grep -E '^bench-million: [0-9]+ passed, [0-9]+ failed$' "$work/million.out" | tail -n1)
-if [[ -z $line ]]; then
-  echo "run-tests: bench-million ended without a result"
-  failed=$((failed + 1))
-else
-  read -r _ p _ f _ <<<"$line"
-  passed=$((passed + p))
-  failed=$((failed + f))
-fi
+count_result "bench-million" "$work/million.out"
 fi
 
 end_leftovers
