@@ -14,9 +14,11 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* fd -> deadline of the request being read on it, in ms of a 32-bit
  * monotonic clock (compared by difference, so wrapping is harmless);
@@ -24,6 +26,11 @@
 static uint32_t *deadline_of_fd;
 static int table_size;
 static uint32_t header_ms;
+/* libevent times a timeout from its loop's cached time on the coarse
+ * monotonic clock (one tick, 4 ms here, behind the real one): the slack
+ * added so that the connection is never closed before its deadline, when
+ * on_connection_closed would not count it. */
+static int32_t timer_slack_ms;
 static struct timeval idle_tv;
 
 static uint32_t now_ms32(void) { return (uint32_t)clock_now_ms(); }
@@ -72,6 +79,9 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
     int32_t left = (int32_t)(*d - now_ms32());
     if (left < 1)
         left = 1;
+    left += timer_slack_ms;
+    /* The timeout runs from now, not from when this loop turn began. */
+    event_base_update_cache_time(bufferevent_get_base(bev));
     struct timeval tv = {left / 1000, (left % 1000) * 1000};
     bufferevent_set_timeouts(bev, &tv, &tv);
 }
@@ -105,6 +115,10 @@ int http_guard_init(struct evhttp *http, unsigned header_timeout, int idle_timeo
     }
     table_size = max_fds;
     header_ms = header_timeout * 1000u;
+    struct timespec res;
+    timer_slack_ms = 1;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0)
+        timer_slack_ms += (int32_t)(res.tv_sec * 1000 + (res.tv_nsec + 999999) / 1000000);
     idle_tv = (struct timeval){idle_timeout, 0};
     evhttp_set_bevcb(http, new_connection_bev, NULL);
     return 0;
