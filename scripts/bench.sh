@@ -8,12 +8,19 @@
 #   scripts/bench.sh --smoke   a tiny run (300 streams, 3,300 messages, one
 #                              multicast, the plots; then 1,000 messages to
 #                              100 streams of --proto sse, ws and poll,
-#                              ids checked) that writes nothing in the
+#                              ids checked; 200 WebSocket clients sending
+#                              up for 2 s, 0 lost) that writes nothing in the
 #                              repository; exits non-zero only when something is
 #                              broken (loss, a crash, a tool failing), never on
 #                              timings; and scripts/bench-cluster.sh --smoke.
 #                              Last line: "bench smoke: P passed, F failed".
 #                              BENCH_KEEP=1 keeps its files (in $TMPDIR).
+#   scripts/bench.sh --inbox   only the "client -> Erlang" section (1 minute):
+#                              10,000 WebSocket clients sending up to the
+#                              --inbox of a master; writes that section of
+#                              BENCHMARKS.md alone (the full run writes it too)
+#   BENCH_INBOX_RATE=R         messages/s sent up in that section (20000),
+#   BENCH_INBOX_CLIENTS=N      from N clients (10000)
 #   BENCH_CLUSTER=0            no cluster run: the full run keeps the cluster
 #                              section of BENCHMARKS.md as it was
 #   HTTPDCNODE_BINDIR          where the binaries are (default: the root; a
@@ -36,7 +43,8 @@ mode=full
 case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
-  -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --inbox) mode=inbox ;;
+  -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -46,6 +54,7 @@ source scripts/bench/transports.sh
 source scripts/bench/report.sh
 source scripts/bench/report_transports.sh
 source scripts/bench/plots.sh
+source scripts/bench/inbox.sh
 
 START=$(date +%s)
 if [[ $mode == smoke ]]; then
@@ -53,7 +62,9 @@ if [[ $mode == smoke ]]; then
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/httpdbench.XXXXXX")
 else
   DEADLINE=$((START + 570))
+  [[ $mode == inbox ]] && DEADLINE=$((START + 150))
   WORK="$ROOT/build/bench"
+  [[ $mode == inbox ]] && WORK="$ROOT/build/bench-inbox"
   rm -rf "$WORK"
   mkdir -p "$WORK"
 fi
@@ -76,7 +87,7 @@ trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
-for f in "$BIN"/{httpdcnode,httpclient,writefloor,wakefloor} tools/erlang/ebin/msggen.beam; do
+for f in "$BIN"/{httpdcnode,httpclient,writefloor,wakefloor} tools/erlang/ebin/{msggen,inbox_bench,httpdcnode_inbox}.beam; do
   [[ -e $f ]] || { echo "bench: $f missing: run 'make all' first" >&2; exit 1; }
 done
 # Erlang distribution needs epmd; it is shared by every run: start, never stop.
@@ -87,8 +98,24 @@ if (($(ulimit -n) < 19500)); then
   log "open files limit is $(ulimit -n); the 18,000-stream steps need 19,500"
 fi
 
+# The "client -> Erlang" figures of the full and the --inbox run.
+INBOX_ARGS=(inbox "${BENCH_INBOX_CLIENTS:-10000}" 20 "${BENCH_INBOX_RATE:-20000}" 100)
+if [[ $mode == inbox ]]; then
+  phase_inbox "${INBOX_ARGS[@]}"
+  if ((INBOX_OK)); then
+    inbox_section inbox >"$WORK/inbox-section.md"
+    put_inbox_section "$WORK/inbox-section.md"
+    log "wrote the section \"$INBOX_HEAD\" of BENCHMARKS.md in $(($(date +%s) - START)) s"
+    exit 0
+  fi
+  log "broken, BENCHMARKS.md left as it was (raw figures in $WORK):"
+  sed 's/^/  /' "$WORK/broken" >&2
+  exit 1
+fi
+
 if [[ $mode == smoke ]]; then
   phase_smoke
+  phase_inbox smoke_inbox 200 2 400 20
   if [[ ${BENCH_CLUSTER:-1} != 0 ]]; then
     scripts/bench-cluster.sh --smoke >"$WORK/cluster-smoke.out" 2>&1 </dev/null ||
       broken "scripts/bench-cluster.sh --smoke: $(grep 'BROKEN' "$WORK/cluster-smoke.out" | head -n3 | tr '\n' ' ')$(tail -n1 "$WORK/cluster-smoke.out")"
@@ -109,13 +136,23 @@ phase_one_writer 200000
 phase_connect 100
 phase_floor
 phase_transports 200000
+phase_inbox "${INBOX_ARGS[@]}"
 put duration_s $(($(date +%s) - START))
 
 # write_report writes the whole file: the cluster section is put back after it.
 OLD_CLUSTER=$(scripts/bench-cluster.sh --print-section)
+print_inbox_section >"$WORK/inbox-old.md"
 mkdir -p bench
 make_plots "$WORK" bench || broken "gnuplot failed: $(tail -n3 "$WORK/gnuplot.err" | tr '\n' ' ')"
 write_report BENCHMARKS.md
+# write_report keeps only the bench-million block after it: this section
+# again, the last run's when this one broke.
+if ((INBOX_OK)); then
+  inbox_section inbox >"$WORK/inbox-section.md"
+  put_inbox_section "$WORK/inbox-section.md"
+elif [[ -s $WORK/inbox-old.md ]]; then
+  put_inbox_section "$WORK/inbox-old.md"
+fi
 log "wrote BENCHMARKS.md and bench/*.png in $(get duration_s) s (raw figures in build/bench/)"
 if [[ ${BENCH_CLUSTER:-1} != 0 ]]; then
   # Its own processes, bound and section (figures in build/bench-cluster/).

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "transport.h"
+#include "ws_send.h"
 
 /* Callbacks get the conn as their argument; the set is found here instead of
  * in every conn (one set per process, 8 bytes saved per connection). */
@@ -185,6 +186,61 @@ void conn_pong(struct conn *c)
 {
     (void)c;
     g_set->st->pongs++;
+}
+
+void conn_reply(struct conn *c, int has_ts, uint64_t ts)
+{
+    struct worker_stats *st = g_set->st;
+    (void)c;
+    st->replies++;
+    if (has_ts) {
+        if (!g_now_real)
+            g_now_real = real_ns();
+        hist_record(&st->rtt, g_now_real > ts ? (g_now_real - ts) / 1000 : 0);
+    }
+}
+
+/* xorshift32 for the masks of the frames sent up: they only need to vary. */
+static uint32_t next_mask(void)
+{
+    static uint32_t m;
+    if (!m)
+        m = (uint32_t)(g_set->rng >> 32) | 1u;
+    m ^= m << 13;
+    m ^= m >> 17;
+    m ^= m << 5;
+    return m;
+}
+
+int conn_send_up(struct conn_set *cs, size_t i, int request)
+{
+    struct conn *c = &cs->conns[i];
+    struct worker_stats *st = cs->st;
+    if (c->phase != CP_STREAMING || !ws_parser_open(&c->u.ws))
+        return 1;
+    char payload[WS_UP_PAYLOAD_MAX];
+    uint8_t frame[WS_UP_FRAME_MAX];
+    size_t n = ws_up_payload(payload, sizeof payload, request, c->up_seq, real_ns());
+    size_t len = ws_client_frame(frame, sizeof frame, WS_OP_TEXT, (const uint8_t *)payload, n,
+                                 next_mask());
+    ssize_t w = send(event_get_fd(&c->ev), frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w == (ssize_t)len) {
+        uint64_t now = mono_ns();
+        c->up_seq++;
+        st->up_sent++;
+        st->up_requests += request != 0;
+        if (!st->first_up_ns)
+            st->first_up_ns = now;
+        st->last_up_ns = now;
+        return 0;
+    }
+    st->up_blocked++;
+    /* Part of a frame went: the stream is garbled from here on. */
+    if (w > 0) {
+        finish(c, &st->fail_closed, &st->stream_errors);
+        changed();
+    }
+    return -1;
 }
 
 void conn_answer(struct conn *c, int gap)
@@ -465,6 +521,7 @@ void conn_open(struct conn_set *cs, size_t i)
     cs->pending++;
     c->phase = CP_CONNECTING;
     c->msgs = 0;
+    c->up_seq = 0;      /* a new connection: the server gives it a new Conn */
     /* c->ids stay: a reconnection resumes from them (calloc made them empty). */
     c->flags &= (uint8_t)~(CF_FIRST | CF_JUMP | CF_DROP);
     /* An fd of -1 in the event until the socket exists, for finish(). */

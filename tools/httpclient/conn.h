@@ -47,6 +47,7 @@ struct conn {
     } u;
     struct id_track ids;        /* also what a reconnection resumes from */
     uint32_t msgs;              /* since it was opened, for --reconnect-after */
+    uint32_t up_seq;            /* --send-rate: the next message's SEQ (from 0 at each open) */
     uint8_t phase;
     uint8_t flags;
     uint8_t tries;              /* --reconnect-lost: failures since the last welcome (padding) */
@@ -94,6 +95,13 @@ void conn_message(struct conn *c, const struct msg_info *m);
 void conn_gap(struct conn *c);
 /* ws: a ping was answered. */
 void conn_pong(struct conn *c);
+/* ws: an "event: conn" frame came; has_ts: its body started "t=NS;". */
+void conn_reply(struct conn *c, int has_ts, uint64_t ts);
+/* --send-rate: sends conns[i] its next message up (a request if request
+ * is set). Returns 0 when sent, 1 when conns[i] is not streaming, -1 when
+ * its socket could not take it (counted in up_blocked, or the stream is
+ * ended when only part went). */
+int conn_send_up(struct conn_set *cs, size_t i, int request);
 /* A poll answer ended; gap: it said so. */
 void conn_answer(struct conn *c, int gap);
 const struct client_opts *conn_opts(void);

@@ -76,6 +76,16 @@ void opts_usage(FILE *out)
 "                       the browser client), resuming from the last id; not\n"
 "                       bound by --pending: all come back as they would\n"
 "      --reconnect-cap MS  the longest of those waits (default 20000)\n"
+"      --send-rate R    ws: once a worker's streams are up, send R messages a\n"
+"                       second up to the server, all processes together, each\n"
+"                       stream in turn: masked text frames \"q=SEQ;t=NS;\", SEQ\n"
+"                       counting each stream's messages from 0, NS the send\n"
+"                       time (ns since the epoch); up_sent counts them,\n"
+"                       up_blocked those a full socket buffer refused (not sent)\n"
+"      --request-rate R ws: R more a second, \"r=SEQ;t=NS;\" (the same SEQ), that\n"
+"                       the server's inbox answers to the one stream with an\n"
+"                       \"event: conn\" frame whose body starts \"t=NS;\": its\n"
+"                       round trip (rtt_p50_us, rtt_p99_us; replies counts them)\n"
 "      --no-read        stop reading each stream after its welcome: a client\n"
 "                       that never reads, for the server's --max-backlog\n"
 "      --json           print the summary as one JSON line on stdout\n"
@@ -288,7 +298,8 @@ static int finish_request(struct client_opts *o, char **headers, size_t nheaders
 enum {
     O_HOST = 256, O_PATH, O_UID_BASE, O_UIDS, O_SRC, O_PENDING, O_TIMEOUT, O_HOLD,
     O_UNTIL, O_MAX_TIME, O_JSON, O_CHURN, O_CHURN_RESET, O_NO_READ, O_PROTO,
-    O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL, O_RECONNECT_LOST, O_RECONNECT_CAP
+    O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL, O_RECONNECT_LOST, O_RECONNECT_CAP, O_SEND_RATE,
+    O_REQUEST_RATE
 };
 
 static int parse_proto(const char *s, enum client_proto *out)
@@ -323,6 +334,8 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         {"churn", required_argument, NULL, O_CHURN},
         {"churn-reset", required_argument, NULL, O_CHURN_RESET},
         {"no-read", no_argument, NULL, O_NO_READ},
+        {"send-rate", required_argument, NULL, O_SEND_RATE},
+        {"request-rate", required_argument, NULL, O_REQUEST_RATE},
         {"proto", required_argument, NULL, O_PROTO},
         {"reconnect-after", required_argument, NULL, O_RECONNECT_AFTER},
         {"reconnect-on-signal", no_argument, NULL, O_RECONNECT_ON_SIGNAL},
@@ -436,6 +449,14 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         case O_NO_READ:
             o->no_read = 1;
             break;
+        case O_SEND_RATE:
+            if (parse_seconds(optarg, &o->send_rate))
+                return bad("--send-rate", optarg, "want a non-negative number");
+            break;
+        case O_REQUEST_RATE:
+            if (parse_seconds(optarg, &o->request_rate))
+                return bad("--request-rate", optarg, "want a non-negative number");
+            break;
         case O_PROTO:
             if (parse_proto(optarg, &o->proto))
                 return bad("--proto", optarg, "want chunked, sse, ws or poll");
@@ -485,6 +506,10 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
                         "cannot resume\n");
     if (o->no_read && o->proto == PROTO_POLL) {
         fprintf(stderr, "httpclient: --no-read makes no sense with --proto poll\n");
+        return -1;
+    }
+    if ((o->send_rate > 0 || o->request_rate > 0) && (o->proto != PROTO_WS || o->no_read)) {
+        fprintf(stderr, "httpclient: --send-rate and --request-rate need --proto ws (and reading)\n");
         return -1;
     }
     if (!path)

@@ -42,6 +42,8 @@ struct client_opts {
     double churn;                       /* disconnects (each then reconnected) per second */
     unsigned churn_reset_pct;           /* share of them that reset instead of closing */
     int no_read;                        /* stop reading after the welcome */
+    double send_rate;                   /* ws: messages sent up per second, all procs */
+    double request_rate;                /* ws: of which requests, timed to their answer */
 
     enum client_proto proto;
     uint64_t reconnect_after;           /* --reconnect-after K, 0: never */

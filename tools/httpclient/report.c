@@ -61,6 +61,13 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
         min_nonzero(&out->first_msg_ns, w->first_msg_ns);
         max_of(&out->last_msg_ns, w->last_msg_ns);
         hist_merge(&out->lat, &w->lat);
+        hist_merge(&out->rtt, &w->rtt);
+        out->up_sent += w->up_sent;
+        out->up_requests += w->up_requests;
+        out->up_blocked += w->up_blocked;
+        out->replies += w->replies;
+        min_nonzero(&out->first_up_ns, w->first_up_ns);
+        max_of(&out->last_up_ns, w->last_up_ns);
     }
 }
 
@@ -69,6 +76,13 @@ double report_msg_rate(const struct worker_stats *s, double elapsed_s)
     if (s->msgs > 1 && s->last_msg_ns > s->first_msg_ns)
         return (double)s->msgs / ((double)(s->last_msg_ns - s->first_msg_ns) / 1e9);
     return elapsed_s > 0 ? (double)s->msgs / elapsed_s : 0;
+}
+
+double report_up_rate(const struct worker_stats *s)
+{
+    if (s->up_sent < 2 || s->last_up_ns <= s->first_up_ns)
+        return 0;
+    return (double)s->up_sent / ((double)(s->last_up_ns - s->first_up_ns) / 1e9);
 }
 
 double report_connect_rate(const struct worker_stats *s)
@@ -129,6 +143,8 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 "\"proto\":\"%s\",\"id_errors\":%llu,\"gaps\":%llu,\"dup\":%llu,"
                 "\"polls\":%llu,\"pongs\":%llu,\"reconnects\":%llu,\"resume_s\":%s,"
                 "\"retries\":%llu,\"up\":%llu,"
+                "\"up_sent\":%llu,\"up_requests\":%llu,\"up_blocked\":%llu,\"up_per_s\":%.1f,"
+                "\"replies\":%llu,\"rtt_p50_us\":%llu,\"rtt_p99_us\":%llu,\"rtt_max_us\":%llu,"
                 "\"stopped_by\":\"%s\"}\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
                 (unsigned long long)s->failed, (unsigned long long)s->fail_connect,
@@ -143,7 +159,12 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
                 (unsigned long long)s->gaps, (unsigned long long)s->dup,
                 (unsigned long long)s->polls, (unsigned long long)s->pongs,
                 (unsigned long long)s->reconnects, resume, (unsigned long long)s->retries,
-                (unsigned long long)s->up, ri->stopped_by);
+                (unsigned long long)s->up, (unsigned long long)s->up_sent,
+                (unsigned long long)s->up_requests, (unsigned long long)s->up_blocked,
+                report_up_rate(s), (unsigned long long)s->replies,
+                (unsigned long long)hist_percentile(&s->rtt, 50),
+                (unsigned long long)hist_percentile(&s->rtt, 99),
+                (unsigned long long)s->rtt.max_us, ri->stopped_by);
     } else {
         fprintf(out, "connections: %lu requested, %llu connected, %llu welcomed, %llu failed\n",
                 ri->conns, (unsigned long long)s->connected, (unsigned long long)s->welcomed,
@@ -173,6 +194,15 @@ void report_summary(FILE *out, const struct worker_stats *s, const struct run_in
         fprintf(out, "messages: %llu (%llu chunks, %llu bytes), %.0f msg/s\n",
                 (unsigned long long)s->msgs, (unsigned long long)s->chunks,
                 (unsigned long long)s->bytes, msg_rate);
+        if (s->up_sent || s->up_blocked)
+            fprintf(out, "sent up: %llu (%llu requests), %.0f msg/s, %llu refused by a full "
+                         "socket; %llu answers, round trip us p50 %llu p99 %llu max %llu\n",
+                    (unsigned long long)s->up_sent, (unsigned long long)s->up_requests,
+                    report_up_rate(s), (unsigned long long)s->up_blocked,
+                    (unsigned long long)s->replies,
+                    (unsigned long long)hist_percentile(&s->rtt, 50),
+                    (unsigned long long)hist_percentile(&s->rtt, 99),
+                    (unsigned long long)s->rtt.max_us);
         fprintf(out, "latency us: p50 %llu p90 %llu p99 %llu max %llu (%llu samples)\n", p50,
                 p90, p99, pmax, (unsigned long long)s->lat.total);
         fprintf(out, "run: %.2f s in %u procs, ended by %s, client RSS %.1f MB, CPU %.2f s\n",

@@ -24,6 +24,8 @@ void report_sum(struct worker_stats *out, const struct worker_stats *ws, unsigne
 double report_msg_rate(const struct worker_stats *s, double elapsed_s);
 /* Successful connects per second from the first connect() to the last success. */
 double report_connect_rate(const struct worker_stats *s);
+/* Messages sent up per second, from the first send to the last (--send-rate). */
+double report_up_rate(const struct worker_stats *s);
 /* The last message's arrival as CLOCK_REALTIME ms, from the two clocks
  * read now; 0 when none came. */
 uint64_t report_last_msg_real_ms(const struct worker_stats *s, uint64_t mono_now,

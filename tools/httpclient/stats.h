@@ -50,7 +50,14 @@ struct worker_stats {
     uint64_t cpu_us;            /* its CPU time so far, user + system */
     uint64_t first_msg_cpu_us;  /* cpu_us when the first message arrived */
     uint64_t msgs_cpu_us;       /* in a sum of workers: CPU from each one's first message on */
+    uint64_t up_sent;           /* ws: messages sent up (--send-rate), requests included */
+    uint64_t up_requests;       /* of those, requests (--request-rate) */
+    uint64_t up_blocked;        /* not sent: the socket's buffer was full */
+    uint64_t replies;           /* "event: conn" frames received */
+    uint64_t first_up_ns;       /* CLOCK_MONOTONIC of the first and last send up */
+    uint64_t last_up_ns;
     struct histogram lat;       /* latency of messages carrying t=<ns>; */
+    struct histogram rtt;       /* requests sent up until their "event: conn" answer */
 };
 
 #endif

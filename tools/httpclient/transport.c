@@ -130,6 +130,10 @@ static void ws_message_cb(void *ctx, const struct ws_message *wm)
         conn_gap(c);
         return;
     }
+    if (wm->reply) {
+        conn_reply(c, wm->has_ts, wm->ts);
+        return;
+    }
     struct msg_info m = {wm->has_id, wm->bad_id, wm->epoch, wm->seq, wm->has_ts, wm->ts};
     conn_message(c, &m);
 }

@@ -18,6 +18,9 @@
 #define PACE_TICK_US 5000
 /* Beyond the parent's --max-time, in case the parent cannot stop us. */
 #define ORPHAN_SLACK_S 10
+/* Told to stop with requests unanswered: how long to wait for their answers
+ * (well within the parent's 5 s for the last report). */
+#define ANSWER_WAIT_S 2.0
 
 struct worker {
     struct event_base *base;
@@ -33,8 +36,14 @@ struct worker {
     uint64_t churned;           /* disconnects done (or skipped) */
     size_t churn_next;          /* connection to end next, in turn */
     size_t resume_next;         /* next parked connection to reconnect after SIGUSR1 */
+    double send_rate, request_rate; /* this worker's --send-rate, --request-rate shares */
+    uint64_t up_start_ns;       /* 0 until every connection of the worker is resolved */
+    uint64_t up_done, req_done; /* sends due so far that were made (or skipped) */
+    size_t up_next, req_next;   /* the stream to send to next, in turn */
     struct event *pace_ev, *report_ev, *stop_ev, *sigint_ev, *sigterm_ev, *sigusr1_ev, *bound_ev;
     int stopping;
+    int draining;               /* stop came: no more sends, waiting for the answers */
+    struct event *drain_ev;
     int told_up;                /* the report with every connection resolved went */
 };
 
@@ -68,10 +77,22 @@ static void send_report(struct worker *w, int final)
     while (n < 0 && errno == EINTR);
 }
 
+static void on_stop(evutil_socket_t fd, short what, void *arg);
+
 static void stop(struct worker *w)
 {
     if (w->stopping)
         return;
+    /* The answers to requests in flight still count in the round trips:
+     * sends stop now, the answers get ANSWER_WAIT_S (the pace tick checks). */
+    if (!w->draining && w->up_start_ns && w->st.up_requests > w->st.replies) {
+        struct timeval tv = {(time_t)ANSWER_WAIT_S, 0};
+        w->draining = 1;
+        w->up_start_ns = 0;
+        w->drain_ev = event_new(w->base, -1, 0, on_stop, w);
+        if (w->drain_ev && event_add(w->drain_ev, &tv) == 0)
+            return;
+    }
     w->stopping = 1;
     send_report(w, 1);
     event_base_loopbreak(w->base);
@@ -96,7 +117,8 @@ static void open_more(struct worker *w)
         if (w->cs.conns[w->resume_next++].phase == CP_PARKED)
             conn_open(&w->cs, w->resume_next - 1);
     /* The tick also paces --churn. */
-    if (w->next == w->cs.n && w->pace_ev && w->churn_rate <= 0 &&
+    if (w->next == w->cs.n && w->pace_ev && w->churn_rate <= 0 && w->send_rate <= 0 &&
+        w->request_rate <= 0 &&
         !(w->cs.resume_signalled && w->resume_next < w->cs.n))
         event_del(w->pace_ev);
     /* Every connection opened and ended: nothing left to wait for. */
@@ -137,6 +159,34 @@ static void churn_due(struct worker *w)
         w->churned = due;
 }
 
+/* --send-rate, --request-rate: the sends due since the streams were up, each
+ * stream in turn (so each gets rate / streams a second, evenly spaced, far
+ * below the server's --client-rate bucket when the rate is). A stream that
+ * is not streaming is passed over; when none is, or a socket is full, the
+ * send is skipped rather than caught up in a burst. Requests start half the
+ * streams further on, so that one stream's message and request rarely
+ * share a tick. */
+static void send_due(struct worker *w, double rate, uint64_t *done, size_t *next, int request)
+{
+    if (rate <= 0 || !w->up_start_ns || w->stopping || !w->cs.n)
+        return;
+    double t = (double)(mono_ns() - w->up_start_ns) / 1e9;
+    uint64_t due = (uint64_t)(rate * t);
+    size_t misses = 0;
+    while (*done < due && misses < w->cs.n) {
+        size_t i = (*next)++ % w->cs.n;
+        int r = conn_send_up(&w->cs, i, request);
+        if (r == 1) {
+            misses++;
+            continue;
+        }
+        (*done)++;
+        misses = 0;
+    }
+    if (*done < due)
+        *done = due;
+}
+
 static void on_change(void *arg)
 {
     struct worker *w = arg;
@@ -146,6 +196,10 @@ static void on_change(void *arg)
         w->told_up = 1;
         if (w->churn_rate > 0 && w->cs.n)
             w->churn_start_ns = mono_ns();
+        if (w->send_rate > 0 || w->request_rate > 0) {
+            w->up_start_ns = mono_ns();
+            w->req_next = w->cs.n / 2;
+        }
         send_report(w, 0);
     }
 }
@@ -154,8 +208,15 @@ static void on_pace(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    open_more(arg);
-    churn_due(arg);
+    struct worker *w = arg;
+    if (w->draining && w->st.replies >= w->st.up_requests) {
+        stop(w);
+        return;
+    }
+    open_more(w);
+    churn_due(w);
+    send_due(w, w->send_rate, &w->up_done, &w->up_next, 0);
+    send_due(w, w->request_rate, &w->req_done, &w->req_next, 1);
 }
 
 static void on_report(evutil_socket_t fd, short what, void *arg)
@@ -169,7 +230,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    stop(arg);
+    stop(arg);      /* while draining (the answers' wait is over): now */
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -215,6 +276,8 @@ int worker_run(const struct client_opts *o, unsigned id, unsigned procs, int soc
     w.st.worker = id;
     w.rate = o->rate / procs;
     w.churn_rate = o->churn / procs;
+    w.send_rate = o->send_rate / procs;
+    w.request_rate = o->request_rate / procs;
     w.max_pending = o->pending / procs ? o->pending / procs : 1;
     signal(SIGPIPE, SIG_IGN);
 

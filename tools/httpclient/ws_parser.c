@@ -360,11 +360,13 @@ size_t ws_parser_close_frame(uint8_t out[WS_CLOSE_FRAME_LEN], uint16_t code)
 /* msg: the message's opcode, and whether its prefix said "event: gap". */
 #define MSG_OP 0x0fu
 #define MSG_GAP 0x80u
+#define MSG_CONN 0x40u          /* "event: conn": the answer of a {conn, Conn, Data} */
 
 /* The prefix of a data message, a line at a time: "id: " then the id,
- * "event:" then " gap" (the space optional, as in SSE), other lines
- * skipped, a blank line before the body. meta = state << 4 | position. */
-enum { M_LINE, M_NAME_ID, M_NAME_EVENT, M_ID, M_EVENT, M_EVENT_END, M_SKIP, M_BODY };
+ * "event:" then " gap" or " conn" (the space optional, as in SSE), other
+ * lines skipped, a blank line before the body. meta = state << 4 | position. */
+enum { M_LINE, M_NAME_ID, M_NAME_EVENT, M_ID, M_EVENT, M_EVENT_END, M_SKIP, M_BODY, M_CONN,
+       M_CONN_END };
 #define META(state, pos) ((uint8_t)((unsigned)(state) << 4 | (pos)))
 
 static int is_control(unsigned op)
@@ -485,7 +487,8 @@ carry:
  * still open. */
 static void meta_byte(struct ws_parser *p, unsigned c)
 {
-    static const char id_name[] = "id: ", event_name[] = "event:", gap[] = " gap";
+    static const char id_name[] = "id: ", event_name[] = "event:", gap[] = " gap",
+                      conn[] = " conn";
     unsigned state = p->meta >> 4, pos = p->meta & 0x0fu;
     if (state == M_BODY) {
         stamp_byte(&p->u.fr.ts, c);
@@ -499,6 +502,8 @@ static void meta_byte(struct ws_parser *p, unsigned c)
         }
         if (state == M_EVENT_END)
             p->msg |= MSG_GAP;
+        else if (state == M_CONN_END)
+            p->msg |= MSG_CONN;
         p->meta = META(M_LINE, 0);
         return;
     }
@@ -521,8 +526,12 @@ static void meta_byte(struct ws_parser *p, unsigned c)
             p->meta = ++pos == sizeof event_name - 1 ? META(M_EVENT, 0) : META(M_NAME_EVENT, pos);
         break;
     case M_EVENT:
-        if (pos == 0 && c == 'g')
+        if (pos == 0 && (c == 'g' || c == 'c'))
             pos = 1;                    /* no space after the colon */
+        if (pos == 1 && c == 'c') {
+            p->meta = META(M_CONN, 2);
+            break;
+        }
         if (c != (unsigned char)gap[pos])
             p->meta = META(M_SKIP, 0);
         else
@@ -531,7 +540,14 @@ static void meta_byte(struct ws_parser *p, unsigned c)
     case M_ID:
         id_byte(&p->u.fr.id, c);
         break;
+    case M_CONN:
+        if (c != (unsigned char)conn[pos])
+            p->meta = META(M_SKIP, 0);
+        else
+            p->meta = ++pos == sizeof conn - 1 ? META(M_CONN_END, 0) : META(M_CONN, pos);
+        break;
     case M_EVENT_END:                   /* "gap" and more: another event */
+    case M_CONN_END:
         p->meta = META(M_SKIP, 0);
         break;
     default:                            /* M_SKIP */
@@ -544,8 +560,9 @@ static void message_done(struct ws_parser *p, const struct ws_callbacks *cb, voi
     struct ws_message m;
     m.text = (p->msg & MSG_OP) == OP_TEXT;
     m.gap = (p->msg & MSG_GAP) != 0;
-    m.has_id = !m.gap && id_ok(&p->u.fr.id) && p->meta >> 4 == M_BODY;
-    m.bad_id = !m.gap && !m.has_id;
+    m.reply = !m.gap && (p->msg & MSG_CONN) != 0;
+    m.has_id = !m.gap && !m.reply && id_ok(&p->u.fr.id) && p->meta >> 4 == M_BODY;
+    m.bad_id = !m.gap && !m.reply && !m.has_id;
     m.epoch = p->u.fr.id.epoch;
     m.seq = p->u.fr.id.seq;
     m.has_ts = stamp_found(&p->u.fr.ts);

@@ -9,7 +9,8 @@
  *     opcodes, continuations only inside a message, text valid UTF-8). Each
  *     data message starts with a prefix of header lines and a blank line:
  *     "id: EPOCH:SEQ" gives its id, "event: gap" makes it the server's gap
- *     frame (whatever JSON follows), other lines are skipped; after the
+ *     frame (whatever JSON follows), "event: conn" an answer to this
+ *     connection alone (no id), other lines are skipped; after the
  *     prefix a payload starting with "t=<ns>;" gives a stamp.
  *   - each ping is answered with a masked pong of the same payload, and the
  *     server's close with a masked close of the same code (or none), through
@@ -47,6 +48,7 @@
 struct ws_message {
     int text;               /* opcode 1 (else 2, binary) */
     int gap;                /* "event: gap" in the prefix: a gap, not a message */
+    int reply;              /* "event: conn": a {conn, Conn, Data} to this connection, no id */
     int has_id;
     int bad_id;             /* neither a gap nor an "id:" line with EPOCH:SEQ */
     uint32_t epoch, seq;

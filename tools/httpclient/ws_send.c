@@ -1,0 +1,37 @@
+/* Client frames and payloads sent up: see ws_send.h. */
+#include "ws_send.h"
+
+#include <stdio.h>
+
+size_t ws_client_frame(uint8_t *out, size_t cap, unsigned op, const uint8_t *payload, size_t n,
+                       uint32_t mask)
+{
+    size_t hl = n < 126 ? 2 : n < 65536 ? 4 : 10;
+    if (cap < hl + 4 || cap - hl - 4 < n)
+        return 0;
+    out[0] = (uint8_t)(0x80u | (op & 0x0fu));       /* FIN, no RSV bits */
+    if (hl == 2) {
+        out[1] = (uint8_t)(0x80u | n);
+    } else if (hl == 4) {
+        out[1] = 0x80u | 126u;
+        out[2] = (uint8_t)(n >> 8);
+        out[3] = (uint8_t)n;
+    } else {
+        out[1] = 0x80u | 127u;
+        for (unsigned i = 0; i < 8; i++)
+            out[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
+    }
+    uint8_t *m = out + hl;
+    for (unsigned i = 0; i < 4; i++)
+        m[i] = (uint8_t)(mask >> (24 - 8 * i));
+    for (size_t i = 0; i < n; i++)
+        m[4 + i] = payload[i] ^ m[i % 4];
+    return hl + 4 + n;
+}
+
+size_t ws_up_payload(char *out, size_t cap, int request, uint32_t seq, uint64_t ns)
+{
+    int n = snprintf(out, cap, "%c=%lu;t=%llu;", request ? 'r' : 'q', (unsigned long)seq,
+                     (unsigned long long)ns);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
