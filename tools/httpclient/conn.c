@@ -16,6 +16,9 @@
  * in every conn (one set per process, 8 bytes saved per connection). */
 static struct conn_set *g_set;
 
+/* What a stream costs this client (CONN_COST_TEXT), on the 64-bit hosts it runs on. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct conn) == 224, "struct conn grew: update conn.h");
+
 /* One read buffer for every connection of the process. */
 static char g_rbuf[65536];
 /* CLOCK_REALTIME of the current read, taken when a stamped message needs it. */

@@ -21,7 +21,8 @@
 /* The process limit is 20000 open files: keep room for the rest. */
 #define CONN_MAX_PER_PROC 19000
 /* Measured by make bench: the slope of the workers' RSS from 2,000 to
- * 18,000 idle streams was 246 bytes (sizeof(struct conn) is 224). */
+ * 18,000 idle streams was 246 bytes (sizeof(struct conn) is 224; up_seq,
+ * for --send-rate, took 4 bytes of its padding, so it still is). */
 #define CONN_COST_TEXT \
     "about 250 bytes of client memory: a worker's RSS\n" \
     "grows by that much per idle stream (make bench, section 1)"

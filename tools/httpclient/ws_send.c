@@ -1,7 +1,7 @@
 /* Client frames and payloads sent up: see ws_send.h. */
 #include "ws_send.h"
 
-#include <stdio.h>
+#include <string.h>
 
 size_t ws_client_frame(uint8_t *out, size_t cap, unsigned op, const uint8_t *payload, size_t n,
                        uint32_t mask)
@@ -29,9 +29,33 @@ size_t ws_client_frame(uint8_t *out, size_t cap, unsigned op, const uint8_t *pay
     return hl + 4 + n;
 }
 
+/* v in decimal at out, returning past its last digit. */
+static char *put_decimal(char *out, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    while (n)
+        *out++ = tmp[--n];
+    return out;
+}
+
 size_t ws_up_payload(char *out, size_t cap, int request, uint32_t seq, uint64_t ns)
 {
-    int n = snprintf(out, cap, "%c=%lu;t=%llu;", request ? 'r' : 'q', (unsigned long)seq,
-                     (unsigned long long)ns);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+    /* Built in a buffer of the longest, then copied if it fits with its NUL. */
+    char b[WS_UP_PAYLOAD_MAX], *e = b;
+    *e++ = request ? 'r' : 'q';
+    *e++ = '=';
+    e = put_decimal(e, seq);
+    memcpy(e, ";t=", 3);
+    e = put_decimal(e + 3, ns);
+    *e++ = ';';
+    size_t n = (size_t)(e - b);
+    if (n >= cap)
+        return 0;
+    memcpy(out, b, n);
+    out[n] = '\0';
+    return n;
 }

@@ -381,6 +381,47 @@ static void only_event_gap_is_a_gap(void **state)
     }
 }
 
+/* "event: conn" (the answer of a {conn, Conn, Data}) is a reply: no id
+ * wanted, its body's stamp read; a near miss is a message without an id.
+ * Fed whole and a byte at a time. */
+static void event_conn_is_a_reply(void **state)
+{
+    (void)state;
+    static const char *const replies[] = {"event: conn\n\nt=1234;", "event:conn\n\nt=1234;x"};
+    static const char *const others[] = {"event: connx\n\nt=1234;", "event: con\n\nt=1234;",
+                                         "event: gap\nevent: conn\n\n{}"};
+    for (size_t step = 1; step <= 64; step += 63) {
+        for (size_t i = 0; i < 2; i++) {
+            uint8_t buf[64];
+            size_t len = 0;
+            struct ws_parser p;
+            struct seen s = {0};
+            frame(buf, &len, 0x81, replies[i], strlen(replies[i]));
+            ws_parser_init(&p);
+            assert_int_equal(feed_steps(&p, &s, buf, len, step), WS_MORE);
+            assert_int_equal(s.n, 1);
+            assert_true(s.m[0].reply);
+            assert_false(s.m[0].gap);
+            assert_false(s.m[0].bad_id);
+            assert_false(s.m[0].has_id);
+            assert_true(s.m[0].has_ts);
+            assert_int_equal(s.m[0].ts, 1234);
+        }
+        for (size_t i = 0; i < 3; i++) {
+            uint8_t buf[64];
+            size_t len = 0;
+            struct ws_parser p;
+            struct seen s = {0};
+            frame(buf, &len, 0x81, others[i], strlen(others[i]));
+            ws_parser_init(&p);
+            assert_int_equal(feed_steps(&p, &s, buf, len, step), WS_MORE);
+            assert_int_equal(s.n, 1);
+            assert_false(s.m[0].reply);
+            assert_true(s.m[0].gap || s.m[0].bad_id);
+        }
+    }
+}
+
 /* Pings of every size, alone or between a message's fragments, cut at
  * every byte: each answered at once with a pong of its payload, masked. */
 static void every_ping_gets_its_pong(void **state)
@@ -471,6 +512,7 @@ int main(void)
         cmocka_unit_test(the_close_frame_is_masked),
         cmocka_unit_test(the_gap_frame_is_a_gap),
         cmocka_unit_test(only_event_gap_is_a_gap),
+        cmocka_unit_test(event_conn_is_a_reply),
         cmocka_unit_test(every_ping_gets_its_pong),
         cmocka_unit_test(a_close_is_answered_with_its_code),
         cmocka_unit_test(a_cut_long_ping_is_released),
