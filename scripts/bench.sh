@@ -99,7 +99,7 @@ if (($(ulimit -n) < 19500)); then
 fi
 
 # The "client -> Erlang" figures of the full and the --inbox run.
-INBOX_ARGS=(inbox "${BENCH_INBOX_CLIENTS:-10000}" 20 "${BENCH_INBOX_RATE:-20000}" 100)
+INBOX_ARGS=(inbox "${BENCH_INBOX_CLIENTS:-10000}" 20 "${BENCH_INBOX_RATE:-20000}" 100 200 4000 10)
 if [[ $mode == inbox ]]; then
   phase_inbox "${INBOX_ARGS[@]}"
   if ((INBOX_OK)); then
@@ -115,7 +115,7 @@ fi
 
 if [[ $mode == smoke ]]; then
   phase_smoke
-  phase_inbox smoke_inbox 200 2 400 20
+  phase_inbox smoke_inbox 200 2 400 20 20 200 2
   if [[ ${BENCH_CLUSTER:-1} != 0 ]]; then
     scripts/bench-cluster.sh --smoke >"$WORK/cluster-smoke.out" 2>&1 </dev/null ||
       broken "scripts/bench-cluster.sh --smoke: $(grep 'BROKEN' "$WORK/cluster-smoke.out" | head -n3 | tr '\n' ' ')$(tail -n1 "$WORK/cluster-smoke.out")"

@@ -54,7 +54,8 @@ start_inbox_master() {
   return 1
 }
 
-# phase_inbox TAG CLIENTS SECONDS RATE REQUEST_RATE: the figures as TAG_*.
+# phase_inbox TAG CLIENTS SECONDS RATE REQUEST_RATE POST_CONNS POST_RATE
+# POST_SECONDS: the figures as TAG_*.
 phase_inbox() {
   local broken_before
   broken_before=$(wc -l <"$WORK/broken")
@@ -128,24 +129,67 @@ phase_inbox_run() {
   for k in client_in client_in_dropped in_no_master client_rate_closed client_paused ws_policy_closed conn_sent conn_dropped; do
     put "${tag}_srv_$k" "$(jget "$k" <<<"$s")"
   done
-  inbox_post "$tag"
+  inbox_post "$tag" "$6" "$7" "$8"
   stop_server || broken "$tag: server exit: $SRV_EXIT"
   end_pid "$INBOX_MASTER_PID" 5
   inbox_check "$tag"
 }
 
-# POST /send/1 as the server answers it now: 404 or 405 means it is not
-# there yet, and that part is skipped with a line saying so.
+# POST /send/N, when the server has it: asked first with a type it refuses
+# (415, nothing delivered), 404 or 405 meaning there is no POST /send/N yet
+# (then skipped with a line saying so). Else inbox_bench's poster: K
+# keep-alive connections from their own addresses (the rate bucket of a
+# POST without ?conn= is its peer address's), R / K a second each, for S
+# seconds; what the inbox got of it, against the 202s.
+# inbox_post TAG K R S
 inbox_post() {
-  local code
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST --data 'q=0;t=0;' \
+  local tag=$1 k=$2 r=$3 secs=$4 code before after
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST \
+           -H 'Content-Type: application/x-www-form-urlencoded' --data 'x' \
            "http://127.0.0.1:$SRV_PORT/send/1")
-  put "$1_post_code" "$code"
+  put "${tag}_post_code" "$code"
   case "$code" in
-    404 | 405) put "$1_post" "skipped: the server answers POST /send/1 with $code (no POST /send/N yet)" ;;
-    *) put "$1_post" "not measured: the server answers POST /send/1 with $code, and this bench has no POST runner yet" ;;
+    404 | 405)
+      put "${tag}_post" "skipped: the server answers POST /send/1 with $code (no POST /send/N yet)"
+      log "POST: $(get "${tag}_post")"
+      return ;;
   esac
-  log "POST: $(get "$1_post")"
+  log "POST /send/N: $k connections, $r requests/s for $secs s"
+  inbox_cli counts || { broken "$tag: the inbox did not answer: $(inbox_cli_error)"; return; }
+  before=$INB
+  t0=$(cpu_ticks "$SRV_PID")
+  if ! inbox_cli post --port "$SRV_PORT" --conns "$k" --rate "$r" --seconds "$secs" --uid-base 20000; then
+    broken "$tag: the POST client failed: $(inbox_cli_error)"
+    return
+  fi
+  local post=$INB acc
+  acc=$(jget post_accepted <<<"$post")
+  inbox_cli settle --expect $(($(jget msgs <<<"$before") + ${acc:-0})) --ms 30000 ||
+    { broken "$tag: the inbox did not answer: $(inbox_cli_error)"; return; }
+  after=$INB
+  t1=$(cpu_ticks "$SRV_PID")
+  local got=$(($(jget msgs <<<"$after") - $(jget msgs <<<"$before")))
+  put "${tag}_post_conns" "$k"
+  put "${tag}_post_rate" "$r"
+  put "${tag}_post_seconds" "$secs"
+  put "${tag}_post_sent" "$(jget post_sent <<<"$post")"
+  put "${tag}_post_accepted" "$acc"
+  put "${tag}_post_refused" "$(jget post_refused <<<"$post")"
+  put "${tag}_post_codes" "$(jget post_codes <<<"$post")"
+  put "${tag}_post_errors" "$(jget post_errors <<<"$post")"
+  put "${tag}_post_per_s" "$(jget post_per_s <<<"$post")"
+  put "${tag}_post_received" "$got"
+  put "${tag}_post_lost" "$((${acc:-0} - got))"
+  put "${tag}_post_seq_lost" "$(($(jget lost <<<"$after") - $(jget lost <<<"$before")))"
+  put "${tag}_post_out_of_order" "$(($(jget out_of_order <<<"$after") - $(jget out_of_order <<<"$before")))"
+  ((got > 0)) && put "${tag}_post_cpu_us" "$(calc "($t1 - $t0) * 1e6 / $(getconf CLK_TCK) / $got" %.2f)"
+  put "${tag}_post" "$(get "${tag}_post_accepted") of $(get "${tag}_post_sent") requests accepted (202; refused: $(get "${tag}_post_refused"), their codes: $(get "${tag}_post_codes"); errors $(get "${tag}_post_errors")) from $k keep-alive connections at $r/s for $secs s: $(get "${tag}_post_per_s") msg/s, $got delivered, lost $(get "${tag}_post_lost"), gaps $(get "${tag}_post_seq_lost"), out of order $(get "${tag}_post_out_of_order"), server CPU $(get "${tag}_post_cpu_us") µs per message"
+  log "POST: $(get "${tag}_post")"
+  local v
+  for v in post_lost post_seq_lost post_out_of_order post_errors; do
+    [[ $(get "${tag}_$v") == 0 ]] || broken "$tag: $v is $(get "${tag}_$v"), not 0"
+  done
+  [[ ${acc:-0} -gt 0 ]] || broken "$tag: no POST accepted: $post"
 }
 
 # What must hold: every client up, every message in the inbox once, in
