@@ -118,7 +118,6 @@ target() {
   printf 'TARGET %s %s: %s\n' "$v" "$1" "$3" | tee -a "$CHECKS"
 }
 put() { printf '%s %s\n' "$1" "$2" >>"$RESULT"; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 sysv() { cat "/proc/sys/${1//.//}" 2>/dev/null | tr '\t' ' '; }
 stop() { echo "bench-million: $*" >&2; log "stopped by the set-up"; exit 1; }
 
@@ -268,18 +267,6 @@ client_pids() { local p; for p in "$@"; do echo "$p"; children_of "$p"; done; }
 mem_avail_kb() { awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo; }
 # MemFree: what the machine gave out, reclaimable slab included.
 mem_free_kb() { awk '$1 == "MemFree:" { print $2 }' /proc/meminfo; }
-
-# wait_for SECONDS WHAT CMD...: until CMD succeeds (bounded).
-wait_for() {
-  local end=$(($(date +%s) + $(left "$1"))) what=$2
-  shift 2
-  while (($(date +%s) < end)); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  log "timed out waiting for $what"
-  return 1
-}
 
 # mil CMD ARGS...: million:cli on a one-shot node; its JSON line in MIL.
 MIL_SEQ=0
