@@ -147,7 +147,6 @@ if (($(ulimit -n) < STREAMS + 1000)); then
   log "open files limit is $(ulimit -n); $STREAMS streams per C-node need $((STREAMS + 1000))"
 fi
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # The nodes: M1 M2 the masters, C1 C2 C3 the C-nodes (short names @localhost).
 MNAME=("" "benchclm1_$$" "benchclm2_$$")

@@ -109,19 +109,7 @@ client() {
   BENCH_PIDS+=("$CLI_PID")
 }
 
-# wait_for SECONDS WHAT CMD...: until CMD succeeds; gives up early when the
-# server exits. Returns 1 on timeout.
-wait_for() {
-  local end=$(($(date +%s) + $(left "$1"))) what=$2
-  shift 2
-  while (($(date +%s) < end)); do
-    "$@" && return 0
-    alive "$SRV_PID" || { log "the server exited while waiting for $what"; return 1; }
-    sleep 0.1
-  done
-  log "timed out waiting for $what"
-  return 1
-}
+WAIT_ON_SERVER=1     # wait_for (bench/lib.sh) gives up when the server exits
 
 welcomed_at_least() { local w; w=$(progress "$1" welcomed); [[ -n $w ]] && ((w >= $2)); }
 msgs_are() { [[ $(progress "$1" msgs) == "$2" ]]; }

@@ -84,8 +84,6 @@ run_needs "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/soak.beam tools/
   { echo "storm: $BIN/httpclient has no --reconnect-lost: rebuild it" >&2; exit 1; }
 run_ready
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # launch N: the server on SRV_PORT / SRV_ADMIN_PORT as node SRV_NAME, its
 # log server-N.log; until it answers /stats and its name is in epmd (the
 # killed one's name may linger there a moment: then it exits and is tried
@@ -137,18 +135,6 @@ sum_at_least() { local s; s=$(sum "$1") && ((s >= $2)); }
 each_at_least() {
   local p v
   for p in "${PROTOS[@]}"; do v=$(progress "$p" "$1"); [[ -n $v ]] && ((v >= $2)) || return 1; done
-}
-
-# wait_for SECONDS WHAT CMD...: until CMD succeeds (bounded). Returns 1 on timeout.
-wait_for() {
-  local end=$(($(date +%s) + $(left "$1"))) what=$2
-  shift 2
-  while (($(date +%s) < end)); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  log "timed out waiting for $what"
-  return 1
 }
 
 # erl_eval CODE: a one-shot node against the server (bounded).

@@ -29,6 +29,26 @@ jget() {
   sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p" | head -n1
 }
 
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# wait_for SECONDS WHAT CMD...: until CMD succeeds (bounded by DEADLINE too);
+# with WAIT_ON_SERVER=1, gives up early when the server (SRV_PID) exits.
+# Returns 1 on timeout.
+wait_for() {
+  local end=$(($(date +%s) + $(left "$1"))) what=$2
+  shift 2
+  while (($(date +%s) < end)); do
+    "$@" && return 0
+    if [[ ${WAIT_ON_SERVER:-0} == 1 ]] && ! alive "${SRV_PID:-0}"; then
+      log "the server exited while waiting for $what"
+      return 1
+    fi
+    sleep 0.1
+  done
+  log "timed out waiting for $what"
+  return 1
+}
+
 alive() {
   local st
   [[ -r /proc/$1/stat ]] || return 1

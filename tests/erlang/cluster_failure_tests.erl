@@ -69,23 +69,17 @@ failures_test_() ->
                   180, fun cnode_killed/1)]}
       end}}.
 
+%% A test that failed leaves no uid online for the next one.
 t(Ctx, Label, Timeout, Fun) ->
-    {Label, {timeout, Timeout, fun() -> logged(Ctx, Fun) end}}.
+    httpdcnode_cluster:test_case(Label, Timeout, fun() -> Fun(Ctx) end,
+                                 fun() -> logs(Ctx) end, fun close_opened/0).
 
-logged(Ctx, Fun) ->
-    try Fun(Ctx)
-    catch C:E:St ->
-            [io:format(user, "~n--- end of ~s ---~n~s~n", [Log, ?L:log_tail(Log, 15)])
-             || Log <- logs(Ctx)],
-            erlang:raise(C, E, St)
-    after
-        %% a test that failed leaves no uid online for the next one
-        [case X of
-             {ws, Sock} -> gen_tcp:close(Sock);
-             {sse, Pid} -> close_client(Pid)
-         end || X <- opened()],
-        put(opened, [])
-    end.
+close_opened() ->
+    [case X of
+         {ws, Sock} -> gen_tcp:close(Sock);
+         {sse, Pid} -> close_client(Pid)
+     end || X <- opened()],
+    put(opened, []).
 
 opened() -> case get(opened) of undefined -> []; L -> L end.
 
@@ -149,32 +143,11 @@ logs(Ctx = #{tab := _}) ->
         ++ [maps:get(log, server(Ctx, I)) || I <- [1, 2, 3]];
 logs(_) -> [].
 
-%% Loads the application on Node (this build's beams, or those of
-%% $HTTPDTEST_APP_EBIN), sets Env, starts it.
-start_app(Node, Env) ->
-    Ebin = case os:getenv("HTTPDTEST_APP_EBIN") of
-               false -> filename:absname(filename:dirname(code:which(httpdcnode)));
-               Dir -> filename:absname(Dir)
-           end,
-    true = erpc:call(Node, code, add_patha, [Ebin]),
-    case erpc:call(Node, application, load, [httpdcnode]) of
-        ok -> ok;
-        {error, {already_loaded, httpdcnode}} -> ok
-    end,
-    [ok = erpc:call(Node, application, set_env, [httpdcnode, K, V]) || {K, V} <- Env],
-    {ok, _} = erpc:call(Node, application, ensure_all_started, [httpdcnode], 30000),
-    ok.
+start_app(Node, Env) -> httpdcnode_cluster:start_app(Node, Env).
 
 m(Node, Mod, F, A) -> erpc:call(Node, Mod, F, A, 60000).
 
-wait_known(M, Nodes) ->
-    Want = lists:sort(Nodes),
-    ?L:wait_until(fun() ->
-                          case catch m(M, httpdcnode, nodes, []) of
-                              Want -> true;
-                              Other -> {false, Other}
-                          end
-                  end, ?WAIT, {known_cnodes, M, Want}).
+wait_known(M, Nodes) -> httpdcnode_cluster:wait_known(M, Nodes, ?WAIT).
 
 %% Until presence on every master of Ms says Uid is on Nodes ([]: offline).
 wait_online(Ms, Uid, Nodes) ->

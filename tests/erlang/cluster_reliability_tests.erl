@@ -79,15 +79,8 @@ two_masters_test_() ->
       end}}.
 
 t(Ctx, Label, Timeout, Fun) ->
-    {Label, {timeout, Timeout, fun() -> logged(Ctx, Fun) end}}.
-
-logged(Ctx, Fun) ->
-    try Fun(Ctx)
-    catch C:E:St ->
-            [io:format(user, "~n--- end of ~s ---~n~s~n", [Log, ?L:log_tail(Log, 15)])
-             || Log <- maps:get(logs, Ctx, [])],
-            erlang:raise(C, E, St)
-    end.
+    httpdcnode_cluster:test_case(Label, Timeout, fun() -> Fun(Ctx) end,
+                                 fun() -> maps:get(logs, Ctx, []) end, fun() -> ok end).
 
 %%% ------------------------------------------------------------------
 %%% One master, two C-nodes
@@ -111,31 +104,14 @@ cleanup(#{master := M, servers := Servers}) ->
     catch ?L:stop_master(M),
     ok.
 
-%% Loads the application on Node with this build's beams, sets Env, starts it.
-start_app(Node, Env) ->
-    Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
-    true = erpc:call(Node, code, add_patha, [Ebin]),
-    case erpc:call(Node, application, load, [httpdcnode]) of
-        ok -> ok;
-        {error, {already_loaded, httpdcnode}} -> ok
-    end,
-    [ok = erpc:call(Node, application, set_env, [httpdcnode, K, V]) || {K, V} <- Env],
-    {ok, _} = erpc:call(Node, application, ensure_all_started, [httpdcnode], 30000),
-    ok.
+start_app(Node, Env) -> httpdcnode_cluster:start_app(Node, Env).
 
 m(Ctx, F, A) -> m(Ctx, httpdcnode, F, A).
 
 m(#{mnode := MNode}, Mod, F, A) -> erpc:call(MNode, Mod, F, A, 60000);
 m(MNode, Mod, F, A) when is_atom(MNode) -> erpc:call(MNode, Mod, F, A, 60000).
 
-wait_known(MNode, Nodes) ->
-    Want = lists:sort(Nodes),
-    ?L:wait_until(fun() ->
-                          case catch m(MNode, httpdcnode, nodes, []) of
-                              Want -> true;
-                              Other -> {false, Other}
-                          end
-                  end, ?WAIT, {known_cnodes, MNode, Want}).
+wait_known(MNode, Nodes) -> httpdcnode_cluster:wait_known(MNode, Nodes, ?WAIT).
 
 %% Waits until the master's presence says Uid is on Nodes ([]: offline).
 %% Through online/1, as before the last-seen table, so that what fails on an

@@ -30,21 +30,14 @@ cluster_test_() ->
                 t(Ctx, "master restart: snapshots rebuild presence", 120, fun master_restart/1)]}
       end}}.
 
+%% Streams a test left open (it failed half way) are closed after it.
 t(Ctx, Label, Timeout, Fun) ->
-    {Label, {timeout, Timeout, fun() -> logged(Ctx, Fun) end}}.
-
-%% On failure, the ends of the logs first. Streams a test left open (it
-%% failed half way) are closed so that the next test starts clean.
-logged(Ctx, Fun) ->
-    try Fun(Ctx)
-    catch C:E:St ->
-            [io:format(user, "~n--- end of ~s ---~n~s~n", [Log, ?L:log_tail(Log, 15)])
-             || Log <- logs(Ctx)],
-            erlang:raise(C, E, St)
-    after
-        [catch ?L:close(C) || C <- get_conns()],
-        erase(cluster_conns)
-    end.
+    httpdcnode_cluster:test_case(Label, Timeout, fun() -> Fun(Ctx) end,
+                                 fun() -> logs(Ctx) end,
+                                 fun() ->
+                                         [catch ?L:close(C) || C <- get_conns()],
+                                         erase(cluster_conns)
+                                 end).
 
 get_conns() ->
     case get(cluster_conns) of
@@ -91,25 +84,14 @@ held(H) ->
     receive {held, M} -> M after 5000 -> error(holder_gone) end.
 
 %% Starts httpdcnode on the master, with this build's beams on its path.
-start_app(MNode) ->
-    Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
-    true = erpc:call(MNode, code, add_patha, [Ebin]),
-    {ok, _} = erpc:call(MNode, application, ensure_all_started, [httpdcnode], 30000),
-    ok.
+start_app(MNode) -> httpdcnode_cluster:start_app(MNode, []).
 
 m(Ctx, F, A) -> m(Ctx, httpdcnode, F, A).
 
 m(#{mnode := MNode}, Mod, F, A) ->
     erpc:call(MNode, Mod, F, A, 60000).
 
-wait_known(Ctx, Nodes) ->
-    Want = lists:sort(Nodes),
-    ?L:wait_until(fun() ->
-                          case catch m(Ctx, nodes, []) of
-                              Want -> true;
-                              Other -> {false, Other}
-                          end
-                  end, ?WAIT, {known_cnodes, Want}).
+wait_known(#{mnode := MNode}, Nodes) -> httpdcnode_cluster:wait_known(MNode, Nodes, ?WAIT).
 
 wait_online(Ctx, Uid, Nodes) ->
     Want = lists:sort(Nodes),

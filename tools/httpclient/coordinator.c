@@ -41,6 +41,7 @@ struct coord {
     uint64_t tick_msgs, tick_ns;
     const char *stopped_by;
     int stopping;
+    int hist_warned;            /* --hist-out failed once: said so */
     struct event *hold_ev, *grace_ev;
 };
 
@@ -163,6 +164,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         struct run_info ri = {c->o->conns, c->n, since_start(c, now), "",
                               opts_proto_name(c->o->proto), c->resume_ns};
         report_progress(stderr, &c->sum, &ri, rate);
+    }
+    if (c->o->hist_out && report_histogram(c->o->hist_out, &c->sum.lat) != 0 && !c->hist_warned) {
+        fprintf(stderr, "httpclient: cannot write --hist-out %s: %s\n", c->o->hist_out,
+                strerror(errno));
+        c->hist_warned = 1;
     }
 }
 
@@ -310,6 +316,9 @@ int coordinator_run(const struct client_opts *o)
     report_sum(&c.sum, c.last, c.n);
     struct run_info ri = {o->conns, c.n, since_start(&c, c.stop_ns), c.stopped_by,
                           opts_proto_name(o->proto), c.resume_ns};
+    if (o->hist_out && report_histogram(o->hist_out, &c.sum.lat) != 0)
+        fprintf(stderr, "httpclient: cannot write --hist-out %s: %s\n", o->hist_out,
+                strerror(errno));
     report_summary(stdout, &c.sum, &ri, o->json);
     return strcmp(c.stopped_by, "max-time") == 0 ? 3 : 0;
 }

@@ -38,6 +38,7 @@ struct client_opts {
     double timeout;                     /* connect + welcome, per connection */
     int json;
     int quiet;
+    const char *hist_out;               /* --hist-out: the latency histogram, each second */
 
     double churn;                       /* disconnects (each then reconnected) per second */
     unsigned churn_reset_pct;           /* share of them that reset instead of closing */

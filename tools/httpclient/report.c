@@ -3,6 +3,7 @@
 
 #include "clock.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -119,6 +120,26 @@ void report_progress(FILE *out, const struct worker_stats *s, const struct run_i
             (unsigned long long)s->lat.max_us,
             (unsigned long long)report_last_msg_real_ms(s, mono_ns(), real_ns()));
     fflush(out);
+}
+
+int report_histogram(const char *path, const struct histogram *h)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++)
+        if (h->counts[i])
+            fprintf(f, "%llu %llu\n", (unsigned long long)hist_bucket_high(i),
+                    (unsigned long long)h->counts[i]);
+    fprintf(f, "max %llu\n", (unsigned long long)h->max_us);
+    if (fclose(f) != 0)
+        return -1;
+    return rename(tmp, path);
 }
 
 void report_summary(FILE *out, const struct worker_stats *s, const struct run_info *ri, int json)

@@ -35,6 +35,10 @@ uint64_t report_last_msg_real_ms(const struct worker_stats *s, uint64_t mono_now
  * far; T as report_last_msg_real_ms). */
 void report_progress(FILE *out, const struct worker_stats *s, const struct run_info *ri,
                      double msg_rate);
+/* The histogram to path, whole (written aside, then renamed over it): a
+ * line "HIGH_US COUNT" per bucket holding samples, then "max US". -1 (errno
+ * set) when it cannot be written. */
+int report_histogram(const char *path, const struct histogram *h);
 void report_summary(FILE *out, const struct worker_stats *s, const struct run_info *ri, int json);
 
 #endif

@@ -1,5 +1,6 @@
 /* The load client's progress line (tools/httpclient/report.c): the fields
- * scripts read by name, and the last message's time on the wall clock. */
+ * scripts read by name, the last message's time on the wall clock, and the
+ * --hist-out file (two clients' files add up to the histogram of both). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "../../../tools/httpclient/report.c"
@@ -44,11 +46,66 @@ static void progress_line_has_max_and_last(void **state)
     assert_true(t + 1000 >= before && t <= before + 1000);
 }
 
+/* Adds the "HIGH COUNT" lines of path into h (max from the "max" line). */
+static void add_histogram_file(const char *path, struct histogram *h)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char word[32];
+    unsigned long long v;
+    while (fscanf(f, "%31s %llu", word, &v) == 2) {
+        if (strcmp(word, "max") == 0) {
+            if (v > h->max_us)
+                h->max_us = v;
+            continue;
+        }
+        unsigned idx = hist_bucket_of(strtoull(word, NULL, 10));
+        assert_true(idx < HIST_BUCKETS);
+        h->counts[idx] += v;
+        h->total += v;
+    }
+    fclose(f);
+}
+
+static void histogram_files_add_up(void **state)
+{
+    (void)state;
+    struct histogram a, b, both, read;
+    hist_reset(&a);
+    hist_reset(&b);
+    hist_reset(&both);
+    hist_reset(&read);
+    for (uint64_t us = 1; us < 200000; us = us * 3 / 2 + 1) {
+        hist_record(&a, us);
+        hist_record(&both, us);
+    }
+    for (int i = 0; i < 99; i++) {
+        hist_record(&b, 900);
+        hist_record(&both, 900);
+    }
+    hist_record(&b, 7654321);
+    hist_record(&both, 7654321);
+    char path[] = "/tmp/test_client_hist_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(report_histogram(path, &a), 0);
+    add_histogram_file(path, &read);
+    assert_int_equal(report_histogram(path, &b), 0);      /* replaces the file whole */
+    add_histogram_file(path, &read);
+    unlink(path);
+    assert_int_equal(read.total, both.total);
+    assert_int_equal(read.max_us, 7654321);
+    for (double p = 1; p <= 100; p += 7)
+        assert_int_equal(hist_percentile(&read, p), hist_percentile(&both, p));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(last_message_on_the_wall_clock),
         cmocka_unit_test(progress_line_has_max_and_last),
+        cmocka_unit_test(histogram_files_add_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,51 @@
+%% Shared by the cluster test modules (cluster_tests, cluster_reliability_tests,
+%% cluster_failure_tests): the application started on a master node, the
+%% wait until a master knows a set of C-nodes, and an EUnit case that prints
+%% the ends of the cluster's logs when it fails.
+-module(httpdcnode_cluster).
+-export([start_app/2, wait_known/3, test_case/5]).
+
+-define(L, httpdcnode_test_lib).
+
+%% Loads the application on Node (this build's beams, or those of
+%% HTTPDTEST_APP_EBIN=DIR, to try an older application against the tests),
+%% sets Env, starts it.
+start_app(Node, Env) ->
+    Ebin = case os:getenv("HTTPDTEST_APP_EBIN") of
+               false -> filename:absname(filename:dirname(code:which(httpdcnode)));
+               Dir -> filename:absname(Dir)
+           end,
+    true = erpc:call(Node, code, add_patha, [Ebin]),
+    case erpc:call(Node, application, load, [httpdcnode]) of
+        ok -> ok;
+        {error, {already_loaded, httpdcnode}} -> ok
+    end,
+    [ok = erpc:call(Node, application, set_env, [httpdcnode, K, V]) || {K, V} <- Env],
+    {ok, _} = erpc:call(Node, application, ensure_all_started, [httpdcnode], 30000),
+    ok.
+
+%% Until httpdcnode:nodes() on master MNode is Nodes (any order), at most Ms.
+wait_known(MNode, Nodes, Ms) ->
+    Want = lists:sort(Nodes),
+    ?L:wait_until(fun() ->
+                          case catch erpc:call(MNode, httpdcnode, nodes, [], 60000) of
+                              Want -> true;
+                              Other -> {false, Other}
+                          end
+                  end, Ms, {known_cnodes, MNode, Want}).
+
+%% The case Label: Run() within Timeout s. When it fails, the last 15 lines
+%% of each log Logs() names are printed first; After() runs however it ends
+%% (a test that failed half way leaves nothing open for the next one).
+test_case(Label, Timeout, Run, Logs, After) ->
+    {Label, {timeout, Timeout,
+             fun() ->
+                     try Run()
+                     catch C:E:St ->
+                             [io:format(user, "~n--- end of ~s ---~n~s~n",
+                                        [Log, ?L:log_tail(Log, 15)]) || Log <- Logs()],
+                             erlang:raise(C, E, St)
+                     after
+                         After()
+                     end
+             end}}.
