@@ -12,6 +12,7 @@
 # Expects lib.sh and phases.sh (put, get, broken) to be sourced.
 
 INBOX_NAME=bench_inbox
+INBOX_OK=0           # phase_inbox ran and nothing broke
 SRC_INBOX=127.0.15.1-127.0.15.20
 INBOX_HEAD="## 9. Client -> Erlang"
 
@@ -67,6 +68,7 @@ phase_inbox() {
 phase_inbox_run() {
   local tag=$1 n=$2 secs=$3 rate=$4 rrate=$5 out t0 t1 j s
   out="$WORK/$tag"
+  put "${tag}_load" "$(cut -d' ' -f1-3 /proc/loadavg)"
   log "client -> Erlang: $n WebSocket clients, $rate msg/s + $rrate requests/s for $secs s"
   start_inbox_master || { broken "$tag: the inbox master did not start"; return; }
   if ! start_server "$tag" --master "$INBOX_MASTER" --inbox "$INBOX_NAME"; then
@@ -207,54 +209,66 @@ inbox_check() {
     broken "$tag: $(get "${tag}_replies") of $(get "${tag}_requests") requests answered"
 }
 
-# inbox_section TAG: the section of BENCHMARKS.md, on stdout.
+# inbox_section TAG: the section of BENCHMARKS.md, on stdout (n0 and ms
+# from report.sh).
 inbox_section() {
-  local t=$1 rate n
-  rate=$(get "${t}_rate") n=$(get "${t}_clients")
+  local t=$1 rate n load
+  rate=$(get "${t}_rate") n=$(get "${t}_clients") load=$(get "${t}_load")
   cat <<EOF
 $INBOX_HEAD
 
-Measured by \`scripts/bench.sh --inbox\` (also part of \`make bench\`) on $(date -u '+%Y-%m-%d %H:%M UTC'),
-commit $(git rev-parse --short HEAD 2>/dev/null); machine as above, load average at the start $(cut -d' ' -f1-3 /proc/loadavg).
+Measured by \`scripts/bench.sh --inbox\` (this section alone; \`make bench\` runs it too) on
+$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null), on the machine of the sections above.
+EOF
+  if awk -v l="${load%% *}" -v c="$(nproc)" 'BEGIN { exit !(l >= c / 2) }'; then
+    echo
+    echo "> The machine was busy when this started (load average $load on $(nproc) cores): other work shared its cores, so the latencies are noisier and higher than on an idle machine."
+  fi
+  cat <<EOF
 
-$(get "${t}_clients") WebSocket clients (\`httpclient --proto ws -P 2 --send-rate $(get "${t}_rate")
---request-rate $(get "${t}_request_rate") --hold $(get "${t}_seconds")\`) send text messages up
-(\`q=SEQ;t=NS;\`, masked, each stream in turn: $(calc "${rate:-0} / ${n:-1}" %.2f) a
-second each against \`--client-rate\` 50) for $(get "${t}_seconds") s to one server
-(\`--inbox $INBOX_NAME\`, default \`--client-rate\`), whose C-node hands them to the inbox of one Erlang
-master (\`tools/erlang/bench/inbox_bench.erl\` under \`httpdcnode_inbox\`, which acknowledges).
-The inbox counts per (Uid, Conn) and checks each connection's sequence. Alongside, requests
-(\`r=SEQ;t=NS;\`) that it answers with \`httpdcnode:reply/2\` (\`{conn, Conn, <<"t=NS;">>}\`); the
-client times each from its send to the answer's arrival.
+$(n0 "$n") WebSocket clients (\`httpclient --proto ws -P 2 --send-rate $rate --request-rate
+$(get "${t}_request_rate") --hold $(get "${t}_seconds")\`) send text messages up for $(get "${t}_seconds") s: masked frames
+\`q=SEQ;t=NS;\`, SEQ counting each connection's from 0, each stream in turn, $(calc "${rate:-0} / ${n:-1}" %.1f) a
+second each against the default \`--client-rate\` of 50. The server (\`--inbox $INBOX_NAME\`) hands
+them to the inbox of one Erlang master (\`tools/erlang/bench/inbox_bench.erl\` run by
+\`httpdcnode_inbox\`, which acknowledges), which counts them per (Uid, Conn) and checks each
+connection's sequence. Alongside, $(get "${t}_request_rate") requests a second (\`r=SEQ;t=NS;\`, in the same sequence)
+that it answers with \`httpdcnode:reply/2\` (\`{conn, Conn, <<"t=NS;">>}\`); the client times each
+from its send to the answer's arrival.
 
 | | |
 |---|---:|
-| messages sent up (requests included) | $(get "${t}_sent") ($(get "${t}_sent_per_s") /s; $(get "${t}_blocked") refused by a full socket, not sent) |
-| delivered to the inbox | $(get "${t}_received") ($(get "${t}_received_per_s") /s, first to last) from $(get "${t}_conns") connections |
+| sent up (requests included) | $(n0 "$(get "${t}_sent")"), $(n0 "$(get "${t}_sent_per_s")") msg/s ($(get "${t}_blocked") refused by a full socket, not sent) |
+| delivered to the inbox | $(n0 "$(get "${t}_received")"), $(n0 "$(get "${t}_received_per_s")") msg/s (first to last), from $(n0 "$(get "${t}_conns")") connections |
 | lost (sent − delivered) | $(get "${t}_lost") |
 | gaps in a connection's sequence, out of order, malformed | $(get "${t}_seq_lost"), $(get "${t}_out_of_order"), $(get "${t}_bad") |
-| server: \`client_in\`, \`client_in_dropped\`, \`in_no_master\`, \`client_rate_closed\`, \`client_paused\` | $(get "${t}_srv_client_in"), $(get "${t}_srv_client_in_dropped"), $(get "${t}_srv_in_no_master"), $(get "${t}_srv_client_rate_closed"), $(get "${t}_srv_client_paused") |
-| server CPU per message (utime + stime over the phase ÷ messages) | $(get "${t}_cpu_us") µs |
-| requests answered with \`{conn, ...}\` | $(get "${t}_replies") of $(get "${t}_requests") |
-| round trip p50 / p99 / max | $(get "${t}_rtt_p50") / $(get "${t}_rtt_p99") / $(get "${t}_rtt_max") µs |
+| server \`client_in\`, \`client_in_dropped\`, \`in_no_master\`, \`client_rate_closed\`, \`client_paused\` | $(n0 "$(get "${t}_srv_client_in")"), $(get "${t}_srv_client_in_dropped"), $(get "${t}_srv_in_no_master"), $(get "${t}_srv_client_rate_closed"), $(get "${t}_srv_client_paused") |
+| server CPU per message (utime + stime from the streams up to the last delivery, ÷ messages) | $(get "${t}_cpu_us") µs |
+| requests answered with \`{conn, ...}\` | $(n0 "$(get "${t}_replies")") of $(n0 "$(get "${t}_requests")") |
+| round trip p50 / p99 / max | $(ms "$(get "${t}_rtt_p50")") / $(ms "$(get "${t}_rtt_p99")") / $(ms "$(get "${t}_rtt_max")") |
 | \`POST /send/N\` | $(get "${t}_post") |
 
 The server, the master, the client and the one-shot Erlang nodes share the machine's cores;
-the server's CPU per message includes its heartbeats to the idle streams over the phase.
+the server's CPU per message includes its heartbeats to the idle streams during the phase.
 EOF
 }
 
 # put_inbox_section FILE: FILE's text in place of the section in
-# BENCHMARKS.md, else at its end.
+# BENCHMARKS.md, else at its end (after the bench-million block, which
+# write_report keeps, so the full run puts it back after write_report).
 put_inbox_section() {
   local report="$ROOT/BENCHMARKS.md" tmp="$ROOT/BENCHMARKS.md.inbox.$$"
   [[ -e $report ]] || : >"$report"
+  # Blank lines are held back until a line follows, so that the file's
+  # end gets one blank line before the section, however often it is put.
   awk -v h="$INBOX_HEAD" -v f="$1" '
     function put() { while ((getline l < f) > 0) print l; close(f); done = 1 }
-    $0 == h { put(); skip = 1; next }
+    function flush() { while (blanks > 0) { print ""; blanks-- } }
+    $0 == h { flush(); put(); skip = 1; next }
     skip && /^## / { skip = 0; print "" }
     skip { next }
-    { print }
+    $0 == "" { blanks++; next }
+    { flush(); print }
     END { if (!done) { print ""; put() } }' "$report" >"$tmp" && mv "$tmp" "$report"
 }
 
