@@ -2,7 +2,7 @@
 # `make bench`: measures httpdcnode on loopback and writes BENCHMARKS.md and
 # bench/*.png at the repository root. Needs `make all` done.
 #
-#   scripts/bench.sh           the full run (4-6 minutes here; at most 9.5),
+#   scripts/bench.sh           the full run (5-7 minutes here; at most 9.5),
 #                              then scripts/bench-cluster.sh, which writes the
 #                              cluster section (1-2 minutes; at most 5)
 #   scripts/bench.sh --smoke   a tiny run (300 streams, 3,300 messages, one
@@ -15,10 +15,13 @@
 #                              timings; and scripts/bench-cluster.sh --smoke.
 #                              Last line: "bench smoke: P passed, F failed".
 #                              BENCH_KEEP=1 keeps its files (in $TMPDIR).
-#   scripts/bench.sh --inbox   only the "client -> Erlang" section (1 minute):
-#                              10,000 WebSocket clients sending up to the
-#                              --inbox of a master; writes that section of
-#                              BENCHMARKS.md alone (the full run writes it too)
+#   scripts/bench.sh --inbox   only the "client -> Erlang" section (25-40 s;
+#                              at most 2.5 minutes): 10,000 WebSocket clients
+#                              sending up to the --inbox of a master, requests
+#                              answered with {conn, ...}, then POST /send/N if
+#                              the server has it; writes that section of
+#                              BENCHMARKS.md alone (the full run writes it too;
+#                              raw figures in build/bench-inbox/)
 #   BENCH_INBOX_RATE=R         messages/s sent up in that section (20000),
 #   BENCH_INBOX_CLIENTS=N      from N clients (10000)
 #   BENCH_CLUSTER=0            no cluster run: the full run keeps the cluster
@@ -28,7 +31,8 @@
 #
 # Each server holds at most 18,000 streams; the load client runs as 2 worker
 # processes; the publisher is tools/erlang msggen on its own Erlang node,
-# reaching the C-node by its published name (the server runs with no master).
+# reaching the C-node by its published name (the server runs with no master;
+# in the client -> Erlang section it has one, running inbox_bench's inbox).
 # Node names carry this script's pid and ports are picked free, so runs on the
 # same machine do not collide. Everything started here is ended by pid, also
 # on failure or interruption. A slow machine gives slow figures, not a failure:
@@ -44,7 +48,7 @@ case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
   --inbox) mode=inbox ;;
-  -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
