@@ -17,7 +17,8 @@
 # failed. The million takes about a minute and 300 MB.
 #
 #   BENCH_PROCESS_SIZES    streams per run (default "10000 100000 1000000";
-#                          one size: no flatness check, as make test's 20000)
+#                          one size: no flatness check, and the run counts
+#                          as one check, as make test's 20000)
 #   BENCH_PROCESS_REPEATS  runs per CPU figure, the median kept (default 5)
 #   BENCH_PROCESS_BIN      the driver (default build/benchprocess)
 #   BENCH_PROCESS_DIR      where the results go (default build/bench-process)
@@ -151,6 +152,9 @@ if doc:
         text = text.rstrip("\n") + "\n\n" + section
     open(p, "w").write(text)
     print("bench-process: section 9 of BENCHMARKS.md written")
+if len(files) == 1:           # make test's run: one check, its parts above
+    print(f"bench-process: {passed} of {passed + failed} parts passed")
+    passed, failed = (0, 1) if failed else (1, 0)
 print(f"bench-process: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 EOF
