@@ -133,6 +133,11 @@ the reaper. CPU is the loop thread's (user + kernel: the writes' kernel time is 
 `--writers 1`), the median of {repeats} runs each of at least 200,000 deliveries or a million
 snapshot uids; memory is the RssAnon growth over the opens (`struct stream` is
 {s.get('struct_stream_bytes', 152)} B from a pool, plus an 8-byte uid slot). Each size runs in a process of its own.
+Every delivery is one writev of one message: the messages go in rounds (one to each uid in
+turn, or one broadcast), each closed by a `CMD_STATS`, which flushes the batch; left to pile
+up in the ring they would be coalesced several to a writev, the more so the smaller N, and
+the figures would not compare. A snapshot's fixed costs (the presence window's flush, the
+last partial piece) weigh most at the smallest N.
 
 {chr(10).join(table)}
 
