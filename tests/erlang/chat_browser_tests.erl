@@ -113,75 +113,85 @@ chat(#{server := S, mnode := MNode}, Transport) ->
         [?assertEqual({T, [Opened]}, {T, lists:usort([text(E) || E <- events(P), is_ev(E, <<"log">>, T),
                                                                  kind(E) =:= <<"open">>])})
          || {T, _} <- Tabs],
-        [join(P, T, R) || {T, R} <- [{<<"a">>, "lobby"}, {<<"b">>, "lobby"}, {<<"c">>, "other"}]],
+        %% Each tab is told of its own join, and of those after it.
+        [join(P, T, U, R) || {T, U, R} <- [{<<"a">>, 101, "lobby"}, {<<"b">>, 102, "lobby"},
+                                          {<<"c">>, 103, "other"}]],
+        wait_chat(P, <<"a">>, <<"joined">>, 102, <<"lobby">>),
         %% a's line reaches both before b says its own: both tabs in one order.
         LineA = <<"hello from a">>,
         LineB = <<"hi from b, caf", 16#c3, 16#a9, " <b>not bold</b>">>,
         say(P, <<"a">>, LineA),
-        [wait_line(P, T, 101, LineA) || T <- [<<"a">>, <<"b">>]],
+        [wait_chat(P, T, K, 101, <<"lobby">>) || {T, K} <- [{<<"a">>, <<"mine">>}, {<<"b">>, <<"line">>}]],
         say(P, <<"b">>, LineB),
-        [wait_line(P, T, 102, LineB) || T <- [<<"a">>, <<"b">>]],
+        [wait_chat(P, T, K, 102, <<"lobby">>) || {T, K} <- [{<<"a">>, <<"line">>}, {<<"b">>, <<"mine">>}]],
         %% c's own line comes after both lobby lines went out, from the one
         %% inbox to the one C-node: had they reached c, they would be there.
         LineC = <<"anyone here?">>,
         say(P, <<"c">>, LineC),
-        wait_line(P, <<"c">>, 103, LineC),
+        wait_chat(P, <<"c">>, <<"mine">>, 103, <<"other">>),
         %% Bad input from a: a room name the handler refuses, a line to a
         %% room it is not in. Answered after c's line, so once a shows the
         %% errors, a and b would show c's line had it reached them.
-        join_bad(P, <<"a">>, "bad/room"),
-        say_in(P, <<"a">>, "nowhere", <<"lost line">>),
-        wait_ev(P, fun(E) -> is_chat(E, <<"a">>, <<"error">>) andalso
-                                 binary:match(text(E), <<"not in room nowhere">>) =/= nomatch
-                   end, not_in_room_error),
-        Lobby = [{<<"line">>, <<"101">>, <<"lobby">>, LineA}, {<<"line">>, <<"102">>, <<"lobby">>, LineB}],
-        Mine = fun(Uid, Ls) -> [case U of Uid -> {<<"mine">>, U, R, X}; _ -> L end
-                                || L = {_, U, R, X} <- Ls] end,
-        DumpA = dump(P, <<"a">>),
-        ?assertMatch([{<<"joined">>, null, <<"lobby">>, <<"joined room lobby">>}], joined(DumpA)),
-        ?assertEqual(Mine(<<"101">>, Lobby), lines(DumpA)),
-        ?assertMatch([<<"bad room name", _/binary>>, <<"not in room nowhere: join it first">>],
-                     [X || {<<"error">>, _, _, X} <- DumpA]),
-        DumpB = dump(P, <<"b">>),
-        ?assertEqual(Mine(<<"102">>, Lobby), lines(DumpB)),
-        ?assertEqual([], [R || R = {<<"error">>, _, _, _} <- DumpB]),
-        DumpC = dump(P, <<"c">>),
-        ?assertEqual([{<<"joined">>, null, <<"other">>, <<"joined room other">>},
-                      {<<"mine">>, <<"103">>, <<"other">>, LineC}], DumpC),
-        %% The who column: "you (uid N)" for one's own lines, "uid N" else.
-        ?assertEqual([<<"you (uid 101) in lobby">>, <<"uid 102 in lobby">>],
-                     who(P, <<"a">>, [<<"mine">>, <<"line">>])),
-        %% The handler counted: 3 joins, 3 lines, 2 bad.
+        command(P, "join a bad/room"),
+        wait_errors(P, <<"a">>, 1),
+        command(P, "room a nowhere"),
+        say(P, <<"a">>, <<"lost line">>),
+        wait_errors(P, <<"a">>, 2),
+        %% b moves to c's room: told there, and it leaves the lobby (a told).
+        command(P, "join b other"),
+        [wait_chat(P, T, K, 102, R) || {T, K, R} <- [{<<"b">>, <<"joined">>, <<"other">>},
+                                                     {<<"c">>, <<"joined">>, <<"other">>},
+                                                     {<<"b">>, <<"left">>, <<"lobby">>},
+                                                     {<<"a">>, <<"left">>, <<"lobby">>}]],
+        Joined = fun(U, R) -> {<<"joined">>, U, R, <<"joined room ", R/binary>>} end,
+        Left = fun(U, R) -> {<<"left">>, U, R, <<"left room ", R/binary>>} end,
+        ?assertEqual([Joined(<<"101">>, <<"lobby">>), Joined(<<"102">>, <<"lobby">>),
+                      {<<"mine">>, <<"101">>, <<"lobby">>, LineA},
+                      {<<"line">>, <<"102">>, <<"lobby">>, LineB},
+                      {<<"error">>, null, null, <<"bad room name: 1 to 32 of A-Z a-z 0-9 _ . -">>},
+                      {<<"error">>, null, null, <<"not in room nowhere: join it first">>},
+                      Left(<<"102">>, <<"lobby">>)],
+                     rows(dump(P, <<"a">>))),
+        ?assertEqual([Joined(<<"102">>, <<"lobby">>),
+                      {<<"line">>, <<"101">>, <<"lobby">>, LineA},
+                      {<<"mine">>, <<"102">>, <<"lobby">>, LineB},
+                      Joined(<<"102">>, <<"other">>), Left(<<"102">>, <<"lobby">>)],
+                     rows(dump(P, <<"b">>))),
+        ?assertEqual([Joined(<<"103">>, <<"other">>),
+                      {<<"mine">>, <<"103">>, <<"other">>, LineC},
+                      Joined(<<"102">>, <<"other">>)],
+                     rows(dump(P, <<"c">>))),
+        %% Who: "you (uid N)" for oneself, "uid N" for the others.
+        ?assertEqual([<<"you (uid 101)">>, <<"uid 102">>, <<"you (uid 101) in lobby">>,
+                      <<"uid 102 in lobby">>, <<"error">>, <<"error">>, <<"uid 102">>],
+                     [W || #{<<"who">> := W} <- dump(P, <<"a">>)]),
+        %% The handler counted what it did and what it refused.
         {ok, Counts} = m(MNode, chat_room, stats, [?INBOX]),
-        ?assertEqual(#{joined => 3, left => 0, said => 3, bad => 2}, Counts),
+        ?assertEqual(#{joined => 4, left => 1, said => 3, bad => 2}, Counts),
         no_script_errors(P)
     end).
 
 %%% ---------------------------------------------------------------- helpers
 
-join(P, Tab, Room) ->
+%% Tab joins Room through its form, and is told so.
+join(P, Tab, Uid, Room) ->
     command(P, ["join ", Tab, " ", Room]),
-    R = list_to_binary(Room),
-    wait_ev(P, fun(E) -> is_chat(E, Tab, <<"joined">>) andalso maps:get(<<"room">>, E) =:= R end,
-            {joined, Tab, Room}).
-
-join_bad(P, Tab, Room) ->
-    command(P, ["join ", Tab, " ", Room]),
-    wait_ev(P, fun(E) -> is_chat(E, Tab, <<"error">>) andalso
-                             binary:match(text(E), <<"bad room name">>) =/= nomatch
-               end, {bad_room_error, Tab}).
+    wait_chat(P, Tab, <<"joined">>, Uid, list_to_binary(Room)).
 
 say(P, Tab, Text) -> command(P, ["say ", Tab, " ", Text]).
 
-%% Text said to Room, typed into the room box first (not joined).
-say_in(P, Tab, Room, Text) ->
-    command(P, ["room ", Tab, " ", Room]),
-    say(P, Tab, Text).
-
-wait_line(P, Tab, Uid, Text) ->
+%% Until Tab shows a row of Kind from Uid in Room.
+wait_chat(P, Tab, Kind, Uid, Room) ->
     U = integer_to_binary(Uid),
-    wait_ev(P, fun(E) -> is_ev(E, <<"chat">>, Tab) andalso maps:get(<<"uid">>, E) =:= U
-                             andalso text(E) =:= Text end, {line, Tab, Uid}).
+    wait_ev(P, fun(E) -> is_ev(E, <<"chat">>, Tab) andalso kind(E) =:= Kind andalso
+                             maps:get(<<"uid">>, E) =:= U andalso maps:get(<<"room">>, E) =:= Room
+               end, {Tab, Kind, Uid, Room}).
+
+wait_errors(P, Tab, N) ->
+    wait_ev(P, fun(_) ->
+                       length([E || E <- events(P), is_ev(E, <<"chat">>, Tab),
+                                    kind(E) =:= <<"error">>]) >= N
+               end, {errors, Tab, N}).
 
 wait_online(MNode, Uid) ->
     httpdcnode_test_lib:wait_until(fun() -> m(MNode, httpdcnode, online, [Uid]) =/= [] end,
@@ -199,11 +209,10 @@ wait_ev(P, Pred, What) ->
       end, ?T, What).
 
 is_ev(E, Ev, Tab) -> maps:get(<<"ev">>, E) =:= Ev andalso maps:get(<<"tag">>, E, none) =:= Tab.
-is_chat(E, Tab, Kind) -> is_ev(E, <<"chat">>, Tab) andalso kind(E) =:= Kind.
 kind(E) -> maps:get(<<"kind">>, E, none).
 text(E) -> maps:get(<<"text">>, E, <<>>).
 
-%% #chat of Tab now, as {Kind, Uid, Room, Text}.
+%% The rows of #chat in Tab now, in its order.
 dump(P, Tab) ->
     Before = length(dumps(P, Tab)),
     command(P, ["dump ", Tab]),
@@ -213,23 +222,12 @@ dump(P, Tab) ->
                   D = dumps(P, Tab),
                   length(D) > Before andalso {true, lists:last(D)}
           end, ?T, {dump, Tab}),
-    [{K, U, R, X} || #{<<"kind">> := K, <<"uid">> := U, <<"room">> := R, <<"text">> := X} <- Rows].
+    Rows.
 
 dumps(P, Tab) -> [E || E <- events(P), is_ev(E, <<"dump">>, Tab)].
 
-who(P, Tab, Kinds) ->
-    Before = length(dumps(P, Tab)),
-    command(P, ["dump ", Tab]),
-    #{<<"chat">> := Rows} =
-        httpdcnode_test_lib:wait_until(
-          fun() ->
-                  D = dumps(P, Tab),
-                  length(D) > Before andalso {true, lists:last(D)}
-          end, ?T, {dump, Tab}),
-    [W || #{<<"kind">> := K, <<"who">> := W} <- Rows, lists:member(K, Kinds)].
-
-lines(Dump) -> [R || R = {K, _, _, _} <- Dump, K =:= <<"line">> orelse K =:= <<"mine">>].
-joined(Dump) -> [R || R = {<<"joined">>, _, _, _} <- Dump].
+rows(Rows) ->
+    [{K, U, R, X} || #{<<"kind">> := K, <<"uid">> := U, <<"room">> := R, <<"text">> := X} <- Rows].
 
 no_script_errors(P) ->
     ?assertEqual([], [E || E = #{<<"ev">> := Ev} <- events(P),

@@ -10,10 +10,14 @@
 %%   leave ROOM         it is one no more
 %%   say ROOM TEXT      TEXT to every member of ROOM; the sender must be one
 %% What every member of the room gets (a message to its uid, with an id and
-%% kept in its history like any other):
-%%   chat ROOM UID TEXT     UID: who said it
-%% What the sending connection alone gets (httpdcnode:reply/2):
-%%   chat-joined ROOM | chat-left ROOM | chat-error WHY
+%% kept in its history like any other, so on every transport):
+%%   chat ROOM UID TEXT     UID said TEXT
+%%   chat-joined ROOM UID   UID is a member now (the joiner gets it too)
+%%   chat-left ROOM UID     UID is a member no more (the leaver gets it too)
+%% What the sending connection alone gets (httpdcnode:reply/2, a WebSocket
+%% frame): chat-joined ROOM UID when UID was a member already (a page that
+%% reconnects joins again; the others are not told twice), and
+%%   chat-error WHY         the command was refused; nothing else happened
 %% ROOM: 1 to 32 of A-Z a-z 0-9 _ . -; TEXT: 1 to ?MAX_TEXT bytes of UTF-8
 %% (line breaks allowed). Split on the first spaces only, so the page needs
 %% no parser beyond that.
@@ -48,6 +52,9 @@ handle_in(Uid, Conn, Data, State) ->
         {ok, Key, Reply} ->
             reply(Conn, Reply),
             {ok, bump(Key, State)};
+        {ok, Reply} ->
+            reply(Conn, Reply),
+            {ok, State};
         {error, Why} ->
             reply(Conn, [<<"chat-error ">>, Why]),
             {ok, bump(bad, State)}
@@ -100,18 +107,27 @@ valid_room(_) -> false.
 
 join(Uid, Room) ->
     Rooms = rooms(Uid),
-    case lists:member(Room, Rooms) orelse length(Rooms) < ?MAX_ROOMS of
-        true ->
-            ok = subsmanager:add_subscriptions([{subscription, Uid, key(Room)}]),
-            {ok, joined, [<<"chat-joined ">>, Room]};
+    Notice = notice(<<"chat-joined ">>, Room, Uid),
+    case lists:member(Room, Rooms) of
+        true -> {ok, Notice};
+        false when length(Rooms) >= ?MAX_ROOMS ->
+            {error, <<"in too many rooms (16): leave one first">>};
         false ->
-            {error, <<"in too many rooms (16): leave one first">>}
+            ok = subsmanager:add_subscriptions([{subscription, Uid, key(Room)}]),
+            to_room(Room, Notice),
+            {ok, joined, none}
     end.
 
+%% The members are told before the leaver is removed: it is told too.
 leave(Uid, Room) ->
-    case subsmanager:remove_subscriptions([{subscription, Uid, key(Room)}]) of
-        ok -> {ok, left, [<<"chat-left ">>, Room]};
-        {error, _} -> {error, <<"could not leave the room, try again">>}
+    case lists:member(Room, rooms(Uid)) of
+        false -> {error, [<<"not in room ">>, Room]};
+        true ->
+            to_room(Room, notice(<<"chat-left ">>, Room, Uid)),
+            case subsmanager:remove_subscriptions([{subscription, Uid, key(Room)}]) of
+                ok -> {ok, left, none};
+                {error, _} -> {error, <<"could not leave the room, try again">>}
+            end
     end.
 
 say(Uid, Room, Text) ->
@@ -123,16 +139,19 @@ say(Uid, Room, Text) ->
         true ->
             case lists:member(Room, rooms(Uid)) of
                 true ->
-                    Members = subsmanager:get_subscribers(key(Room)),
-                    Line = [<<"chat ">>, Room, $\s, integer_to_binary(Uid), $\s, Text],
-                    ok = httpdcnode:multicast(Members, Line),
-                    %% The members' copies are the sender's confirmation:
-                    %% nothing more to say to it.
+                    %% The sender's own copy is its confirmation.
+                    to_room(Room, [notice(<<"chat ">>, Room, Uid), $\s, Text]),
                     {ok, said, none};
                 false ->
                     {error, [<<"not in room ">>, Room, <<": join it first">>]}
             end
     end.
+
+%% One message to every member, online or offline for a moment.
+to_room(Room, Msg) ->
+    ok = httpdcnode:multicast(subsmanager:get_subscribers(key(Room)), Msg).
+
+notice(What, Room, Uid) -> [What, Room, $\s, integer_to_binary(Uid)].
 
 %% The rooms Uid is in.
 rooms(Uid) ->
