@@ -9,6 +9,8 @@
 %% The same over SSE (no WebSocket) needs conn.send over POST /send/N: it
 %% runs when the server has it, else it only checks that the server still
 %% answers POST /send/1 with 404 or 405, and says it skipped the chat.
+%% Last, `make run` as the README has it: two tabs chat through what
+%% scripts/run.sh starts.
 -module(chat_browser_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -28,7 +30,13 @@ chat_browser_test_() ->
                            {absent, St} -> {skip, St};
                            present -> {run, fun() -> chat(Ctx, "sse") end}
                        end
-               end)].
+               end),
+     {setup, fun start_run/0, fun stop_run/1,
+      fun(R) ->
+              {timeout, httpdcnode_test_lib:scaled(120),
+               {"make run (scripts/run.sh --background): the demo page's chat between two tabs",
+                fun() -> make_run_chat(R) end}}
+      end}].
 
 %% A fresh master with the application and a server for each case; Case(Ctx)
 %% says {run, Fun} or {skip, Status} (POST /send/N answered Status).
@@ -170,6 +178,106 @@ chat(#{server := S, mnode := MNode}, Transport) ->
         ?assertEqual(#{joined => 4, left => 1, said => 3, bad => 2}, Counts),
         no_script_errors(P)
     end).
+
+%%% ---------------------------------------------------------------- make run
+
+%% scripts/run.sh --background on ports, names and a directory of its own,
+%% the machine's epmd (so that this node reaches the master): its handler
+%% is the default one, chat_room.
+start_run() ->
+    Dir = filename:join([httpdcnode_test_lib:repo_root(), "build", "tests",
+                         httpdcnode_test_lib:unique("chatrun")]),
+    Env = [{"RUN_DIR", Dir},
+           {"PORT", integer_to_list(httpdcnode_test_lib:free_port())},
+           {"ADMIN_PORT", integer_to_list(httpdcnode_test_lib:free_port())},
+           {"NAME", httpdcnode_test_lib:unique("c1chat") ++ "@localhost"},
+           {"MASTER", httpdcnode_test_lib:unique("masterchat") ++ "@localhost"},
+           {"COOKIE", false}, {"PUBLIC", false}, {"INBOX_HANDLER", false}, {"ERL_EPMD_PORT", false},
+           {"HTTPDCNODE_BIN", httpdcnode_test_lib:server_exe()}],
+    R = (maps:from_list(Env))#{dir => Dir, env => Env},
+    {St, Out} = run_sh("--background", Env),
+    R1 = R#{pids => note_pids(R)},
+    St =:= 0 orelse begin stop_run(R1), erlang:error({run_sh_failed, St, Out}) end,
+    R1.
+
+%% run.sh --stop; whatever it left (a test failed first) is killed by pid.
+stop_run(#{env := Env, pids := Pids}) ->
+    _ = run_sh("--stop", Env),
+    [os:cmd("kill -KILL " ++ integer_to_list(P)) || {_, P} <- Pids, alive(P)],
+    [httpdcnode_test_lib:forget_pid(P) || {_, P} <- Pids],
+    ok.
+
+make_run_chat(R = #{dir := Dir}) ->
+    MNode = list_to_atom(maps:get("MASTER", R)),
+    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
+    true = erlang:set_cookie(MNode, binary_to_atom(string:trim(Cookie))),
+    CNode = list_to_atom(maps:get("NAME", R)),
+    %% The inbox run by the application, and the C-node linked to it.
+    httpdcnode_test_lib:wait_until(
+      fun() -> is_pid(catch m(MNode, erlang, whereis, [?INBOX]))
+                   andalso lists:member(CNode, m(MNode, httpdcnode, nodes, [])) end,
+      ?T, make_run_ready),
+    Base = "http://127.0.0.1:" ++ maps:get("PORT", R) ++ "/",
+    with_browser(fun(P) ->
+        [begin
+             command(P, ["open ", T, " ", Base, "?uid=", integer_to_list(U)]),
+             wait_ev(P, fun(E) -> is_ev(E, <<"log">>, T) andalso kind(E) =:= <<"open">> end,
+                     {open, T}),
+             wait_online(MNode, U),
+             join(P, T, U, "demo")
+         end || {T, U} <- [{<<"a">>, 201}, {<<"b">>, 202}]],
+        say(P, <<"a">>, <<"hi b">>),
+        wait_chat(P, <<"b">>, <<"line">>, 201, <<"demo">>),
+        say(P, <<"b">>, <<"hi a">>),
+        wait_chat(P, <<"a">>, <<"line">>, 202, <<"demo">>),
+        ?assertEqual([{<<"joined">>, <<"201">>, <<"demo">>, <<"joined room demo">>},
+                      {<<"joined">>, <<"202">>, <<"demo">>, <<"joined room demo">>},
+                      {<<"mine">>, <<"201">>, <<"demo">>, <<"hi b">>},
+                      {<<"line">>, <<"202">>, <<"demo">>, <<"hi a">>}],
+                     rows(dump(P, <<"a">>))),
+        no_script_errors(P)
+    end).
+
+run_sh(Arg, Env) ->
+    Port = open_port({spawn_executable, "/bin/bash"},
+                     [{args, [filename:join([httpdcnode_test_lib:repo_root(), "scripts", "run.sh"]),
+                              Arg]},
+                      {env, Env}, exit_status, binary, stderr_to_stdout,
+                      {cd, httpdcnode_test_lib:repo_root()}]),
+    collect(Port, [], erlang:monotonic_time(millisecond) + httpdcnode_test_lib:scaled(60000)).
+
+collect(Port, Acc, Deadline) ->
+    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc], Deadline);
+        {Port, {exit_status, St}} -> {St, iolist_to_binary(lists:reverse(Acc))}
+    after Left ->
+            catch port_close(Port),
+            erlang:error({run_sh_timeout, iolist_to_binary(lists:reverse(Acc))})
+    end.
+
+%% The pids run.sh noted, noted for scripts/run-tests.sh too (it ends them
+%% if this node dies before stop_run).
+note_pids(R = #{dir := Dir}) ->
+    case file:read_file(filename:join(Dir, "pids")) of
+        {ok, B} ->
+            Pids = [{Role, binary_to_integer(P)}
+                    || L <- binary:split(B, <<"\n">>, [global, trim_all]),
+                       [Role, P] <- [binary:split(L, <<" ">>)]],
+            [httpdcnode_test_lib:note_pid(P, tag(Role, R)) || {Role, P} <- Pids],
+            Pids;
+        _ -> []
+    end.
+
+tag(<<"server">>, R) -> maps:get("NAME", R);
+tag(<<"master">>, R) -> maps:get("MASTER", R);
+tag(_, _) -> "epmd".
+
+alive(Pid) ->
+    case file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/cmdline") of
+        {ok, B} -> B =/= <<>>;
+        _ -> false
+    end.
 
 %%% ---------------------------------------------------------------- helpers
 
