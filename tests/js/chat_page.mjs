@@ -18,7 +18,7 @@
 //   "join TAG ROOM"      types ROOM into the room box, clicks Join
 //   "room TAG ROOM"      types ROOM into the room box only
 //   "say TAG TEXT..."    types TEXT (the rest of the line) into the text box, clicks Send
-//   "dump TAG", "quit"
+//   "dump TAG", "screenshot TAG PATH" (says {"ev":"screenshot","path":PATH}), "quit"
 // When stdin closes (the test is over, or its node died), or after 300 s, it
 // closes the browser and exits.
 import { say, end, fatal, endOnClose, launch } from './chromium_page.mjs';
@@ -76,18 +76,23 @@ async function command(line) {
     await tab(tag).fill('#text', rest.join(' '));
     return tab(tag).click('#say');
   }
+  if (cmd === 'screenshot') {
+    await tab(tag).screenshot({ path: rest.join(' ') });
+    return say({ ev: 'screenshot', path: rest.join(' ') });
+  }
   if (cmd === 'dump') return say({ ev: 'dump', tag, chat: await tab(tag).evaluate(dumpChat) });
   if (cmd) say({ ev: 'fatal', text: 'unknown command: ' + cmd });
 }
 
 async function main() {
   const input = endOnClose(300);
-  browser = await launch([], { viewport: { width: 1000, height: 600 } });
-  // One command at a time, in order.
-  let queue = Promise.resolve();
+  // One command at a time, in order; those that come while the browser
+  // starts wait for it.
+  let queue = launch([], { viewport: { width: 1000, height: 600 } }).then((b) => { browser = b; });
   input.on('line', (line) => {
     queue = queue.then(() => command(line)).catch((e) => fatal(String(e)));
   });
+  await queue;
   say({ ev: 'started' });
 }
 
