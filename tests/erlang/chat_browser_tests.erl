@@ -4,7 +4,9 @@
 %% tabs of the page in headless Chromium (tests/js/chat_page.mjs) driven
 %% through their form. Two uids join one room and each says a line: both
 %% tabs show both lines, with who said them; a third tab in another room
-%% sees neither; bad input gets an error on the sender's tab only.
+%% sees neither; bad input gets an error on the sender's tab only; a tab
+%% that moves to another room leaves the first; after a reconnect each tab
+%% joins its room again, told on its own connection alone.
 %%
 %% The same over SSE (no WebSocket) needs conn.send over POST /send/N: it
 %% runs when the server has it, else it only checks that the server still
@@ -22,7 +24,8 @@
 
 chat_browser_test_() ->
     [chat_test("chat over WebSocket: two uids in one room see both lines, with who said them; "
-               "a third room sees neither; bad input answered on the sender's tab only",
+               "a third room sees neither; bad input answered on the sender's tab only; "
+               "after a reconnect each tab joins again, the room not told twice",
                fun(Ctx) -> {run, fun() -> chat(Ctx, "ws") end} end),
      chat_test("chat over SSE only (conn.send by POST /send/N)",
                fun(Ctx) ->
@@ -160,24 +163,54 @@ chat(#{server := S, mnode := MNode}, Transport) ->
                       {<<"error">>, null, null, <<"not in room nowhere: join it first">>},
                       Left(<<"102">>, <<"lobby">>)],
                      rows(dump(P, <<"a">>))),
-        ?assertEqual([Joined(<<"102">>, <<"lobby">>),
-                      {<<"line">>, <<"101">>, <<"lobby">>, LineA},
-                      {<<"mine">>, <<"102">>, <<"lobby">>, LineB},
-                      Joined(<<"102">>, <<"other">>), Left(<<"102">>, <<"lobby">>)],
-                     rows(dump(P, <<"b">>))),
-        ?assertEqual([Joined(<<"103">>, <<"other">>),
-                      {<<"mine">>, <<"103">>, <<"other">>, LineC},
-                      Joined(<<"102">>, <<"other">>)],
-                     rows(dump(P, <<"c">>))),
+        RowsB = [Joined(<<"102">>, <<"lobby">>),
+                 {<<"line">>, <<"101">>, <<"lobby">>, LineA},
+                 {<<"mine">>, <<"102">>, <<"lobby">>, LineB},
+                 Joined(<<"102">>, <<"other">>), Left(<<"102">>, <<"lobby">>)],
+        ?assertEqual(RowsB, rows(dump(P, <<"b">>))),
+        RowsC = [Joined(<<"103">>, <<"other">>),
+                 {<<"mine">>, <<"103">>, <<"other">>, LineC},
+                 Joined(<<"102">>, <<"other">>)],
+        ?assertEqual(RowsC, rows(dump(P, <<"c">>))),
         %% Who: "you (uid N)" for oneself, "uid N" for the others.
         ?assertEqual([<<"you (uid 101)">>, <<"uid 102">>, <<"you (uid 101) in lobby">>,
                       <<"uid 102 in lobby">>, <<"error">>, <<"error">>, <<"uid 102">>],
                      [W || #{<<"who">> := W} <- dump(P, <<"a">>)]),
+        %% Over WebSocket, a reconnect: each tab joins its room again, told
+        %% on its own connection alone (the room is not told twice).
+        Said = case Transport of
+                   "ws" -> rejoin(S, P, RowsB, RowsC, Joined), 4;
+                   _ -> 3
+               end,
         %% The handler counted what it did and what it refused.
         {ok, Counts} = m(MNode, chat_room, stats, [?INBOX]),
-        ?assertEqual(#{joined => 4, left => 1, said => 3, bad => 2}, Counts),
+        ?assertEqual(#{joined => 4, left => 1, said => Said, bad => 2}, Counts),
         no_script_errors(P)
     end).
+
+%% The server ends every stream (a drain) and takes new ones at once: the
+%% tabs come back by themselves and join again. c's line after it is the
+%% barrier: had b been told of c's join again, it would show before.
+rejoin(S, P, RowsB, RowsC, Joined) ->
+    Tabs = [{<<"a">>, 101, <<"lobby">>}, {<<"b">>, 102, <<"other">>}, {<<"c">>, 103, <<"other">>}],
+    Own = fun(T, U, R) -> length([E || E <- events(P), is_ev(E, <<"chat">>, T),
+                                       kind(E) =:= <<"joined">>, maps:get(<<"room">>, E) =:= R,
+                                       maps:get(<<"uid">>, E) =:= integer_to_binary(U)])
+          end,
+    Before = [{T, Own(T, U, R)} || {T, U, R} <- Tabs],
+    httpdcnode_test_lib:send(S, {drain, 0}),
+    httpdcnode_test_lib:send(S, {drain, cancel}),
+    [httpdcnode_test_lib:wait_until(fun() -> Own(T, U, R) > proplists:get_value(T, Before) end,
+                                    ?T, {rejoined, T})
+     || {T, U, R} <- Tabs],
+    Line = <<"back again">>,
+    say(P, <<"c">>, Line),
+    [wait_ev(P, fun(E) -> is_ev(E, <<"chat">>, T) andalso text(E) =:= Line end, {line_after, T})
+     || T <- [<<"b">>, <<"c">>]],
+    ?assertEqual(RowsB ++ [Joined(<<"102">>, <<"other">>),
+                           {<<"line">>, <<"103">>, <<"other">>, Line}], rows(dump(P, <<"b">>))),
+    ?assertEqual(RowsC ++ [Joined(<<"103">>, <<"other">>),
+                           {<<"mine">>, <<"103">>, <<"other">>, Line}], rows(dump(P, <<"c">>))).
 
 %%% ---------------------------------------------------------------- make run
 
