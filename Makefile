@@ -60,6 +60,10 @@ ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
 # built into the same ebin/ for the scripts.
 ERL_TOOL  := $(wildcard tools/erlang/bench/*.erl)
 ERL_BEAM  += $(ERL_TOOL:tools/erlang/bench/%.erl=tools/erlang/ebin/%.beam)
+# Examples beside the application, not in its .app either (chat_room, the
+# demo page's chat handler that `make run` starts): the same ebin/.
+ERL_EXAMPLE := $(wildcard tools/erlang/examples/*.erl)
+ERL_BEAM  += $(ERL_EXAMPLE:tools/erlang/examples/%.erl=tools/erlang/ebin/%.beam)
 ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
@@ -135,6 +139,10 @@ tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
 tools/erlang/ebin/%.beam: tools/erlang/bench/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
+
+# After the behaviour they implement, which erlc checks them against.
+tools/erlang/ebin/%.beam: tools/erlang/examples/%.erl tools/erlang/ebin/httpdcnode_handler.beam
+	erlc -Wall -pa tools/erlang/ebin -o tools/erlang/ebin $<
 
 tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 	@mkdir -p tools/erlang/ebin
