@@ -60,6 +60,10 @@ ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
 # built into the same ebin/ for the scripts.
 ERL_TOOL  := $(wildcard tools/erlang/bench/*.erl)
 ERL_BEAM  += $(ERL_TOOL:tools/erlang/bench/%.erl=tools/erlang/ebin/%.beam)
+# Examples beside the application, not in its .app either (chat_room, the
+# demo page's chat handler that `make run` starts): the same ebin/.
+ERL_EXAMPLE := $(wildcard tools/erlang/examples/*.erl)
+ERL_BEAM  += $(ERL_EXAMPLE:tools/erlang/examples/%.erl=tools/erlang/ebin/%.beam)
 ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
@@ -71,10 +75,10 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million fuzz soak storm run install clean check-ei
+.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run install clean check-ei
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor \
-     $(ERL_BEAM) $(ERL_APPF)
+     $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
 
 check-ei:
 	@test -n "$(EI_DIR)" || { echo "Erlang (erl) not found: run 'make deps' or 'scripts/install-deps.sh' first"; exit 1; }
@@ -119,6 +123,12 @@ $(BINP)writefloor: tools/writefloor/writefloor.c | $(BUILD)
 $(BINP)wakefloor: tools/wakefloor/wakefloor.c | $(BUILD)
 	$(CC) -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) -o $@ $<
 
+# The server's own code paths for N streams in one process, on shared sinks
+# (make bench-process): linked with the server's objects, close() wrapped
+# so that a sink is not closed with a stream (see its opening comment).
+$(BUILD)/benchprocess: tools/benchprocess/benchprocess.c $(SRV_LIB_OBJ) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(SRV_LIB_OBJ) -Wl,--wrap=close $(LDLIBS_SERVER)
+
 $(BUILD):
 	@mkdir -p $(BUILD)/tests build/tests/ebin $(BINP)
 
@@ -129,6 +139,10 @@ tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
 tools/erlang/ebin/%.beam: tools/erlang/bench/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
+
+# After the behaviour they implement, which erlc checks them against.
+tools/erlang/ebin/%.beam: tools/erlang/examples/%.erl tools/erlang/ebin/httpdcnode_handler.beam
+	erlc -Wall -pa tools/erlang/ebin -o tools/erlang/ebin $<
 
 tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 	@mkdir -p tools/erlang/ebin
@@ -227,6 +241,13 @@ storm: deps
 bench-million: deps
 	$(MAKE) all
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench-million.sh
+
+# The server's code paths at 10,000, 100,000 and 1,000,000 streams in one
+# process, each figure per stream checked flat (under a minute, 290 MiB at
+# the peak): scripts/bench-process.sh --help. Report in build/bench-process.
+bench-process: deps
+	$(MAKE) all
+	BENCH_PROCESS_BIN=$(BUILD)/benchprocess BENCH_PROCESS_DOC=1 scripts/bench-process.sh
 
 # Starts epmd, the server in the background and an Erlang master shell in the foreground.
 # PORT, NAME, MASTER, COOKIE, PUBLIC=1: see scripts/run.sh.

@@ -5,7 +5,7 @@
 # the docs' link check (scripts/check-docs.py), then every EUnit
 # module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
 # `make bench` (scripts/bench.sh --smoke), a 60-s `make soak`, a small
-# `make storm` and a small `make bench-million`.
+# `make storm`, a small `make bench-million` and a small `make bench-process`.
 # Ends with one line "tests: N passed, M failed"; exits non-zero when a test
 # failed or a runner crashed or ran out of time.
 #   UNIT_TIMEOUT  seconds for one cmocka binary (default 120)
@@ -23,6 +23,7 @@
 #   SOAK          0: no soak
 #   STORM         0: no reconnect storm
 #   MILLION       0: no small bench-million
+#   BENCH_PROCESS 0: no small bench-process
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -232,6 +233,18 @@ MILLION_STREAMS=6000 MILLION_PER_NODE=2000 MILLION_RATE=500 MILLION_PACED_S=5 MI
   MILLION_CHURN=100 MILLION_CHURN_S=5 MILLION_KILL_S=8 MILLION_PUBLISH=0 MILLION_DIR="$PWD/build/bench-million/test" \
   timeout --kill-after=10 150 scripts/bench-million.sh </dev/null 2>&1 | tee "$work/million.out"
 count_result "bench-million" "$work/million.out"
+fi
+
+# --- bench-process at 20,000 streams (make bench-process: up to a million) ------
+# The in-process driver: every phase ran and delivered what it should, memory
+# per stream, bounded presence pieces; no timed check. Report in
+# build/bench-process/test.
+if [[ ${BENCH_PROCESS:-1} != 0 ]]; then
+echo "== bench-process (20,000 streams)"
+BENCH_PROCESS_SIZES=20000 BENCH_PROCESS_REPEATS=1 BENCH_PROCESS_DIR="$PWD/build/bench-process/test" \
+  BENCH_PROCESS_BIN="$TEST_BUILD/benchprocess" timeout --kill-after=10 120 scripts/bench-process.sh </dev/null 2>&1 |
+  tee "$work/bproc.out"
+count_result "bench-process" "$work/bproc.out"
 fi
 
 end_leftovers

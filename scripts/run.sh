@@ -16,6 +16,11 @@
 #   PORT      HTTP port (8000)         NAME    C-node name (c1@localhost)
 #   ADMIN_PORT  /stats, /metrics and /probe, on 127.0.0.1 only (8001)
 #   MASTER    master node name (httpdmaster@localhost)
+#   INBOX_HANDLER  the module that handles what clients send (chat_room,
+#             the demo page's chat, tools/erlang/examples): the master's
+#             application runs it as the inbox httpdcnode_inbox and the
+#             server sends there (--inbox). Empty: no inbox, the server
+#             refuses client messages.
 #   PUBLIC=1  epmd and the master listen on every address, for nodes on
 #             other hosts (use names with a host name then, not @localhost)
 #   RUN_DIR   cookie, log and pids (build/run)
@@ -42,8 +47,23 @@ LOG=$RUN_DIR/httpdcnode.log
 PIDS=$RUN_DIR/pids
 EPMD_PORT=${ERL_EPMD_PORT:-4369}
 SERVER_BIN=${HTTPDCNODE_BIN:-./httpdcnode}
+INBOX_HANDLER=${INBOX_HANDLER-chat_room}
+INBOX=httpdcnode_inbox
 
 die() { echo "run: $*" >&2; exit 1; }
+
+# The inbox needs the application and the handler's beam; it goes into an
+# Erlang term, so a plain module name only.
+inbox_args=()
+if [[ -n $INBOX_HANDLER ]]; then
+  [[ $INBOX_HANDLER =~ ^[a-z][a-zA-Z0-9_]*$ ]] || die "INBOX_HANDLER '$INBOX_HANDLER' is not a module name"
+  if [[ -f tools/erlang/ebin/httpdcnode.app && -f tools/erlang/ebin/$INBOX_HANDLER.beam ]]; then
+    inbox_args=(--inbox "$INBOX")
+  else
+    echo "run: note: tools/erlang/ebin has no httpdcnode.app or $INBOX_HANDLER.beam (run make):" \
+         "no inbox, clients cannot send" >&2
+  fi
+fi
 
 # The random cookie, made once; printf is a shell builtin, so the cookie is
 # never an argument of a process.
@@ -95,7 +115,8 @@ start_epmd() {
 start_server() {
   "$SERVER_BIN" --listen "0.0.0.0:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
     --name "$NAME" --master "$MASTER" \
-    --cookie-file "$COOKIE_FILE" --presence httpdcnode_presence </dev/null >>"$LOG" 2>&1 &
+    --cookie-file "$COOKIE_FILE" --presence httpdcnode_presence "${inbox_args[@]}" \
+    </dev/null >>"$LOG" 2>&1 &
   server=$!
   echo "server $server" >>"$PIDS"
   # Wait (bounded) for the HTTP port, and say why if the server died.
@@ -116,6 +137,7 @@ master_args() {
   master_argv=(-sname "$MASTER" -pa tools/erlang/ebin)
   [[ -z $PUBLIC ]] && master_argv+=(-kernel inet_dist_use_interface '{127,0,0,1}')
   if [[ -f tools/erlang/ebin/httpdcnode.app ]]; then
+    [[ ${#inbox_args[@]} -gt 0 ]] && master_argv+=(-httpdcnode inbox "{$INBOX, $INBOX_HANDLER, []}")
     master_argv+=(-eval 'application:ensure_all_started(httpdcnode)')
   fi
 }
@@ -128,6 +150,7 @@ print_help() {
   cat <<MSG
 httpdcnode is running (pid $server, log $LOG).
   Open   http://localhost:$PORT/test/123   in a browser (or: curl -N localhost:$PORT/test/123)
+  or the demo page   http://localhost:$PORT/?uid=1   and in another tab ?uid=2: join a room, chat
   Counters: curl 127.0.0.1:$ADMIN_PORT/stats   Prometheus: curl 127.0.0.1:$ADMIN_PORT/metrics
   Then type in the Erlang shell below:
      {any, '$NAME'} ! {123, <<"Hello Libevent World">>}.

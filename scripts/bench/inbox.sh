@@ -14,7 +14,7 @@
 INBOX_NAME=bench_inbox
 INBOX_OK=0           # phase_inbox ran and nothing broke
 SRC_INBOX=127.0.15.1-127.0.15.20
-INBOX_HEAD="## 9. Client -> Erlang"
+INBOX_HEAD="## 10. Client -> Erlang"
 
 # inbox_cli ARGS...: one inbox_bench command on a one-shot node; its JSON
 # line in INB, non-zero when it failed.

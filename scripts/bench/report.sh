@@ -91,8 +91,9 @@ pct() { isnum "${1:-}" && echo "$1 %" || echo "n/a"; }
 
 write_report() {
   local f=$1 r keep
-  # The section scripts/bench-million.sh writes is its own: kept as it is.
-  keep=$(sed -n '/^<!-- bench-million -->$/,/^<!-- \/bench-million -->$/p' "$f" 2>/dev/null)
+  # The sections scripts/bench-million.sh and bench-process.sh write are theirs: kept as they are.
+  keep=$(sed -n -e '/^<!-- bench-million -->$/,/^<!-- \/bench-million -->$/p' \
+    -e '/^<!-- bench-process -->$/,/^<!-- \/bench-process -->$/p' "$f" 2>/dev/null)
   local blast_ratio paced_ratio mc_rate bc_rate mc_ack_rate bc_ack_rate loss_total kslope
   blast_ratio=$(get blast_ratio)
   paced_ratio=$(get paced_ratio)
