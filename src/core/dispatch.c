@@ -102,19 +102,53 @@ static void kick(uint32_t uid)
     }
 }
 
+/* {conn, Conn, Data} to an SSE or chunked stream (one that asked for its
+ * id, for POST /send/N): a message without id (SSE: no "id:" line, so a
+ * resume is not moved by it), framed as the stream frames messages. An
+ * SSE body is re-encoded: on the stack when small, else in one buffer of
+ * its own (this is not the fan-out path). -1 when s ended or no memory. */
+static int to_stream(struct stream *s, const char *data, uint32_t len)
+{
+    struct framing_prefix prefix = {.len = 0};
+    struct iovec iov[FRAMING_IOV_MAX];
+    size_t bytes = 0;
+    char small[1024], *body = NULL;
+    if (framing_encodes_body(s->framing)) {
+        bytes = framing_sse_body_len(data, len);
+        body = bytes <= sizeof small ? small : malloc(bytes);
+        if (!body)
+            return -1;
+        framing_sse_body(data, len, body);
+        iov[0] = (struct iovec){body, bytes};
+        int r = stream_send(s, iov, 1, bytes);
+        if (body != small)
+            free(body);
+        return r;
+    }
+    framing_prefix(s->framing, len, 0, &prefix);
+    int n = framing_iov(s->framing, &prefix, data, len, iov, &bytes);
+    return stream_send(s, iov, n, bytes);
+}
+
 /* {conn, Conn, Data}: one WebSocket frame (text when Data is UTF-8) to
  * that connection only, not kept in the history; after what came before
  * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
- * history's). 1 when written (or queued), 0 when Conn names no open
- * connection. */
+ * history's). Other streams: to_stream. 1 when written (or queued), 0 when
+ * Conn names no open connection. */
 static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
 {
     static const char event[] = "event: conn\n\n";
     batch_flush();
     struct stream *s = conn_find(id);
-    if (!s || s->state != STREAM_LIVE) {
+    if (!s || s->state != STREAM_LIVE || s->framing == FRAMING_POLL) {
         loop_stats.conn_dropped++;
         return 0;
+    }
+    if (!framing_is_websocket(s->framing)) {
+        if (to_stream(s, data, len) != 0)
+            return 0;
+        loop_stats.conn_sent++;
+        return 1;
     }
     size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
     char head[16];
