@@ -13,9 +13,12 @@ struct evhttp_request;
 
 #define CLIENT_POST_PREFIX "/send/"
 
+#include <stddef.h>
+
 /* At startup: the bounds of the options; evhttp is told the body bound
- * (never less than the 8 KB every request may carry). */
-void client_post_configure(struct evhttp *http, const struct options *opts);
+ * of every request (8 KB, or a larger --max-client-message with --inbox),
+ * which is returned: the read-ahead must hold a head and such a body. */
+size_t client_post_configure(struct evhttp *http, const struct options *opts);
 
 /* Any request for CLIENT_POST_PREFIX<uid_text>: POST, an OPTIONS
  * preflight, or 405. Always answers. */

@@ -70,6 +70,7 @@
     X(empty)            /* dropped: empty payload */                          \
     X(erl_connects)     /* Erlang connections made or accepted */             \
     X(erl_nodes)        /* Erlang connections up now */                       \
+    X(erl_masters)      /* of them, to --master nodes (POST /send/N needs one) */ \
     X(erl_refused)      /* connections closed: every handshake thread busy */ \
     X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(in_no_master)     /* client messages lost: no master linked to send them to */ \

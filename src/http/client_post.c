@@ -52,14 +52,17 @@ static struct peer_bucket {
     uint32_t tokens, at_ms;
 } peers[PEER_BUCKETS];
 
-void client_post_configure(struct evhttp *http, const struct options *opts)
+size_t client_post_configure(struct evhttp *http, const struct options *opts)
 {
     cfg.o = opts;
     cfg.max_message = opts->max_client_message;
     cfg.rate = opts->client_rate;
     cfg.burst_milli = rate_burst_milli(opts->client_rate);
-    if (http && opts->inbox[0] && opts->max_client_message > BODY_FLOOR)
-        evhttp_set_max_body_size(http, opts->max_client_message);
+    size_t body = opts->inbox[0] && opts->max_client_message > BODY_FLOOR
+                      ? opts->max_client_message : BODY_FLOOR;
+    if (http)
+        evhttp_set_max_body_size(http, (ev_ssize_t)body);
+    return body;
 }
 
 static void reply_plain(struct evhttp_request *req, int code, const char *reason, const char *text)
@@ -205,10 +208,10 @@ static const char *body_ok(struct evhttp_request *req, size_t *len)
     return data;
 }
 
-/* Whether Erlang takes messages now: something linked, and not behind. */
+/* Whether Erlang takes messages now: a master linked, and not behind. */
 static int erlang_ok(struct evhttp_request *req)
 {
-    if (atomic_load(&cnode_stats.erl_nodes) == 0 ||
+    if (atomic_load(&cnode_stats.erl_masters) == 0 ||
         atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > CLIENT_IN_PENDING_MAX) {
         loop_stats.post_busy++;
         refuse_later(req, 503, "Service Unavailable", "Erlang is not keeping up, try again later");

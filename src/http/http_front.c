@@ -278,10 +278,10 @@ int http_front_start(struct event_base *base, const struct options *opts)
                                          EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
                                          EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_max_headers_size(http, 8192);
-    evhttp_set_max_body_size(http, 8192);
-    client_post_configure(http, opts);   /* POST /send/N: --max-client-message */
+    /* Bodies: 8 KB, more for POST /send/N with a larger --max-client-message. */
+    size_t max_body = client_post_configure(http, opts);
     evhttp_set_timeout(http, IDLE_TIMEOUT);
-    if (http_guard_init(http, opts->header_timeout, IDLE_TIMEOUT, fd_limit) != 0)
+    if (http_guard_init(http, opts->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
         return -1;
     evhttp_set_gencb(http, on_request, NULL);
 
