@@ -98,7 +98,10 @@ accepted(S, _) ->
     [{7, Conn, <<"from sse">>}] = collect(1),
     ?assertEqual({CNode, Id}, Conn),
     ?assertEqual({ok, 1}, httpdcnode:reply_sync(Conn, <<"just you\ntwo lines">>)),
-    ?assertEqual(<<"data: just you\ndata: two lines\n\n">>, read_until(Sse, <<"\n\n">>)),
+    ?assertEqual(<<"event: reply\ndata: just you\ndata: two lines\n\n">>,
+                 read_until(Sse, <<"\n\n">>)),
+    ok = httpdcnode:reply(Conn, <<255, 0>>),
+    ?assertEqual(<<"event: reply_base64\ndata: /wA=\n\n">>, read_until(Sse, <<"\n\n">>)),
     ?assertEqual({error, timeout}, gen_tcp:recv(Other, 0, 300)),
     %% A chunked stream's id is the chunk after its welcome.
     {Chunked, CId} = open_chunked(S, 7),
@@ -162,7 +165,7 @@ accepted(S, _) ->
     nothing_more(),
     ?assertMatch(#{post_in := 56, client_in := 56, post_bad_conn := 4, post_bad_type := 3,
                    post_too_big := 1, http_bad_origin := 2, http_bad_method := 1,
-                   post_rate := 0, post_busy := 0, conn_sent := 2}, stats(S)),
+                   post_rate := 0, post_busy := 0, conn_sent := 3}, stats(S)),
     gen_tcp:close(Sse),
     gen_tcp:close(Other).
 
