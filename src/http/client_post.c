@@ -95,9 +95,13 @@ static int origin_ok(struct evhttp_request *req)
     }
     if (cors_origin_allowed(origin)) {
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Access-Control-Allow-Origin", origin);
-        evhttp_add_header(h, "Access-Control-Allow-Credentials", "true");
-        evhttp_add_header(h, "Vary", "Origin");
+        if (cors_origin_allowed("\x01")) {         /* only "*" allows that: any, no credentials */
+            evhttp_add_header(h, "Access-Control-Allow-Origin", "*");
+        } else {
+            evhttp_add_header(h, "Access-Control-Allow-Origin", origin);
+            evhttp_add_header(h, "Access-Control-Allow-Credentials", "true");
+            evhttp_add_header(h, "Vary", "Origin");
+        }
     }
     return 1;
 }
