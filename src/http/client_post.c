@@ -215,13 +215,16 @@ static const char *body_ok(struct evhttp_request *req, size_t *len)
 /* Whether Erlang takes messages now: a master linked, and not behind. */
 static int erlang_ok(struct evhttp_request *req)
 {
-    if (atomic_load(&cnode_stats.erl_masters) == 0 ||
-        atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > CLIENT_IN_PENDING_MAX) {
-        loop_stats.post_busy++;
-        refuse_later(req, 503, "Service Unavailable", "Erlang is not keeping up, try again later");
-        return 0;
-    }
-    return 1;
+    const char *why = NULL;
+    if (atomic_load(&cnode_stats.erl_masters) == 0)
+        why = "No Erlang master linked to take it, try again later";
+    else if (atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > CLIENT_IN_PENDING_MAX)
+        why = "Erlang is not keeping up, try again later";
+    if (!why)
+        return 1;
+    loop_stats.post_busy++;
+    refuse_later(req, 503, "Service Unavailable", why);
+    return 0;
 }
 
 static struct peer_bucket *peer_of(struct evhttp_request *req)
