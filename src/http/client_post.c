@@ -21,7 +21,6 @@
 #include "http/cors.h"
 #include "http/http_reply.h"
 #include "http/uid.h"
-#include "lib/clock.h"
 #include "lib/utf8.h"
 #include "obs/stats.h"
 
@@ -241,7 +240,7 @@ static struct peer_bucket *peer_of(struct evhttp_request *req)
 /* A token of the named connection's bucket, else of the peer's. */
 static int rate_ok(struct evhttp_request *req, struct conn *c)
 {
-    uint32_t now = (uint32_t)clock_now_ms() | 1;
+    uint32_t now = client_rate_now_ms();     /* ws_reader's clock: a conn's bucket is shared */
     struct peer_bucket *p = c ? NULL : peer_of(req);
     uint32_t *tokens = c ? &c->tokens : &p->tokens, *at = c ? &c->at_ms : &p->at_ms;
     if (rate_take(tokens, at, now, cfg.rate, cfg.burst_milli))

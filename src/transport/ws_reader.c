@@ -681,11 +681,8 @@ int ws_reader_readable(struct stream *s, int fd)
         return 0;
     feed.now = clock_seconds();
     feed.s = s;
-    if (cfg.inbox) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-        feed.now_ms = (uint32_t)((uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000) | 1;
-    }
+    if (cfg.inbox)
+        feed.now_ms = client_rate_now_ms();
     unsigned slot = slot_of(s);
     struct ws_frame *f = slot ? slots[slot] : frame_take();
     if (!f) {
