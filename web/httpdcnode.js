@@ -17,8 +17,22 @@
  *     onreply: function (r) { ... r.data, r.bytes: {conn, Conn, Data} from Erlang ... },
  *     backoffBase: 500, backoffCap: 20000    // ms, the defaults (see lost below)
  *   });
- *   conn.send('hello');     // a Promise: to the --inbox process, over the WebSocket
+ *   conn.send('hello');     // a Promise: to the --inbox process (below)
  *   conn.close();
+ *
+ * conn.send(data) (a string, an ArrayBuffer or a typed array) goes over
+ * the WebSocket when one is open, else as POST /send/N (text/plain for a
+ * string, else application/octet-stream) with the streams' query (the
+ * token) and, when the SSE stream got its id (it opens with ?conn=1),
+ * conn=ID, so that Erlang's {conn, Conn, Data} reply comes back on it
+ * (onreply). The Promise resolves once the server took the message (the
+ * WebSocket had it, or 202) and rejects with an Error whose .reason is
+ *   'too_big'  past the server's --max-client-message (413)
+ *   'rate'     past its --client-rate (429): send less often
+ *   'busy'     Erlang is not keeping up, or not linked (503): try later
+ *   'refused'  any other refusal (403 origin or token, 404, 409, 415, ...)
+ *   'network'  no answer (offline, the server unreachable)
+ * and .status the HTTP status (0 for 'network').
  *
  * A payload that is not UTF-8 (a WebSocket binary frame, SSE's
  * "event: base64", long-poll's "data_base64") comes as m.bytes, a
@@ -62,13 +76,14 @@
   }
 
   /* The URL of path on the server at base (a path prefix in base is kept),
-   * with the caller's query (a subscriber token) and ?since=ID when an id
-   * is known; ws/wss for WebSocket. */
-  function endpoint(base, path, query, since, websocket) {
+   * with the caller's query (a subscriber token), ?since=ID when an id
+   * is known and the extra parameters; ws/wss for WebSocket. */
+  function endpoint(base, path, query, since, websocket, extra) {
     var b = new URL(base || '/', global.location ? global.location.href : undefined);
     var u = new URL(b.origin + b.pathname.replace(/\/+$/, '') + path);
     new URLSearchParams(query || '').forEach(function (v, k) { u.searchParams.set(k, v); });
     if (since) u.searchParams.set('since', since);
+    for (var k in extra || {}) u.searchParams.set(k, extra[k]);
     if (websocket) u.protocol = b.protocol === 'https:' ? 'wss:' : 'ws:';
     return u.toString();
   }
@@ -161,10 +176,21 @@
    * off; it is closed at its first error instead, and the core
    * reconnects with its backoff and ?since= the last id, as for the other
    * transports. A payload that is not UTF-8 is the event "base64", its
-   * data the payload's base64. */
+   * data the payload's base64. Opened with ?conn=1: the first event,
+   * "conn", gives the stream's id for POST /send/N?conn=ID, and Erlang's
+   * replies to it come as "reply" (or "reply_base64"), without id. */
   function sseTransport(ctx) {
     if (typeof global.EventSource !== 'function') return ctx.failed('EventSource not supported here');
-    var es = new global.EventSource(ctx.url('/sse/' + ctx.uid, false));
+    var es = new global.EventSource(ctx.url('/sse/' + ctx.uid, false, { conn: '1' }));
+    var connId = null;
+    es.addEventListener('conn', function (e) {
+      try { connId = String(JSON.parse(e.data).conn); } catch (err) { ctx.error('unreadable conn event'); }
+    });
+    es.addEventListener('reply', function (e) { ctx.reply(e.data); });
+    es.addEventListener('reply_base64', function (e) {
+      try { var b = base64Bytes(e.data); } catch (err) { return ctx.error('unreadable reply_base64 event'); }
+      ctx.reply(bytesText(b), b);
+    });
     es.onopen = function () { ctx.opened(); };
     es.onmessage = function (e) { ctx.message(e.lastEventId, e.data); };
     es.addEventListener('base64', function (e) {
@@ -186,7 +212,11 @@
       if (reason) return ctx.ended(reason, 'stream ended (' + reason + ')');
       ctx.failed(ended ? 'stream ended' : ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
     };
-    return { stop: function () { es.close(); } };
+    return {
+      stop: function () { es.close(); },
+      /* The id POST /send/N?conn= names this stream by; null before it came. */
+      conn: function () { return connId; }
+    };
   }
 
   /* ---- Long-poll: GET /poll/N?since=ID answers
@@ -250,6 +280,14 @@
     };
   }
 
+  /* A refused conn.send: .reason (see the header comment), .status. */
+  function sendError(reason, status, detail) {
+    var e = new Error('httpdcnode send: ' + reason + (detail ? ' (' + detail + ')' : ''));
+    e.reason = reason;
+    e.status = status;
+    return e;
+  }
+
   var TRANSPORTS = { ws: wsTransport, sse: sseTransport, poll: pollTransport };
 
   /* Full jitter: a random wait in [0, min(cap, base * 2^n)], n the
@@ -307,6 +345,31 @@
       call(opts.onmessage, bytes ? { id: id, data: data, bytes: bytes } : { id: id, data: data });
     }
 
+    /* The caller's query and the token: what every request carries. */
+    function fullQuery() {
+      var query = typeof opts.query === 'function' ? opts.query() : opts.query;
+      return token ? (query ? query + '&' + token : token) : query;
+    }
+
+    /* data as POST /send/N: see send in the header comment. */
+    function post(data) {
+      if (typeof global.fetch !== 'function') return Promise.reject(sendError('network', 0, 'fetch not supported here'));
+      var id = current && typeof current.conn === 'function' ? current.conn() : null;
+      var target = endpoint(url, '/send/' + uid, fullQuery(), null, false, id ? { conn: id } : null);
+      var type = typeof data === 'string' ? 'text/plain;charset=UTF-8' : 'application/octet-stream';
+      return global.fetch(target, { method: 'POST', body: data, cache: 'no-store',
+                                    headers: { 'Content-Type': type } })
+        .then(function (res) {
+          if (res.status === 202) return undefined;
+          var reason = { 413: 'too_big', 429: 'rate', 503: 'busy' }[res.status] || 'refused';
+          return res.text().catch(function () { return ''; }).then(function (text) {
+            throw sendError(reason, res.status, text || 'HTTP ' + res.status);
+          });
+        }, function (err) {
+          throw sendError('network', 0, String((err && err.message) || err));
+        });
+    }
+
     /* Asks the token callback first, when there is one. */
     function start() {
       timer = null;
@@ -339,10 +402,8 @@
       var ctx = {
         live: true,
         uid: uid,
-        url: function (path, websocket) {
-          var query = typeof opts.query === 'function' ? opts.query() : opts.query;
-          if (token) query = query ? query + '&' + token : token;
-          return endpoint(url, path, query, lastId, websocket);
+        url: function (path, websocket, extra) {
+          return endpoint(url, path, fullQuery(), lastId, websocket, extra);
         },
         since: function () { return lastId; },
         hasOpened: function () { return opened; },
@@ -432,13 +493,11 @@
         current = null;
         status('closed', '');
       },
-      /* data (a string, an ArrayBuffer or a typed array) to the server's
-       * --inbox process over the WebSocket: a Promise, resolved once handed
-       * to the open WebSocket, rejected when there is none (POST /send for
-       * the other transports is not there yet). */
+      /* data to the server's --inbox process: over the open WebSocket,
+       * else POST /send/N (see the header comment). */
       send: function (data) {
         var ok = current && typeof current.send === 'function' && current.send(data);
-        return ok ? Promise.resolve() : Promise.reject(new Error('no open WebSocket'));
+        return ok ? Promise.resolve() : post(data);
       },
             get transport() { return order[idx]; },
       get lastId() { return lastId; }

@@ -1,10 +1,11 @@
 /* Connection ids: a name for one stream that Erlang can address
  * ({conn, Conn, Data}) and that is never reused while the node lives (a
  * 64-bit counter). Given lazily, to a stream that sends a message up
- * (a WebSocket's), so a stream that never talks costs nothing here; one
- * that did costs two 24-byte entries of two side tables (twice that at
- * most, the tables are kept at most half full). Each entry also holds two
- * words its owner may use (ws_reader.c: its rate bucket). Loop thread only. */
+ * (a WebSocket's) or asks for its id (SSE, chunked: ?conn=1), so a stream
+ * that does neither costs nothing here; one that did costs two 24-byte
+ * entries of two side tables (twice that at most, the tables are kept at
+ * most half full). Each entry also holds two words for its --client-rate
+ * bucket (client_rate.h: ws_reader.c's and client_post.c's). Loop thread only. */
 #ifndef HTTPDCNODE_CONN_H
 #define HTTPDCNODE_CONN_H
 
@@ -14,7 +15,7 @@ struct stream;
 
 struct conn {
     uint64_t id;
-    uint32_t tokens;        /* the owner's: ws_reader.c's rate bucket */
+    uint32_t tokens;        /* its --client-rate bucket (client_rate.h) */
     uint32_t at_ms;
 };
 

@@ -33,5 +33,7 @@ size_t cors_headers(struct evhttp_request *req, int any_origin, char *out, size_
  * headers a client may use (Last-Event-ID, Authorization) when its origin
  * is allowed, 403 otherwise. */
 void cors_preflight(struct evhttp_request *req);
+/* The same for another path, with the methods and headers it allows. */
+void cors_preflight_for(struct evhttp_request *req, const char *methods, const char *headers);
 
 #endif

@@ -4,21 +4,24 @@
 #define HTTPDCNODE_HTTP_GUARD_H
 
 #include <event2/event.h>
+#include <stddef.h>
 
 struct evhttp;
 struct evhttp_request;
 
 /* Input evhttp may hold for one connection. A request (line and headers)
  * is at most 8 KB; the rest is read-ahead that a client sending faster
- * than we answer would otherwise grow without bound. */
+ * than we answer would otherwise grow without bound. At least a head and
+ * a whole body: evhttp waits for a body in this buffer (http_guard_init). */
 #define HTTP_READ_AHEAD_MAX (16u << 10)
 
 /* Makes evhttp create each connection's bufferevent through us, so that it
  * has the read-ahead bound and a deadline for each request: header_timeout
  * seconds from its first byte, however slowly the rest trickles in.
- * max_fds: descriptors the process may hold (the deadline table's size). */
+ * max_fds: descriptors the process may hold (the deadline table's size);
+ * max_body: evhttp's body bound (the read-ahead holds 8 KB more). */
 int http_guard_init(struct evhttp *http, unsigned header_timeout, int idle_timeout,
-                    int max_fds);
+                    int max_fds, size_t max_body);
 /* The request is complete (evhttp hands it to us): its deadline is over. */
 void http_guard_request_done(struct evhttp_request *req);
 /* The connection becomes a stream and reads no more requests: the stream

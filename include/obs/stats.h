@@ -49,6 +49,13 @@
     X(client_in_dropped) /* client messages lost: the outbox was full */      \
     X(client_rate_closed) /* WebSockets closed 1008: past --client-rate */    \
     X(client_paused)    /* times a WebSocket was not read: Erlang was behind */ \
+    X(post_in)          /* POST /send/N messages queued for the --inbox process (202) */ \
+    X(post_no_inbox)    /* POST /send/N refused 404: no --inbox */            \
+    X(post_bad_type)    /* POST /send/N refused: 415 Content-Type, 400 text not UTF-8 */ \
+    X(post_bad_conn)    /* POST /send/N refused: ?conn= not a live conn of the uid (404, 409) */ \
+    X(post_too_big)     /* POST /send/N refused 413: past --max-client-message */ \
+    X(post_rate)        /* POST /send/N refused 429: past --client-rate */    \
+    X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
@@ -63,6 +70,7 @@
     X(empty)            /* dropped: empty payload */                          \
     X(erl_connects)     /* Erlang connections made or accepted */             \
     X(erl_nodes)        /* Erlang connections up now */                       \
+    X(erl_masters)      /* of them, to --master nodes (POST /send/N needs one) */ \
     X(erl_refused)      /* connections closed: every handshake thread busy */ \
     X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(in_no_master)     /* client messages lost: no master linked to send them to */ \
@@ -90,7 +98,7 @@ struct stat_pair {
 
 /* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
  * Call on the loop thread. */
-#define STATS_MAX_PAIRS 64
+#define STATS_MAX_PAIRS 80
 size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
 
 /* The pairs as one JSON object line; returns its length. */

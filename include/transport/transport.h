@@ -34,6 +34,9 @@ struct transport_opening {
     const char *since;           /* replay after this id (NULL: none asked) */
     uint32_t budget;             /* bytes of messages the replay may take (UINT32_MAX: all) */
     const struct timeval *idle;  /* NULL: none; else the framing's transport_ops idle */
+    /* NULL, or what follows the head before the replay (SSE's conn id);
+     * -1 when the stream ended. */
+    int (*after_head)(struct stream *s);
 };
 
 /* -1, with nothing sent, when no descriptor or memory is left (503); 0

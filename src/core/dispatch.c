@@ -17,6 +17,7 @@
 #include "lib/utf8.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Records applied per wakeup before the loop serves sockets again. Large,
  * so that under backlog a stream's many messages leave in one writev. */
@@ -102,19 +103,61 @@ static void kick(uint32_t uid)
     }
 }
 
+/* {conn, Conn, Data} to an SSE or chunked stream (one that asked for its
+ * id, for POST /send/N): not a message of the uid's, so without id. SSE
+ * names it "event: reply" (its data: lines), or "event: reply_base64"
+ * when not UTF-8 (framing.h's base64 event, renamed): an EventSource
+ * would give a plain event the last id again. Chunked: a chunk. An SSE
+ * body is re-encoded: on the stack when small, else in a buffer of its own
+ * (this is not the fan-out path). -1 when s ended or out of memory. */
+static int to_stream(struct stream *s, const char *data, uint32_t len)
+{
+    static const char reply[] = "event: reply\n", reply_b64[] = "event: reply_base64\n";
+    static const size_t b64_event = sizeof "event: base64\n" - 1;
+    struct framing_prefix prefix = {.len = 0};
+    struct iovec iov[FRAMING_IOV_MAX];
+    size_t bytes = 0;
+    if (framing_encodes_body(s->framing)) {
+        char small[1024], *body;
+        bytes = framing_sse_body_len(data, len);
+        body = bytes <= sizeof small ? small : malloc(bytes);
+        if (!body)
+            return -1;
+        framing_sse_body(data, len, body);
+        int text = strncmp(body, "event: base64\n", b64_event) != 0;
+        iov[0] = text ? (struct iovec){(void *)reply, sizeof reply - 1}
+                      : (struct iovec){(void *)reply_b64, sizeof reply_b64 - 1};
+        iov[1] = text ? (struct iovec){body, bytes}
+                      : (struct iovec){body + b64_event, bytes - b64_event};
+        int r = stream_send(s, iov, 2, iov[0].iov_len + iov[1].iov_len);
+        if (body != small)
+            free(body);
+        return r;
+    }
+    framing_prefix(s->framing, len, 0, &prefix);
+    int n = framing_iov(s->framing, &prefix, data, len, iov, &bytes);
+    return stream_send(s, iov, n, bytes);
+}
+
 /* {conn, Conn, Data}: one WebSocket frame (text when Data is UTF-8) to
  * that connection only, not kept in the history; after what came before
  * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
- * history's). 1 when written (or queued), 0 when Conn names no open
- * connection. */
+ * history's). Other streams: to_stream. 1 when written (or queued), 0 when
+ * Conn names no open connection. */
 static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
 {
     static const char event[] = "event: conn\n\n";
     batch_flush();
     struct stream *s = conn_find(id);
-    if (!s || s->state != STREAM_LIVE) {
+    if (!s || s->state != STREAM_LIVE || s->framing == FRAMING_POLL) {
         loop_stats.conn_dropped++;
         return 0;
+    }
+    if (!framing_is_websocket(s->framing)) {
+        if (to_stream(s, data, len) != 0)
+            return 0;
+        loop_stats.conn_sent++;
+        return 1;
     }
     size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
     char head[16];

@@ -34,12 +34,16 @@ int erl_link_add(int fd, const char *node, int is_master)
     l->node[sizeof l->node - 1] = '\0';
     atomic_fetch_add(&cnode_stats.erl_connects, 1);
     atomic_fetch_add(&cnode_stats.erl_nodes, 1);
+    if (is_master)
+        atomic_fetch_add(&cnode_stats.erl_masters, 1);
     return nlinks++;
 }
 
 void erl_link_remove(int i)
 {
     ei_close_connection(links[i].fd);   /* frees ei's socket context too */
+    if (links[i].is_master)
+        atomic_fetch_sub(&cnode_stats.erl_masters, 1);
     links[i] = links[--nlinks];
     atomic_fetch_sub(&cnode_stats.erl_nodes, 1);
 }

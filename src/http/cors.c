@@ -58,6 +58,11 @@ size_t cors_headers(struct evhttp_request *req, int any_origin, char *out, size_
 
 void cors_preflight(struct evhttp_request *req)
 {
+    cors_preflight_for(req, "GET", "Last-Event-ID, Authorization");
+}
+
+void cors_preflight_for(struct evhttp_request *req, const char *methods, const char *headers)
+{
     const char *origin = evhttp_find_header(evhttp_request_get_input_headers(req), "Origin");
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (!origin || options->n_allow_origin == 0 || !cors_origin_allowed(origin)) {
@@ -72,8 +77,8 @@ void cors_preflight(struct evhttp_request *req)
         evhttp_add_header(h, "Access-Control-Allow-Credentials", "true");
         evhttp_add_header(h, "Vary", "Origin");
     }
-    evhttp_add_header(h, "Access-Control-Allow-Methods", "GET");
-    evhttp_add_header(h, "Access-Control-Allow-Headers", "Last-Event-ID, Authorization");
+    evhttp_add_header(h, "Access-Control-Allow-Methods", methods);
+    evhttp_add_header(h, "Access-Control-Allow-Headers", headers);
     evhttp_add_header(h, "Access-Control-Max-Age", "600");
     evhttp_send_reply(req, 204, "No Content", NULL);
 }

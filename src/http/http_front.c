@@ -4,6 +4,7 @@
 #include "http/listener_pause.h"
 #include "http/admin.h"
 #include "auth/auth_http.h"
+#include "http/client_post.h"
 #include "http/cors.h"
 #include "core/drain.h"
 #include "http/http_guard.h"
@@ -132,6 +133,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     http_guard_request_done(req);
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    if (path && strncmp(path, CLIENT_POST_PREFIX, sizeof CLIENT_POST_PREFIX - 1) == 0) {
+        client_post_serve(req, path + sizeof CLIENT_POST_PREFIX - 1);   /* POST, OPTIONS */
+        return;
+    }
     const struct route *r = route_of(path);
     if (cmd == EVHTTP_REQ_OPTIONS && r && r->cors) {
         cors_preflight(req);
@@ -273,9 +278,10 @@ int http_front_start(struct event_base *base, const struct options *opts)
                                          EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
                                          EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_max_headers_size(http, 8192);
-    evhttp_set_max_body_size(http, 8192);
+    /* Bodies: 8 KB, more for POST /send/N with a larger --max-client-message. */
+    size_t max_body = client_post_configure(http, opts);
     evhttp_set_timeout(http, IDLE_TIMEOUT);
-    if (http_guard_init(http, opts->header_timeout, IDLE_TIMEOUT, fd_limit) != 0)
+    if (http_guard_init(http, opts->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
         return -1;
     evhttp_set_gencb(http, on_request, NULL);
 

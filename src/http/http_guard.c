@@ -32,6 +32,7 @@ static uint32_t header_ms;
  * on_connection_closed would not count it. */
 static int32_t timer_slack_ms;
 static struct timeval idle_tv;
+static size_t read_ahead = HTTP_READ_AHEAD_MAX;
 
 static uint32_t now_ms32(void) { return (uint32_t)clock_now_ms(); }
 
@@ -96,7 +97,7 @@ static struct bufferevent *new_connection_bev(struct event_base *base, void *arg
         log_msg(LOG_ERROR, "cannot allocate a connection buffer: out of memory");
         return NULL;
     }
-    bufferevent_setwatermark(bev, EV_READ, 0, HTTP_READ_AHEAD_MAX);
+    bufferevent_setwatermark(bev, EV_READ, 0, read_ahead);
     if (!evbuffer_add_cb(bufferevent_get_input(bev), on_input, bev)) {
         log_msg(LOG_ERROR, "cannot watch a connection's input: out of memory");
         bufferevent_free(bev);
@@ -106,8 +107,11 @@ static struct bufferevent *new_connection_bev(struct event_base *base, void *arg
 }
 
 int http_guard_init(struct evhttp *http, unsigned header_timeout, int idle_timeout,
-                    int max_fds)
+                    int max_fds, size_t max_body)
 {
+    /* evhttp moves a body out of this buffer only once all of it is in. */
+    if (max_body + 8192 > read_ahead)
+        read_ahead = max_body + 8192;
     deadline_of_fd = calloc((size_t)max_fds, sizeof *deadline_of_fd);
     if (!deadline_of_fd) {
         log_msg(LOG_ERROR, "cannot allocate request deadlines for %d descriptors", max_fds);

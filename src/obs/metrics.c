@@ -13,7 +13,7 @@ enum family {
     STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
-    WS_IGNORED, FAMILIES
+    WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, FAMILIES
 };
 
 static const struct {
@@ -52,6 +52,9 @@ static const struct {
     [REPLAY_GAPS] = {"replay_gaps_total", "counter", "Gaps told to resuming clients."},
     [WS_IGNORED] = {"websocket_client_messages_total", "counter",
                     "Data messages WebSocket clients sent (ignored)."},
+    [CLIENT_POSTS] = {"client_posts_total", "counter",
+                      "POST /send/N requests, by outcome (accepted or why refused)."},
+    [ERLANG_MASTERS] = {"erlang_masters", "gauge", "Erlang connections up to --master nodes."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -109,6 +112,14 @@ static const struct sample {
     {REPLAYED, NULL, "replayed"},
     {REPLAY_GAPS, NULL, "replay_gaps"},
     {WS_IGNORED, NULL, "ws_ignored"},
+    {CLIENT_POSTS, "accepted", "post_in"},
+    {CLIENT_POSTS, "no_inbox", "post_no_inbox"},
+    {CLIENT_POSTS, "bad_type", "post_bad_type"},
+    {CLIENT_POSTS, "bad_conn", "post_bad_conn"},
+    {CLIENT_POSTS, "too_big", "post_too_big"},
+    {CLIENT_POSTS, "rate", "post_rate"},
+    {CLIENT_POSTS, "busy", "post_busy"},
+    {ERLANG_MASTERS, NULL, "erl_masters"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

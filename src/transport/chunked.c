@@ -1,6 +1,8 @@
 /* A stream's welcome through evhttp, then its socket leaves evhttp. */
 #include "transport/chunked.h"
 #include "transport/transport.h"
+#include "core/conn.h"
+#include "core/transport_ops.h"
 #include "core/framing.h"
 #include "http/http_front.h"
 #include "http/http_guard.h"
@@ -9,6 +11,9 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 /* The client left before the welcome was flushed. evhttp has orphaned the
@@ -39,6 +44,47 @@ static void on_welcome_flushed(struct evhttp_connection *evcon, void *arg)
     stream_import(s);
 }
 
+/* ?conn=1: once live, the stream's conn id as the chunk after the
+ * welcome, {"conn":"ID"}, for POST /send/N?conn=ID (client_post.h). */
+static void send_conn_id(struct stream *s)
+{
+    const struct conn *c = conn_of(s);
+    if (!c)
+        return;                        /* out of memory: the stream goes on without one */
+    char json[40];
+    int n = snprintf(json, sizeof json, "{\"conn\":\"%llu\"}", (unsigned long long)c->id);
+    struct framing_prefix prefix;
+    struct iovec iov[FRAMING_IOV_MAX];
+    size_t bytes = 0;
+    framing_prefix(s->framing, (uint32_t)n, 0, &prefix);
+    stream_send(s, iov, framing_iov(s->framing, &prefix, json, (uint32_t)n, iov, &bytes), bytes);
+}
+
+static void on_welcome_flushed_conn(struct evhttp_connection *evcon, void *arg)
+{
+    struct stream *s = arg;
+    on_welcome_flushed(evcon, arg);
+    if (s->state == STREAM_LIVE)
+        send_conn_id(s);
+}
+
+static int wants_conn(struct evhttp_request *req)
+{
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyvalq query = {0};
+    if (!q || !strstr(q, "conn="))
+        return 0;                      /* the common case parses nothing */
+    evhttp_parse_query_str(q, &query);
+    const char *v = evhttp_find_header(&query, "conn");
+    int yes = v && strcmp(v, "1") == 0;
+    evhttp_clear_headers(&query);
+    return yes;
+}
+
+static void chunked_closing(struct stream *s) { conn_forget(s); }
+
+static const struct transport_ops chunked_ops = {.closing = chunked_closing};
+
 static int chunked_start(struct evhttp_request *req, uint32_t uid)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
@@ -62,9 +108,15 @@ static int chunked_start(struct evhttp_request *req, uint32_t uid)
     evbuffer_add_printf(body, "Welcome, Url: '/test/%u' Id: %u\n", uid, uid);
     http_guard_release(req);
     evhttp_connection_set_closecb(evcon, on_welcome_client_left, s);
-    evhttp_send_reply_chunk_with_cb(req, body, on_welcome_flushed, s);
+    evhttp_send_reply_chunk_with_cb(req, body, wants_conn(req) ? on_welcome_flushed_conn
+                                                               : on_welcome_flushed, s);
     evbuffer_free(body);
     return 0;
 }
 
-int chunked_init(void) { return http_front_route("/test/", chunked_start, 0); }
+int chunked_init(void)
+{
+    transport_ops_register(FRAMING_CHUNKED, &chunked_ops);
+    transport_ops_register(FRAMING_RAW, &chunked_ops);
+    return http_front_route("/test/", chunked_start, 0);
+}

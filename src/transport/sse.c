@@ -1,6 +1,7 @@
 /* Server-Sent Events: see sse.h. */
 #include "transport/sse.h"
 #include "core/backlog.h"
+#include "core/conn.h"
 #include "core/history.h"
 #include "core/replay.h"
 #include "transport/transport.h"
@@ -58,6 +59,22 @@ static uint32_t retry_ms(void)
     return RETRY_MIN_MS + (uint32_t)((r >> 33) % (RETRY_MAX_MS - RETRY_MIN_MS + 1));
 }
 
+/* ?conn=1: the stream's conn id, its first event, for POST /send/N?conn=ID
+ * (client_post.h). Given only when asked: an id costs its entries (conn.h). */
+static int sse_conn_event(struct stream *s)
+{
+    const struct conn *c = conn_of(s);
+    if (!c)
+        return 0;                      /* out of memory: the stream goes on without one */
+    char ev[64];
+    int n = snprintf(ev, sizeof ev, "event: conn\ndata: {\"conn\":\"%llu\"}\n\n",
+                     (unsigned long long)c->id);
+    struct iovec iov = {ev, (size_t)n};
+    return stream_send(s, &iov, 1, iov.iov_len);
+}
+
+static void sse_closing(struct stream *s) { conn_forget(s); }
+
 static int sse_start(struct evhttp_request *req, uint32_t uid)
 {
     struct evkeyvalq query = {0};
@@ -69,6 +86,8 @@ static int sse_start(struct evhttp_request *req, uint32_t uid)
     const char *id = last_seen_id(req, &query);
     if (id)
         snprintf(asked, sizeof asked, "%s", strlen(id) < sizeof asked ? id : "-");
+    const char *conn = evhttp_find_header(&query, "conn");
+    int want_conn = conn && strcmp(conn, "1") == 0;
     evhttp_clear_headers(&query);
     char head[1024], cors[512];
     cors[cors_headers(req, 1, cors, sizeof cors)] = '\0';
@@ -76,7 +95,8 @@ static int sse_start(struct evhttp_request *req, uint32_t uid)
                      retry_ms());
     return transport_open(req, uid, &(struct transport_opening){
         .framing = FRAMING_SSE, .head = head, .head_len = (size_t)n,
-        .replay = 1, .since = id ? asked : NULL, .budget = UINT32_MAX});
+        .replay = 1, .since = id ? asked : NULL, .budget = UINT32_MAX,
+        .after_head = want_conn ? sse_conn_event : NULL});
 }
 
 static void sse_heartbeat(struct stream *s)
@@ -121,7 +141,8 @@ static const struct transport_replay sse_replay = {
     .message = sse_replay_message,
 };
 
-static const struct transport_ops sse_ops = {.heartbeat = sse_heartbeat, .replay = &sse_replay};
+static const struct transport_ops sse_ops = {
+    .closing = sse_closing, .heartbeat = sse_heartbeat, .replay = &sse_replay};
 
 int sse_init(void)
 {

@@ -14,6 +14,7 @@
  * each function that makes one returns -1 when the stream ended and
  * touches nothing of the stream or its frame after it. */
 #include "transport/ws_reader.h"
+#include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/framing.h"
 #include "core/outbound.h"
@@ -37,7 +38,7 @@
  * which no WebSocket is read, and below which (half) reading resumes,
  * checked every WS_RESUME_MS. A read adds at most its 4 KB and a message
  * in flight on top: the outbox (8 MB) keeps room for the rest. */
-#define WS_PENDING_MAX (1u << 20)
+#define WS_PENDING_MAX CLIENT_IN_PENDING_MAX
 #define WS_RESUME_MS 5
 /* Bytes of unread input discarded before closing on an error, so that the
  * close is a FIN the client reads, not a reset that loses our close frame. */
@@ -486,21 +487,10 @@ static struct verdict client_close(const struct ws_frame *f)
     return (struct verdict){(uint16_t)code, BY_CLIENT};
 }
 
-/* Takes a message from the connection's --client-rate bucket: a burst of
- * cfg.burst_milli, refilled at cfg.rate a second. 0: none left. */
+/* Takes a message from the connection's --client-rate bucket. 0: none left. */
 static int take_token(struct conn *c)
 {
-    uint64_t t = c->at_ms ? c->tokens + (uint64_t)(feed.now_ms - c->at_ms) * cfg.rate
-                          : cfg.burst_milli;
-    c->at_ms = feed.now_ms;
-    if (t > cfg.burst_milli)
-        t = cfg.burst_milli;
-    if (t < 1000) {
-        c->tokens = (uint32_t)t;
-        return 0;
-    }
-    c->tokens = (uint32_t)(t - 1000);
-    return 1;
+    return rate_take(&c->tokens, &c->at_ms, feed.now_ms, cfg.rate, cfg.burst_milli);
 }
 
 /* A whole data message: to Erlang, or refused (no --inbox), counted. */
@@ -691,11 +681,8 @@ int ws_reader_readable(struct stream *s, int fd)
         return 0;
     feed.now = clock_seconds();
     feed.s = s;
-    if (cfg.inbox) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-        feed.now_ms = (uint32_t)((uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000) | 1;
-    }
+    if (cfg.inbox)
+        feed.now_ms = client_rate_now_ms();
     unsigned slot = slot_of(s);
     struct ws_frame *f = slot ? slots[slot] : frame_take();
     if (!f) {
@@ -773,7 +760,7 @@ void ws_reader_configure(const struct options *o)
     cfg.inbox = o->inbox[0] != 0;
     cfg.max_message = o->max_client_message;
     cfg.rate = o->client_rate;
-    cfg.burst_milli = (o->client_rate / 4 + 8) * 1000;
+    cfg.burst_milli = rate_burst_milli(o->client_rate);
     uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * o->client_rate : 0);
     /* uint16 budget: a read adds at most 4096 / 6 frames to one not past it */
     cfg.second_frames = frames > 64000 ? 64000 : frames;

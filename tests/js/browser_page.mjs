@@ -12,7 +12,10 @@
 // and for the connections the page opens on "connect" (tagged TAG):
 //   {"ev":"msg","tag":TAG,"id":ID,"data":TEXT,"hex":HEX|null}  m.bytes in hex
 //   {"ev":"status","tag":TAG,"state":S,"detail":D,"delay":MS,"attempt":N}
+//   {"ev":"reply","tag":TAG,"data":TEXT}    onreply: {conn, Conn, Data} from Erlang
+//   {"ev":"sent","tag":TAG,"ok":B,"reason":R,"status":N}  the end of a "send"
 // Commands on stdin, a line each: "dump", "screenshot PATH", "quit",
+// "send TAG TEXT" (conn.send(TEXT) of that connection),
 // "connect TAG TRANSPORTS UID [OPTIONS-JSON]" (httpdcnode.connect in the
 // page, the options added to the callbacks; "tokens":[Q1, Q2, ...] becomes
 // a token callback giving Q1, then Q2, ..., the last one from then on, each
@@ -62,6 +65,7 @@ function connectInPage([tag, transports, uid, opts]) {
     onmessage: (m) => window.__report({ ev: 'msg', tag, id: m.id, data: m.data, hex: hex(m.bytes) }),
     onstatus: (s) => window.__report({ ev: 'status', tag, state: s.state, detail: s.detail,
                                        delay: s.delay, attempt: s.attempt }),
+    onreply: (r) => window.__report({ ev: 'reply', tag, data: r.data }),
   }));
 }
 
@@ -71,6 +75,11 @@ async function command(page, line) {
   if (cmd === 'connect') {
     const [tag, transports, uid, ...json] = rest;
     return page.evaluate(connectInPage, [tag, transports, uid, JSON.parse(json.join(' ') || '{}')]);
+  }
+  if (cmd === 'send') {
+    const [tag, ...text] = rest;
+    return say({ ev: 'sent', tag, ...(await page.evaluate(([t, d]) => window.__conns[t].send(d).then(
+      () => ({ ok: true }), (e) => ({ ok: false, reason: e.reason, status: e.status })), [tag, text.join(' ')])) });
   }
   if (cmd === 'dump') return say({ ev: 'dump', ...(await page.evaluate(dumpPage)) });
   if (cmd === 'screenshot') {

@@ -1,0 +1,294 @@
+/* POST /send/N: see client_post.h.
+ *
+ * A request is checked in the order a client can act on: its origin, the
+ * node taking messages at all (--inbox), the uid and its token (the
+ * streams' rules), the ?conn= it names, its type and size, then whether
+ * Erlang keeps up (503, no token spent) and the rate (429). Each refusal
+ * is counted (obs/stats.h, post_*). evhttp holds the whole body before we
+ * see it, never more than the bound client_post_configure gave it: a
+ * larger Content-Length gets evhttp's own 413 before a byte of the body
+ * is read, a trickling body the --header-timeout of the request.
+ *
+ * Without ?conn= the rate bucket is the peer address's, in a fixed table
+ * (PEER_BUCKETS, 32 KB, no allocation): addresses that share an entry
+ * share a bucket, which errs on the side of refusing. */
+#include "http/client_post.h"
+#include "auth/auth_http.h"
+#include "core/client_rate.h"
+#include "core/conn.h"
+#include "core/outbound.h"
+#include "core/stream.h"
+#include "http/cors.h"
+#include "http/http_reply.h"
+#include "http/uid.h"
+#include "lib/utf8.h"
+#include "obs/stats.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+/* The body bound evhttp has for every request: a smaller
+ * --max-client-message is checked here. */
+#define BODY_FLOOR 8192
+
+/* Per-peer buckets (8 bytes each) for messages that name no connection. */
+#define PEER_BUCKETS 4096u
+
+static struct {
+    const struct options *o;
+    uint32_t max_message;
+    uint32_t rate;
+    uint32_t burst_milli;
+} cfg;
+
+static struct peer_bucket {
+    uint32_t tokens, at_ms;
+} peers[PEER_BUCKETS];
+
+size_t client_post_configure(struct evhttp *http, const struct options *opts)
+{
+    cfg.o = opts;
+    cfg.max_message = opts->max_client_message;
+    cfg.rate = opts->client_rate;
+    cfg.burst_milli = rate_burst_milli(opts->client_rate);
+    size_t body = opts->inbox[0] && opts->max_client_message > BODY_FLOOR
+                      ? opts->max_client_message : BODY_FLOOR;
+    if (http)
+        evhttp_set_max_body_size(http, (ev_ssize_t)body);
+    return body;
+}
+
+static void reply_plain(struct evhttp_request *req, int code, const char *reason, const char *text)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+    http_reply_text(req, code, reason, text);
+}
+
+static void refuse_later(struct evhttp_request *req, int code, const char *reason,
+                         const char *text)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+    reply_plain(req, code, reason, text);
+}
+
+/* A POST with an Origin must come from the request's own host or an
+ * --allow-origin; a cross-origin one gets the CORS headers to read the
+ * answer. 0 when refused (403, counted). */
+static int origin_ok(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *origin = evhttp_find_header(in, "Origin");
+    if (!origin)
+        return 1;                       /* not a browser's cross-origin request */
+    const char *host = evhttp_find_header(in, "Host");
+    if (!origin_allowed(origin, host, cfg.o->allow_origin, cfg.o->n_allow_origin)) {
+        loop_stats.http_bad_origin++;
+        reply_plain(req, 403, "Forbidden", "Origin not allowed: list it with --allow-origin");
+        return 0;
+    }
+    if (cors_origin_allowed(origin)) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        if (cors_origin_allowed("\x01")) {         /* only "*" allows that: any, no credentials */
+            evhttp_add_header(h, "Access-Control-Allow-Origin", "*");
+        } else {
+            evhttp_add_header(h, "Access-Control-Allow-Origin", origin);
+            evhttp_add_header(h, "Access-Control-Allow-Credentials", "true");
+            evhttp_add_header(h, "Vary", "Origin");
+        }
+    }
+    return 1;
+}
+
+/* The uid of the path; 0 when refused (as the streams refuse it). */
+static int uid_ok(struct evhttp_request *req, const char *text, uint32_t *uid)
+{
+    switch (uid_parse(text, cfg.o->max_users, uid)) {
+    case UID_OK:
+        return 1;
+    case UID_INVALID:
+        loop_stats.http_not_found++;
+        reply_plain(req, 404, "Not Found", "User id not found, try /send/123 instead");
+        return 0;
+    case UID_TOO_BIG:
+        break;
+    }
+    char body[64];
+    loop_stats.http_too_big++;
+    snprintf(body, sizeof body, "Max uid allowed is %u", cfg.o->max_users);
+    reply_plain(req, 503, "Service Unavailable", body);
+    return 0;
+}
+
+/* The value of ?conn= as a number: 1 and *id when there is one (0: a
+ * value that is not a number), 0 without it. No allocation. */
+static int conn_param(const char *q, uint64_t *id)
+{
+    for (const char *p = q; p && *p; p = strchr(p, '&'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, "conn=", 5) != 0)
+            continue;
+        uint64_t v = 0;
+        const char *d = p + 5;
+        for (; *d >= '0' && *d <= '9' && v <= (UINT64_MAX - 9) / 10; d++)
+            v = v * 10 + (uint64_t)(*d - '0');
+        *id = (*d == '\0' || *d == '&') ? v : 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The connection ?conn= names (*c NULL without one); 0 when refused:
+ * unknown or closed 404, another uid's 409. */
+static int conn_ok(struct evhttp_request *req, uint32_t uid, struct conn **c)
+{
+    uint64_t id;
+    *c = NULL;
+    if (!conn_param(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)), &id))
+        return 1;
+    struct stream *s = id ? conn_find(id) : NULL;
+    if (!s || s->state != STREAM_LIVE) {
+        loop_stats.post_bad_conn++;
+        reply_plain(req, 404, "Not Found", "No such connection on this node (closed, or never given)");
+        return 0;
+    }
+    if (s->uid != uid) {
+        loop_stats.post_bad_conn++;
+        reply_plain(req, 409, "Conflict", "That connection is another uid's");
+        return 0;
+    }
+    *c = conn_of(s);
+    return 1;
+}
+
+/* 1 text (text/plain), 2 binary (application/octet-stream), 0 other. */
+static int body_kind(struct evhttp_request *req)
+{
+    const char *t = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+    if (!t)
+        return 0;
+    size_t n = strcspn(t, "; \t");
+    if (n == 10 && strncasecmp(t, "text/plain", n) == 0)
+        return 1;
+    if (n == 24 && strncasecmp(t, "application/octet-stream", n) == 0)
+        return 2;
+    return 0;
+}
+
+/* The body, whole and within bounds, as one piece; NULL when refused. */
+static const char *body_ok(struct evhttp_request *req, size_t *len)
+{
+    int kind = body_kind(req);
+    if (!kind) {
+        loop_stats.post_bad_type++;
+        reply_plain(req, 415, "Unsupported Media Type",
+               "Content-Type must be text/plain (UTF-8) or application/octet-stream");
+        return NULL;
+    }
+    struct evbuffer *b = evhttp_request_get_input_buffer(req);
+    *len = evbuffer_get_length(b);
+    if (*len > cfg.max_message) {
+        loop_stats.post_too_big++;
+        reply_plain(req, 413, "Payload Too Large", "Message larger than --max-client-message");
+        return NULL;
+    }
+    /* evhttp's buffer: made contiguous in place (at most the bound). */
+    const char *data = *len ? (const char *)evbuffer_pullup(b, -1) : "";
+    if (!data) {
+        loop_stats.post_busy++;
+        refuse_later(req, 503, "Service Unavailable", "Out of memory");
+        return NULL;
+    }
+    if (kind == 1 && !utf8_valid(data, *len)) {
+        loop_stats.post_bad_type++;
+        reply_plain(req, 400, "Bad Request", "A text/plain message must be valid UTF-8");
+        return NULL;
+    }
+    return data;
+}
+
+/* Whether Erlang takes messages now: a master linked, and not behind. */
+static int erlang_ok(struct evhttp_request *req)
+{
+    const char *why = NULL;
+    if (atomic_load(&cnode_stats.erl_masters) == 0)
+        why = "No Erlang master linked to take it, try again later";
+    else if (atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > CLIENT_IN_PENDING_MAX)
+        why = "Erlang is not keeping up, try again later";
+    if (!why)
+        return 1;
+    loop_stats.post_busy++;
+    refuse_later(req, 503, "Service Unavailable", why);
+    return 0;
+}
+
+static struct peer_bucket *peer_of(struct evhttp_request *req)
+{
+    const struct sockaddr *sa = evhttp_connection_get_addr(evhttp_request_get_connection(req));
+    uint32_t key = 0;
+    if (sa && sa->sa_family == AF_INET)
+        key = ((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr;
+    else if (sa && sa->sa_family == AF_INET6)
+        memcpy(&key, ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr + 12, 4);
+    return &peers[(uint32_t)(key * 0x9E3779B1u) >> 20 & (PEER_BUCKETS - 1)];
+}
+
+/* A token of the named connection's bucket, else of the peer's. */
+static int rate_ok(struct evhttp_request *req, struct conn *c)
+{
+    uint32_t now = client_rate_now_ms();     /* ws_reader's clock: a conn's bucket is shared */
+    struct peer_bucket *p = c ? NULL : peer_of(req);
+    uint32_t *tokens = c ? &c->tokens : &p->tokens, *at = c ? &c->at_ms : &p->at_ms;
+    if (rate_take(tokens, at, now, cfg.rate, cfg.burst_milli))
+        return 1;
+    loop_stats.post_rate++;
+    refuse_later(req, 429, "Too Many Requests", "Past --client-rate, slow down");
+    return 0;
+}
+
+static void post(struct evhttp_request *req, const char *uid_text)
+{
+    uint32_t uid;
+    struct conn *c;
+    size_t len;
+    const char *data;
+    if (!origin_ok(req))
+        return;
+    if (!cfg.o->inbox[0]) {
+        loop_stats.post_no_inbox++;
+        reply_plain(req, 404, "Not Found", "This node takes no client messages (no --inbox)");
+        return;
+    }
+    if (!uid_ok(req, uid_text, &uid) || !auth_admit(req, uid) || !conn_ok(req, uid, &c) ||
+        !(data = body_ok(req, &len)) || !erlang_ok(req) || !rate_ok(req, c))
+        return;
+    if (outbound_in(uid, c ? c->id : 0, data, (uint32_t)len) != 0) {
+        loop_stats.client_in_dropped++;
+        loop_stats.post_busy++;
+        refuse_later(req, 503, "Service Unavailable", "Erlang is not keeping up, try again later");
+        return;
+    }
+    loop_stats.client_in++;
+    loop_stats.post_in++;
+    reply_plain(req, 202, "Accepted", "");
+}
+
+void client_post_serve(struct evhttp_request *req, const char *uid_text)
+{
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_POST:
+        post(req, uid_text);
+        return;
+    case EVHTTP_REQ_OPTIONS:
+        cors_preflight_for(req, "POST", "Content-Type");
+        return;
+    default:
+        loop_stats.http_bad_method++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST, OPTIONS");
+        http_reply_text(req, 405, "Method Not Allowed", "Only POST is served here");
+    }
+}
