@@ -51,6 +51,7 @@
     X(client_paused)    /* times a WebSocket was not read: Erlang was behind */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
+    X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
     X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
