@@ -112,7 +112,8 @@ static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
     static const char event[] = "event: conn\n\n";
     batch_flush();
     struct stream *s = conn_find(id);
-    if (!s || s->state != STREAM_LIVE) {
+    /* --presence-conns names every stream: only a WebSocket takes a frame */
+    if (!s || s->state != STREAM_LIVE || !framing_is_websocket(s->framing)) {
         loop_stats.conn_dropped++;
         return 0;
     }

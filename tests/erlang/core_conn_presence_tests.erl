@@ -81,7 +81,14 @@ each_transport(S) ->
     %% A WebSocket's conn_down reaches the inbox too; the others do not.
     {ws, 34, _, WsConn} = lists:keyfind(ws, 1, Conns),
     ?assertEqual({conn_down, 34, {Node, WsConn}, client}, inbox_down()),
-    nothing_from_inbox().
+    nothing_from_inbox(),
+    %% A long-poll answered has finished.
+    P = open(S, "/poll/35"),
+    {httpdcnode, _, conn_up, 35, PollConn, poll, _} = conn_event(conn_up, 35),
+    httpdcnode_test_lib:send(S, {35, <<"m">>}),
+    ?assertEqual({httpdcnode, Node, conn_down, 35, PollConn, finished},
+                 conn_event(conn_down, 35)),
+    gen_tcp:close(P).
 
 kick_and_inbox(S) ->
     Node = node_of(S),
@@ -89,6 +96,9 @@ kick_and_inbox(S) ->
     B = open(S, "/test/41"),
     {httpdcnode, _, conn_up, 41, ConnA, ws, _} = conn_event(conn_up, 41),
     {httpdcnode, _, conn_up, 41, ConnB, chunked, _} = conn_event(conn_up, 41),
+    %% Every stream has a Conn now, but only a WebSocket takes {conn, ...}.
+    ?assertEqual({ok, 0}, httpdcnode:reply_sync({Node, ConnB}, <<"not a frame">>)),
+    ?assertEqual({ok, 1}, httpdcnode:reply_sync({Node, ConnA}, <<"a frame">>)),
     ok = gen_tcp:send(A, [frame(<<"one">>), frame(<<"two">>)]),
     ?assertEqual([{in, 41, {Node, ConnA}, <<"one">>}, {in, 41, {Node, ConnA}, <<"two">>}],
                  [inbox_any(), inbox_any()]),
@@ -100,7 +110,8 @@ kick_and_inbox(S) ->
     %% The inbox: the end of the WebSocket, not of the chunked stream.
     ?assertEqual({conn_down, 41, {Node, ConnA}, kick}, inbox_any()),
     nothing_from_inbox(),
-    ?assertMatch(#{kicked := 2, conn_events_dropped := 0}, httpdcnode_test_lib:stats(S)),
+    ?assertMatch(#{kicked := 2, conn_events_dropped := 0, conn_dropped := 1, conn_sent := 1},
+                 httpdcnode_test_lib:stats(S)),
     [gen_tcp:close(X) || X <- [A, B]].
 
 off_by_default(S) ->
