@@ -31,6 +31,7 @@ struct options {
     int cookie_in_argv;        /* --cookie: visible in ps, main warns once */
     char presence[256];        /* --presence NAME on the master, "" for none */
     char inbox[256];           /* --inbox NAME on the master, "" for none */
+    int presence_conns;        /* --presence-conns: conn_up / conn_down too */
     uint32_t max_client_message; /* bytes per client message */
     uint32_t client_rate;      /* client messages per second per connection */
     uint32_t max_users;        /* uids 1..max_users */

@@ -31,6 +31,11 @@ static const char usage_text[] =
     "  --presence NAME          send {httpdcnode, Node, hello, Info} and\n"
     "                           {httpdcnode, Node, up|down|snapshot|snapshot_more, Uids}\n"
     "                           to the process registered as NAME on each master\n"
+    "  --presence-conns         to --presence also {httpdcnode, Node, conn_up, Uid,\n"
+    "                           Conn, Transport, Peer} when a stream opens and\n"
+    "                           {httpdcnode, Node, conn_down, Uid, Conn, Reason} when\n"
+    "                           it ends (with --inbox, conn_down of a WebSocket to\n"
+    "                           the inbox too); off by default\n"
     "  --inbox NAME             send each message a WebSocket client sends as\n"
     "                           {httpdcnode_in, Node, Uid, Conn, Data} to the process\n"
     "                           registered as NAME on one linked master (by uid);\n"
@@ -86,7 +91,7 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
-       OPT_CLIENT_RATE };
+       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -97,6 +102,7 @@ static const struct option long_opts[] = {
     {"cookie-file", required_argument, NULL, OPT_COOKIE_FILE},
     {"presence", required_argument, NULL, OPT_PRESENCE},
     {"inbox", required_argument, NULL, OPT_INBOX},
+    {"presence-conns", no_argument, NULL, OPT_PRESENCE_CONNS},
     {"max-client-message", required_argument, NULL, OPT_MAX_CLIENT_MESSAGE},
     {"client-rate", required_argument, NULL, OPT_CLIENT_RATE},
     {"max-users", required_argument, NULL, OPT_MAX_USERS},
@@ -407,6 +413,7 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--drain-seconds", optarg, "expected 0 (all at once) to 3600 seconds");
             break;
         case OPT_NO_TOKEN_EXPIRY: o->token_expiry = 0; break;
+        case OPT_PRESENCE_CONNS: o->presence_conns = 1; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;
@@ -424,6 +431,10 @@ int options_parse(struct options *o, int argc, char **argv)
     if (o->max_backlog < o->max_message + 32) {
         fprintf(stderr, "httpdcnode: --max-backlog must hold at least one message "
                         "(--max-message + 32 bytes)\n");
+        return -1;
+    }
+    if (o->presence_conns && !o->presence[0] && !o->inbox[0]) {
+        fprintf(stderr, "httpdcnode: --presence-conns needs --presence or --inbox\n");
         return -1;
     }
     return take_cookie(o, cookie_file);

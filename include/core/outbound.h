@@ -12,7 +12,7 @@
 #include "lib/handoff.h"
 #include "obs/stats.h"
 
-enum out_kind { OUT_ACK = 1, OUT_STATS, OUT_PRESENCE, OUT_IN };
+enum out_kind { OUT_ACK = 1, OUT_STATS, OUT_PRESENCE, OUT_IN, OUT_CONN };
 /* PRESENCE_SNAPSHOT is a snapshot's first piece (replaces), the others are
  * PRESENCE_SNAPSHOT_MORE (add), right after it. */
 enum presence_op { PRESENCE_UP = 1, PRESENCE_DOWN, PRESENCE_SNAPSHOT, PRESENCE_SNAPSHOT_MORE };
@@ -30,7 +30,8 @@ struct out_rec {
     /* OUT_ACK:      reply bytes
      * OUT_STATS:    struct stat_pair[count], then reply bytes
      * OUT_PRESENCE: uint32_t uids[count]
- * OUT_IN:       struct out_in, then the data */
+     * OUT_IN:       struct out_in, then the data
+     * OUT_CONN:     struct out_conn */
 };
 
 /* A client's message for the --inbox process. */
@@ -39,6 +40,25 @@ struct out_in {
     uint32_t uid;
     uint32_t pad;
 };
+
+/* A stream opened (conn_up) or ended (conn_down), --presence-conns. */
+struct out_conn {          /* 48 bytes */
+    uint64_t conn;         /* conn.h's id */
+    const char *transport; /* static atom name: chunked, sse, ws, poll */
+    const char *reason;    /* conn_down: static atom name of why it ended */
+    uint32_t uid;
+    uint16_t port;         /* the peer's, host order */
+    uint8_t family;        /* 4, 6, or 0: the peer is not known */
+    uint8_t up;            /* 1 conn_up, 0 conn_down */
+    uint8_t addr[16];      /* the peer's address, network order (4 bytes for IPv4) */
+};
+
+/* Records of struct out_conn committed and not yet sent by the C-node
+ * thread: past OUTBOUND_CONN_MAX new ones are dropped (counted in
+ * conn_events_dropped), so a connect storm takes at most about 1 MB of
+ * the outbox from the replies and client messages. */
+#define OUTBOUND_CONN_MAX 16384
+extern atomic_uint_fast32_t outbound_conn_pending;
 
 /* Bytes of client messages committed to the outbox and not yet sent by the
  * C-node thread (which takes them off as it sends): past a bound the loop
@@ -54,5 +74,7 @@ int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uin
 /* A client's message for Erlang. -1 when the outbox was full (counted in
  * client_in_dropped by the caller). */
 int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len);
+/* A conn_up / conn_down; -1 when dropped (counted in conn_events_dropped). */
+int outbound_conn(const struct out_conn *c);
 
 #endif

@@ -24,4 +24,13 @@ void presence_changed(uint32_t uid, int online);
 uint32_t presence_snapshot_to(int to_all);
 uint32_t presence_snapshot(void);
 
+/* --presence-conns (on = 1): the two calls below report each stream. */
+void presence_conns_enable(int on);
+
+struct stream;
+/* stream.c: s opened on socket fd (gives s its conn id), and s is ending
+ * (reports why, once, and drops its id). No-ops when not enabled. */
+void presence_conn_up(const struct stream *s, int fd);
+void presence_conn_down(const struct stream *s);
+
 #endif

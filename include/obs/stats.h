@@ -58,6 +58,7 @@
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
+    X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
     X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
@@ -99,6 +100,13 @@ struct stat_pair {
 /* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
  * Call on the loop thread. */
 #define STATS_MAX_PAIRS 80
+#define STATS_ONE(name) +1
+_Static_assert(0 LOOP_STATS(STATS_ONE) CNODE_STATS(STATS_ONE) + 1 <= STATS_MAX_PAIRS,
+               "more counters than STATS_MAX_PAIRS: raise it");
+#undef STATS_ONE
+/* The /stats JSON at its longest: each pair "name":value, a name under 40
+ * bytes and a value of at most 20 digits. */
+#define STATS_JSON_MAX (STATS_MAX_PAIRS * (40 + 4 + 20) + 3)
 size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
 
 /* The pairs as one JSON object line; returns its length. */

@@ -102,6 +102,12 @@ struct conn *conn_of(const struct stream *s)
     return &put_s(s, (struct conn){id, 0, 0})->c;
 }
 
+uint64_t conn_id_of(const struct stream *s)
+{
+    const struct by_stream *e = find_s(s);
+    return e ? e->c.id : 0;
+}
+
 struct stream *conn_find(uint64_t id)
 {
     struct by_id *e = find_id(id);

@@ -149,6 +149,8 @@ static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
     static const char event[] = "event: conn\n\n";
     batch_flush();
     struct stream *s = conn_find(id);
+    /* a poll's answer is JSON of the uid's messages: no reply fits there
+     * (--presence-conns names every stream, polls too) */
     if (!s || s->state != STREAM_LIVE || s->framing == FRAMING_POLL) {
         loop_stats.conn_dropped++;
         return 0;

@@ -5,6 +5,7 @@
 
 static struct handoff *outbox;
 atomic_uint_fast64_t outbound_in_pending;
+atomic_uint_fast32_t outbound_conn_pending;
 
 void outbound_init(struct handoff *ring) { outbox = ring; }
 
@@ -62,6 +63,22 @@ int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len)
     *in = (struct out_in){.conn = conn, .uid = uid};
     memcpy(in + 1, data, len);
     atomic_fetch_add_explicit(&outbound_in_pending, len, memory_order_relaxed);
+    handoff_commit(outbox);
+    return 0;
+}
+
+int outbound_conn(const struct out_conn *c)
+{
+    struct out_rec *r = NULL;
+    if (atomic_load_explicit(&outbound_conn_pending, memory_order_relaxed) < OUTBOUND_CONN_MAX)
+        r = handoff_reserve(outbox, sizeof *r + sizeof *c, 0);
+    if (!r) {
+        loop_stats.conn_events_dropped++;
+        return -1;
+    }
+    *r = (struct out_rec){.kind = OUT_CONN, .count = 1};
+    memcpy(r + 1, c, sizeof *c);
+    atomic_fetch_add_explicit(&outbound_conn_pending, 1, memory_order_relaxed);
     handoff_commit(outbox);
     return 0;
 }

@@ -11,14 +11,28 @@
  * Snapshots go in pieces of BATCH_MAX uids: the first is `snapshot`
  * (replaces what the master knew), the rest `snapshot_more` (adds). Which
  * masters get one is the C-node thread's business (erl_send.c): those that
- * asked for it, or every one for a repair. */
+ * asked for it, or every one for a repair.
+ *
+ * Connection presence (--presence-conns) is apart: no window, each stream's
+ * open and end is one record at once (so a conn_up and conn_down never
+ * cancel out), bounded by OUTBOUND_CONN_MAX queued (outbound.h); one lost
+ * is counted (conn_events_dropped) and not repaired: no snapshot has
+ * connections. It gives every stream its conn id at open (conn.h: 40 to
+ * 80 bytes a stream) and drops it at the end. The reason a stream ended is
+ * the ending counter of stats.h that moved since the last end: every site
+ * that ends a stream counts it first. */
 #include "core/presence.h"
+#include "core/conn.h"
+#include "core/framing.h"
 #include "core/outbound.h"
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/uidtable.h"
 
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 
 #define BATCH_MAX 4096         /* uids per message */
 #define PENDING_MAX 16384      /* changes per window before it is cut short */
@@ -26,6 +40,7 @@
 #define BUSY_WINDOW 64         /* changes that make the next window longer */
 
 static int enabled;
+static int conns;              /* --presence-conns */
 static struct event *flush_ev;
 static struct event *repair_ev;
 /* Changes of this window, each (uid << 32) | (seq << 1) | online: sorted,
@@ -160,3 +175,92 @@ uint32_t presence_snapshot_to(int to_all)
 }
 
 uint32_t presence_snapshot(void) { return presence_snapshot_to(0); }
+
+/* ---------------------------------------------------------------- connections */
+
+/* The ending counters and the reason each names (metrics.c's labels). */
+#define END_COUNTERS(X)                                                        \
+    X(client_closed, "client") X(kicked, "kick") X(evicted, "evicted")         \
+    X(drained, "drain") X(token_expired, "token_expired") X(slow_closed, "slow") \
+    X(input_closed, "input") X(ws_bad_frames, "ws_protocol") X(ws_dead, "ws_dead") \
+    X(ws_policy_closed, "ws_policy") X(client_rate_closed, "client_rate")
+
+#define ONE(field, name) +1
+static uint64_t ends_seen[0 END_COUNTERS(ONE)];   /* each counter at the last stream end */
+#undef ONE
+
+/* Why the stream ending now ended: the first counter that moved (all are
+ * taken as seen); "finished" when none did (a long-poll answered, a stream
+ * the server closed without a count). */
+static const char *end_reason(void)
+{
+    const char *why = NULL;
+    size_t i = 0;
+#define X(field, name)                                                         \
+    if (loop_stats.field != ends_seen[i] && !why)                              \
+        why = name;                                                            \
+    ends_seen[i++] = loop_stats.field;
+    END_COUNTERS(X)
+#undef X
+    return why ? why : "finished";
+}
+
+static const char *transport_name(uint8_t framing)
+{
+    switch (framing) {
+    case FRAMING_SSE: return "sse";
+    case FRAMING_POLL: return "poll";
+    case FRAMING_WS:
+    case FRAMING_WS_META: return "ws";
+    default: return "chunked";
+    }
+}
+
+/* The peer of fd, as out_conn has it (family 0 when unknown). */
+static void peer_of(int fd, struct out_conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        c->family = 4;
+        c->port = ntohs(a->sin_port);
+        memcpy(c->addr, &a->sin_addr, 4);
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        c->family = 6;
+        c->port = ntohs(a->sin6_port);
+        memcpy(c->addr, &a->sin6_addr, 16);
+    }
+}
+
+void presence_conns_enable(int on) { conns = on; }
+
+void presence_conn_up(const struct stream *s, int fd)
+{
+    if (!conns)
+        return;
+    struct conn *id = conn_of(s);
+    if (!id)
+        return;                        /* out of memory: the stream has no name */
+    struct out_conn c = {.conn = id->id, .transport = transport_name(s->framing),
+                         .uid = s->uid, .up = 1};
+    peer_of(fd, &c);
+    outbound_conn(&c);
+}
+
+void presence_conn_down(const struct stream *s)
+{
+    if (!conns)
+        return;
+    const char *why = end_reason();    /* even without an id: the counters are seen */
+    uint64_t id = conn_id_of(s);
+    if (!id)
+        return;                        /* told already (ended while welcoming) */
+    struct out_conn c = {.conn = id, .transport = transport_name(s->framing), .reason = why,
+                         .uid = s->uid};
+    outbound_conn(&c);
+    conn_forget(s);
+}

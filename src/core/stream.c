@@ -6,6 +6,7 @@
 #include "core/backlog.h"
 #include "core/expiry.h"
 #include "core/framing.h"
+#include "core/presence.h"
 #include "lib/log.h"
 #include "lib/pool.h"
 #include "core/replay.h"
@@ -75,8 +76,10 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
  * (CLOSED, or ABANDONED while evhttp holds it) until it is reaped. */
 static void stream_close(struct stream *s)
 {
-    if (!stream_gone(s))
+    if (!stream_gone(s)) {
         loop_stats.streams_open--;      /* open no more, though not yet reaped */
+        presence_conn_down(s);          /* before closing forgets its conn id */
+    }
     switch (s->state) {
     case STREAM_WELCOMING:
     case STREAM_ENDING:
@@ -395,6 +398,7 @@ struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request 
     loop_stats.streams_open++;
     loop_stats.streams_total++;
     uidtable_add(s);
+    presence_conn_up(s, fd);
     expiry_track(s);                     /* when its request carried a token */
     if (uidtable_count(uid) > config.max_conns_per_uid) {
         loop_stats.evicted++;
@@ -440,6 +444,7 @@ static void end_with(struct stream *s, struct iovec t, uint8_t why)
 {
     if (s->state == STREAM_WELCOMING) {
         /* No socket of ours yet: finish once the welcome is out. */
+        presence_conn_down(s);
         uidtable_remove(s);
         s->u.w.why = why;
         s->state = STREAM_ENDING;

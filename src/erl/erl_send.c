@@ -266,6 +266,63 @@ static void send_in(struct out_rec *r)
     atomic_fetch_sub_explicit(&outbound_in_pending, r->count, memory_order_relaxed);
 }
 
+/* Peer as {IpTuple, Port}, or undefined. */
+static void encode_peer(const struct out_conn *c)
+{
+    if (c->family != 4 && c->family != 6) {
+        ei_x_encode_atom(&x, "undefined");
+        return;
+    }
+    ei_x_encode_tuple_header(&x, 2);
+    if (c->family == 4) {
+        ei_x_encode_tuple_header(&x, 4);
+        for (int i = 0; i < 4; i++)
+            ei_x_encode_ulong(&x, c->addr[i]);
+    } else {
+        ei_x_encode_tuple_header(&x, 8);
+        for (int i = 0; i < 16; i += 2)
+            ei_x_encode_ulong(&x, (unsigned long)c->addr[i] << 8 | c->addr[i + 1]);
+    }
+    ei_x_encode_ulong(&x, c->port);
+}
+
+/* {httpdcnode, Node, conn_up, Uid, Conn, Transport, Peer} or
+ * {httpdcnode, Node, conn_down, Uid, Conn, Reason} to every linked
+ * master's presence process (conn events are no part of the snapshots, so
+ * one awaiting a snapshot gets them too); a WebSocket's conn_down also to
+ * its uid's inbox, the process that had its messages (after them: the
+ * same link, in the outbox's order). */
+static void send_conn(struct out_rec *r)
+{
+    const struct out_conn *c = (const struct out_conn *)(r + 1);
+    x.index = 0;
+    ei_x_encode_version(&x);
+    ei_x_encode_tuple_header(&x, c->up ? 7 : 6);
+    ei_x_encode_atom(&x, "httpdcnode");
+    ei_x_encode_atom(&x, ei_thisnodename(cnode));
+    ei_x_encode_atom(&x, c->up ? "conn_up" : "conn_down");
+    ei_x_encode_ulong(&x, c->uid);
+    ei_x_encode_ulonglong(&x, c->conn);
+    if (c->up) {
+        ei_x_encode_atom(&x, c->transport);
+        encode_peer(c);
+    } else {
+        ei_x_encode_atom(&x, c->reason);
+    }
+    for (int i = 0; presence_to[0] && i < erl_link_count(); i++) {
+        struct erl_link *l = erl_link_at(i);
+        if (l->is_master && !l->broken)
+            send_to_master(l, "conn presence");
+    }
+    struct erl_link *in = !c->up && inbox_to[0] && strcmp(c->transport, "ws") == 0
+                              ? inbox_master(c->uid) : NULL;
+    if (in && !erl_link_has_room(in))
+        atomic_fetch_add(&cnode_stats.presence_dropped, 1);
+    else if (in && ei_reg_send(cnode, in->fd, (char *)inbox_to, x.buff, x.index) < 0)
+        send_failed(in, "conn_down");
+    atomic_fetch_sub_explicit(&outbound_conn_pending, 1, memory_order_relaxed);
+}
+
 static int send_one(void *body, size_t size, void *ctx)
 {
     (void)size;
@@ -278,6 +335,7 @@ static int send_one(void *body, size_t size, void *ctx)
         if (presence_to[0])
             send_presence(r);
         break;
+    case OUT_CONN: send_conn(r); break;
     case OUT_IN:
         send_in(r);
         return erl_send_blocked();

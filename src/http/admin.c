@@ -38,8 +38,17 @@ static void reply_not_found(struct evhttp_request *req, const char *body)
 
 static void reply_stats(struct evhttp_request *req)
 {
-    char json[2048];
-    reply(req, HTTP_OK, "OK", "application/json", json, stats_format_json(json, sizeof json));
+    static char json[STATS_JSON_MAX];         /* loop thread only */
+    size_t n = stats_format_json(json, sizeof json);
+    if (n == 0) {
+        log_msg(LOG_ERROR, "the /stats JSON outgrew its %d-byte buffer (STATS_JSON_MAX)",
+                STATS_JSON_MAX);
+        static const char msg[] = "stats buffer too small";
+        reply(req, HTTP_INTERNAL, "Internal Server Error", "text/plain; charset=utf-8", msg,
+              sizeof msg - 1);
+        return;
+    }
+    reply(req, HTTP_OK, "OK", "application/json", json, n);
 }
 
 static void reply_metrics(struct evhttp_request *req)

@@ -13,7 +13,8 @@ enum family {
     STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
-    WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, FAMILIES
+    WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
+    CONN_SENT, CONN_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED, FAMILIES
 };
 
 static const struct {
@@ -55,6 +56,20 @@ static const struct {
     [CLIENT_POSTS] = {"client_posts_total", "counter",
                       "POST /send/N requests, by outcome (accepted or why refused)."},
     [ERLANG_MASTERS] = {"erlang_masters", "gauge", "Erlang connections up to --master nodes."},
+    [CLIENT_IN] = {"client_messages_total", "counter",
+                   "Client messages queued for the --inbox process."},
+    [CLIENT_DROPPED] = {"client_messages_dropped_total", "counter",
+                        "Client messages lost, by reason."},
+    [CLIENT_PAUSED] = {"client_pauses_total", "counter",
+                       "Times a WebSocket was not read: Erlang was behind."},
+    [CONN_SENT] = {"conn_messages_sent_total", "counter",
+                   "{conn, Conn, Data} written to their connection."},
+    [CONN_DROPPED] = {"conn_messages_dropped_total", "counter",
+                      "{conn, Conn, Data} for an unknown or closed connection."},
+    [PRESENCE_DROPPED] = {"presence_dropped_total", "counter",
+                          "Presence messages not sent to a master that was not reading."},
+    [CONN_EVENTS_DROPPED] = {"conn_events_dropped_total", "counter",
+                             "Connection presence (conn_up, conn_down) lost: too many queued."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -80,6 +95,7 @@ static const struct sample {
     {STREAMS_CLOSED, "ws_protocol", "ws_bad_frames"},
     {STREAMS_CLOSED, "ws_dead", "ws_dead"},
     {STREAMS_CLOSED, "ws_policy", "ws_policy_closed"},
+    {STREAMS_CLOSED, "client_rate", "client_rate_closed"},
     {MESSAGES_RECEIVED, NULL, "msgs_in"},
     {MESSAGES_DROPPED, "no_conn", "dropped_no_conn"},
     {MESSAGES_DROPPED, "bad_term", "bad_terms"},
@@ -120,6 +136,14 @@ static const struct sample {
     {CLIENT_POSTS, "rate", "post_rate"},
     {CLIENT_POSTS, "busy", "post_busy"},
     {ERLANG_MASTERS, NULL, "erl_masters"},
+    {CLIENT_IN, NULL, "client_in"},
+    {CLIENT_DROPPED, "outbox_full", "client_in_dropped"},
+    {CLIENT_DROPPED, "no_master", "in_no_master"},
+    {CLIENT_PAUSED, NULL, "client_paused"},
+    {CONN_SENT, NULL, "conn_sent"},
+    {CONN_DROPPED, NULL, "conn_dropped"},
+    {PRESENCE_DROPPED, NULL, "presence_dropped"},
+    {CONN_EVENTS_DROPPED, NULL, "conn_events_dropped"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

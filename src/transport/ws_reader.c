@@ -623,7 +623,9 @@ static int pause_stream(struct stream *s)
         paused_cap = n;
     }
     paused[npaused++] = s;
-    s->ws |= PAUSED;
+    /* Its pongs wait behind what is not read: the pings it has not
+     * answered are not held against it, the count starts again. */
+    s->ws = (uint16_t)((s->ws | PAUSED) & ~PINGS_MASK);
     loop_stats.client_paused++;
     stream_rewatch(s);
     if (npaused == 1)
@@ -647,7 +649,11 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
         unsigned slot = slot_of(s);
         if (slot)
             slots[slot]->since = now;   /* its message's time ran while not read */
-        s->ws &= (uint16_t)~PAUSED;
+        /* And again at the end: the pongs of the pings sent meanwhile may
+         * still be behind its unread bytes, so it has two heartbeats of
+         * reading to answer. A peer that died never becomes readable, is
+         * never paused and is found by the next two heartbeats. */
+        s->ws &= (uint16_t)~(PAUSED | PINGS_MASK);
         stream_rewatch(s);
     }
 }
@@ -739,7 +745,8 @@ int ws_reader_heartbeat(struct stream *s)
     static const char ping[] = "\x89\x00";
     unsigned slot = slot_of(s);
     /* A paused stream is not read: neither its pongs nor the rest of its
-     * message can come, and it is not held against it. */
+     * message can come, and it is not held against it (pause_stream and
+     * on_resume restart its count of unanswered pings too). */
     int paused_now = (s->ws & PAUSED) != 0;
     if (slot && !paused_now && too_old(slots[slot], clock_seconds()))
         return end_with(s, event_get_fd(&s->u.ev), policy());

@@ -23,6 +23,10 @@ inbox_test_() ->
                 fun rate/2),
      inbox_test("a suspended inbox: the server stops reading, then resumes; nothing lost",
                 ["--client-rate", "1000"], fun slow_inbox/2),
+     inbox_test("a WebSocket not read for a slow inbox over 3 heartbeats is not ended as dead; "
+                "nothing lost", ["--heartbeat", "1", "--client-rate", "100000",
+                                 "--max-client-message", "1048576"],
+                fun paused_not_dead/2),
      inbox_test("{conn, Conn, Data} to an open, a closed and an unknown connection", [],
                 fun conn/2),
      httpdcnode_test_lib:server_test("without --inbox client messages are refused and counted",
@@ -161,6 +165,66 @@ slow_inbox(S, {M, Inbox}) ->
     ?assertMatch(#{client_in := 1000, client_in_dropped := 0, in_no_master := 0,
                    ws_policy_closed := 0, client_rate_closed := 0}, stats(S)),
     [gen_tcp:close(C) || C <- Conns].
+
+%% The inbox suspended while one client sends 3 MB (three times what may
+%% wait for Erlang) and answers every ping: the server stops reading it,
+%% sends pings it cannot read the pongs of for 4 heartbeats and more, and
+%% must not take that for a dead peer.
+paused_not_dead(S, {M, Inbox}) ->
+    Node = httpdcnode_test_lib:master_node(M),
+    Self = self(),
+    Suspender = spawn(Node, fun() ->
+                                    true = erlang:suspend_process(Inbox),
+                                    Self ! suspended,
+                                    receive resume -> erlang:resume_process(Inbox) end
+                            end),
+    receive suspended -> ok after ?T -> erlang:error(not_suspended) end,
+    A = open(S, 21),
+    N = 750,
+    Msg = fun(K) -> <<K:64, (binary:copy(<<"p">>, 3992))/binary>> end,
+    Pings = counters:new(1, []),
+    Buffered = get({buf, A}),
+    Ponger = spawn_link(fun() -> put({buf, A}, Buffered), pong_loop(A, Pings) end),
+    ok = gen_tcp:controlling_process(A, Ponger),
+    Sender = spawn_link(fun() ->
+                                Self ! {sent, lists:usort([gen_tcp:send(A, frame(2, Msg(K)))
+                                                           || K <- lists:seq(1, N)])}
+                        end),
+    wait_stat(S, client_paused, fun(V) -> V > 0 end, ?T),
+    %% Pings are written while the stream is not read: 4 of them are 3
+    %% heartbeats and more of not reading its pongs.
+    P0 = counters:get(Pings, 1),
+    wait_until(fun() -> counters:get(Pings, 1) >= P0 + 4 end, ?T, pings_while_paused),
+    #{client_in := Held, ws_dead := 0} = stats(S),
+    ?assert(Held < N),
+    Suspender ! resume,
+    Got = collect(N),
+    receive {sent, Sent} -> ?assertEqual([ok], Sent) after ?T -> erlang:error(not_sent) end,
+    ?assertEqual([Msg(K) || K <- lists:seq(1, N)], [D || {_, _, D} <- Got]),
+    %% Alive: two heartbeats later it still takes messages.
+    P1 = counters:get(Pings, 1),
+    wait_until(fun() -> counters:get(Pings, 1) >= P1 + 2 end, ?T, pings_after),
+    ok = gen_tcp:send(A, frame(1, <<"still here">>)),
+    [{21, _, <<"still here">>}] = collect(1),
+    ?assertMatch(#{ws_dead := 0, client_in := 751, client_in_dropped := 0,
+                   ws_policy_closed := 0, streams_open := 1}, stats(S)),
+    unlink(Sender),
+    unlink(Ponger),
+    exit(Ponger, kill),
+    gen_tcp:close(A).
+
+%% Reads the server's frames on Sock, answers each ping with a pong and
+%% counts it; stops at a close or an error.
+pong_loop(Sock, Pings) ->
+    case catch recv_frame(Sock) of
+        {1, 9, Payload} ->
+            counters:add(Pings, 1, 1),
+            ok = gen_tcp:send(Sock, frame(10, Payload)),
+            pong_loop(Sock, Pings);
+        {_, 8, _} -> ok;
+        {_, _, _} -> pong_loop(Sock, Pings);
+        _ -> ok
+    end.
 
 conn(S, _) ->
     A = open(S, 9),

@@ -27,6 +27,7 @@ presence_test_() ->
       fun first_report_up_asks_snapshot/1,
       fun first_report_snapshot_asks_nothing/1,
       fun junk_is_ignored/1,
+      fun conn_events_ignored_or_passed_on/1,
       fun api_reads_presence/1,
       fun offline_uid_routes_to_last_node/1,
       fun online_elsewhere_is_not_offline/1,
@@ -165,6 +166,32 @@ junk_is_ignored(Pid) ->
      ?_assertEqual([3], ?P:online_uids(?A)),
      ?_assertEqual([], ?P:online(foo)),
      ?_assertEqual({error, unknown_call}, gen_server:call(?P, nonsense))].
+
+%% conn_up / conn_down change no presence and crash nothing; with env
+%% conn_events they are passed on to that process.
+conn_events_ignored_or_passed_on(Pid) ->
+    Up = {httpdcnode, ?A, conn_up, 5, 77, ws, {{127, 0, 0, 1}, 40000}},
+    Down = {httpdcnode, ?A, conn_down, 5, 77, client},
+    report(Up),
+    report(Down),
+    report({httpdcnode, ?A, conn_down, 5}),
+    Without = ?P:online_uids(?A),
+    application:set_env(httpdcnode, conn_events, self()),
+    report(Up),
+    report(Down),
+    application:unset_env(httpdcnode, conn_events),
+    report(Down),
+    Got = receive_all(),
+    [?_assertEqual(Pid, whereis(?P)),
+     ?_assertEqual([], Without),
+     ?_assertEqual([], ?P:online_uids(?A)),
+     ?_assertEqual([Up, Down], Got)].
+
+receive_all() ->
+    receive {httpdcnode, _, _, _, _, _} = M -> [M | receive_all()];
+            {httpdcnode, _, _, _, _, _, _} = M -> [M | receive_all()]
+    after 0 -> []
+    end.
 
 %% The API functions that only read presence, with nothing to send.
 api_reads_presence(_) ->

@@ -71,6 +71,47 @@ static void values_and_labels(void **state)
     atomic_store(&cnode_stats.bad_terms, 0);
 }
 
+/* Every client-message counter of /stats is a metric with a HELP line. */
+static void client_message_counters(void **state)
+{
+    (void)state;
+    loop_stats.ws_ignored = 1;
+    loop_stats.client_in = 2;
+    loop_stats.client_in_dropped = 3;
+    loop_stats.client_rate_closed = 4;
+    loop_stats.client_paused = 5;
+    loop_stats.conn_sent = 6;
+    loop_stats.conn_dropped = 7;
+    loop_stats.conn_events_dropped = 8;
+    loop_stats.ws_policy_closed = 9;
+    atomic_store(&cnode_stats.in_no_master, 10);
+    atomic_store(&cnode_stats.presence_dropped, 11);
+    format();
+    has_line("httpdcnode_websocket_client_messages_total 1");
+    has_line("httpdcnode_client_messages_total 2");
+    has_line("httpdcnode_client_messages_dropped_total{reason=\"outbox_full\"} 3");
+    has_line("httpdcnode_client_messages_dropped_total{reason=\"no_master\"} 10");
+    has_line("httpdcnode_streams_closed_total{reason=\"client_rate\"} 4");
+    has_line("httpdcnode_streams_closed_total{reason=\"ws_policy\"} 9");
+    has_line("httpdcnode_client_pauses_total 5");
+    has_line("httpdcnode_conn_messages_sent_total 6");
+    has_line("httpdcnode_conn_messages_dropped_total 7");
+    has_line("httpdcnode_conn_events_dropped_total 8");
+    has_line("httpdcnode_presence_dropped_total 11");
+    static const char *const helped[] = {
+        "client_messages_total", "client_messages_dropped_total", "client_pauses_total",
+        "conn_messages_sent_total", "conn_messages_dropped_total", "conn_events_dropped_total",
+        "presence_dropped_total", "websocket_client_messages_total"};
+    for (size_t i = 0; i < sizeof helped / sizeof helped[0]; i++) {
+        char help[96];
+        snprintf(help, sizeof help, "\n# HELP httpdcnode_%s ", helped[i]);
+        if (!strstr(text, help))
+            fail_msg("no HELP for %s", helped[i]);
+    }
+    atomic_store(&cnode_stats.in_no_master, 0);
+    atomic_store(&cnode_stats.presence_dropped, 0);
+}
+
 /* Each family: "# HELP name", then "# TYPE name", then only its samples;
  * no family twice; every line ends with a newline. */
 static void families_are_announced_once_before_their_samples(void **state)
@@ -154,6 +195,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_table_entry_names_a_counter),
         cmocka_unit_test_setup(values_and_labels, reset),
+        cmocka_unit_test_setup(client_message_counters, reset),
         cmocka_unit_test_setup(families_are_announced_once_before_their_samples, reset),
         cmocka_unit_test_setup(histogram_buckets_are_cumulative, reset),
         cmocka_unit_test_setup(too_small_a_buffer_gives_nothing, reset),

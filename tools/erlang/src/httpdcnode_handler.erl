@@ -8,6 +8,10 @@
 %%       Uid: the uid of the stream (/ws/Uid); Conn: {CNode, Id}, the one
 %%       connection (httpdcnode:reply(Conn, Reply) answers it alone);
 %%       Data: the message, a binary.
+%%   handle_conn_down(Uid, Conn, Reason, State) -> {ok, State}   (optional)
+%%       with --presence-conns: the WebSocket Conn of Uid ended (after its
+%%       last handle_in), Reason an atom (client, kick, ws_dead, drain, ...);
+%%       without this callback the message goes to handle_info
 %%   handle_info(Msg, State) -> {ok, State}     (optional) anything else
 %%
 %% A crash in a callback is logged and the message counted as handled:
@@ -18,4 +22,6 @@
 -callback handle_in(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Data :: binary(),
                     State :: term()) -> {ok, NewState :: term()}.
 -callback handle_info(Msg :: term(), State :: term()) -> {ok, NewState :: term()}.
--optional_callbacks([handle_info/2]).
+-callback handle_conn_down(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Reason :: atom(),
+                           State :: term()) -> {ok, NewState :: term()}.
+-optional_callbacks([handle_info/2, handle_conn_down/4]).

@@ -1,7 +1,11 @@
 %% The inbox process: registered under the name the C-nodes were started
 %% with (--inbox NAME), it takes {httpdcnode_in, CNode, Uid, Id, Data} and
 %% calls the handler module's handle_in(Uid, {CNode, Id}, Data, State)
-%% (httpdcnode_handler).
+%% (httpdcnode_handler). With --presence-conns a C-node also sends it
+%% {httpdcnode, CNode, conn_down, Uid, Id, Reason} when a WebSocket of one
+%% of its uids ends (after that connection's last message): the handler's
+%% optional handle_conn_down(Uid, {CNode, Id}, Reason, State) is called, so
+%% it can drop what it kept for that connection.
 %%
 %% Flow control: a C-node sends each master at most 256 client messages
 %% that the inbox has not acknowledged; past that it stops reading its
@@ -50,12 +54,20 @@ loop(Module, State, Unacked) ->
             State1 = handle(Module, handle_in, [Uid, {CNode, Id}, Data], State),
             N = maps:get(CNode, Unacked, 0) + 1,
             loop(Module, State1, ack(CNode, N, Unacked));
-        Other ->
-            State1 = case erlang:function_exported(Module, handle_info, 2) of
-                         true -> handle(Module, handle_info, [Other], State);
-                         false -> State
+        {httpdcnode, CNode, conn_down, Uid, Id, Reason} = Other ->
+            State1 = case erlang:function_exported(Module, handle_conn_down, 4) of
+                         true -> handle(Module, handle_conn_down, [Uid, {CNode, Id}, Reason], State);
+                         false -> other(Module, Other, State)
                      end,
-            loop(Module, State1, Unacked)
+            loop(Module, State1, Unacked);
+        Other ->
+            loop(Module, other(Module, Other, State), Unacked)
+    end.
+
+other(Module, Msg, State) ->
+    case erlang:function_exported(Module, handle_info, 2) of
+        true -> handle(Module, handle_info, [Msg], State);
+        false -> State
     end.
 
 handle(Module, Fun, Args, State) ->

@@ -10,6 +10,13 @@
 %%   {httpdcnode, Node, hello, #{history_ttl => S, history => N, epoch => E,
 %%                               max_users => M}}  the same, with how long
 %%                                           Node keeps an offline uid's messages
+%%   {httpdcnode, Node, conn_up, Uid, Conn, Transport, Peer} and
+%%   {httpdcnode, Node, conn_down, Uid, Conn, Reason}   (--presence-conns)
+%%                                           one connection opened / ended: no
+%%                                           part of presence; passed on to the
+%%                                           process of application env
+%%                                           conn_events (a name or pid) if
+%%                                           set, else ignored
 %% A C-node that disconnects (nodedown) loses all its uids.
 %%
 %% Last seen: a uid that goes offline (its last stream on its last node
@@ -266,6 +273,12 @@ handle_info({httpdcnode, Node, hello, Hello}, State) when is_atom(Node), is_map(
     known(Node, hello, State),
     ets:insert(?INFO, {Node, hello_ttl_ms(Hello, State), Hello}),
     {noreply, State};
+handle_info({httpdcnode, _Node, conn_up, _Uid, _Conn, _Transport, _Peer} = Msg, State) ->
+    conn_event(Msg),
+    {noreply, State};
+handle_info({httpdcnode, _Node, conn_down, _Uid, _Conn, _Reason} = Msg, State) ->
+    conn_event(Msg),
+    {noreply, State};
 handle_info({httpdcnode, Node, Event, Arg}, State) when is_atom(Node) ->
     known(Node, Event, State),
     presence(Node, Event, Arg, State),
@@ -310,6 +323,16 @@ terminate(_Reason, _State) ->
     ok.
 
 %%% Internal
+
+%% A connection's event to whoever asked (application env conn_events); a
+%% name nobody holds drops it.
+conn_event(Msg) ->
+    case application:get_env(httpdcnode, conn_events) of
+        {ok, Dest} when is_pid(Dest); is_atom(Dest) ->
+            catch erlang:send(Dest, Msg, [noconnect]),
+            ok;
+        _ -> ok
+    end.
 
 %% Asks the known C-nodes, and the other connected hidden nodes if they
 %% are published (see the top of this module).

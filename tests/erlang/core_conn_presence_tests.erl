@@ -1,0 +1,201 @@
+%% Connection presence (--presence-conns): the --presence process on the
+%% master gets {httpdcnode, Node, conn_up, Uid, Conn, Transport, Peer} when
+%% a stream opens and {httpdcnode, Node, conn_down, Uid, Conn, Reason} when
+%% it ends, for every transport; a WebSocket's conn_down also reaches the
+%% inbox (httpdcnode_inbox calling the handler's handle_conn_down/4). Off
+%% by default. Real server, real master node (a forwarder registered as
+%% the presence process, the application's inbox), clients on raw sockets.
+-module(core_conn_presence_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [port_of/1, node_of/1, wait_stat/4]).
+
+-define(T, 10000).
+-define(UPGRADE, ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="]).
+
+conn_presence_test_() ->
+    [conns_test("conn_up for each transport with its uid, transport and peer; conn_down "
+                "on a client's close", ["--presence-conns"], fun each_transport/1),
+     conns_test("conn_down on a kick, to the presence process and through the inbox's "
+                "handle_conn_down, after the connection's messages", ["--presence-conns"],
+                fun kick_and_inbox/1),
+     conns_test("off by default: uid presence, no conn_up or conn_down", [],
+                fun off_by_default/1)].
+
+%% A master whose 'presence' forwards to a sink of this node, with the
+%% application's inbox (conn_test_handler, to the same sink), and a server
+%% --presence presence --inbox inbox Args.
+conns_test(Label, Args, Fun) ->
+    {Label,
+     {setup,
+      fun() ->
+              Sink = list_to_atom(httpdcnode_test_lib:unique("conns_sink")),
+              httpdcnode_test_lib:start_sink(Sink),
+              M = httpdcnode_test_lib:start_master(httpdcnode_test_lib:new_master_name(),
+                                                   #{forwarder => {presence, {Sink, node()}}}),
+              Node = httpdcnode_test_lib:master_node(M),
+              AppEbin = filename:dirname(code:which(httpdcnode_inbox)),
+              true = rpc:call(Node, code, add_patha, [AppEbin]),
+              {ok, _} = rpc:call(Node, httpdcnode_inbox, start,
+                                 [inbox, conn_test_handler, {Sink, node()}]),
+              S = httpdcnode_test_lib:start_server(#{master => M, presence => presence,
+                                                     extra_args => ["--inbox", "inbox" | Args]}),
+              httpdcnode_test_lib:wait_master_sees(M, node_of(S), ?T),
+              {M, S, Sink}
+      end,
+      fun({M, S, Sink}) ->
+              httpdcnode_test_lib:stop_server(S),
+              httpdcnode_test_lib:stop_master(M),
+              httpdcnode_test_lib:stop_sink(Sink)
+      end,
+      fun({_M, S, Sink}) ->
+              {timeout, httpdcnode_test_lib:scaled(60),
+               fun() ->
+                       httpdcnode_test_lib:sink_subscribe(Sink),
+                       httpdcnode_test_lib:logged(S, fun(_) -> Fun(S) end)
+               end}
+      end}}.
+
+%%% ---------------------------------------------------------------- cases
+
+each_transport(S) ->
+    Node = node_of(S),
+    Opened = [{T, Uid, open(S, Path)} || {T, Uid, Path} <- [{chunked, 31, "/test/31"},
+                                                            {sse, 32, "/sse/32"},
+                                                            {poll, 33, "/poll/33"},
+                                                            {ws, 34, "/ws/34"}]],
+    Conns = [begin
+                 {ok, {{127, 0, 0, 1}, Port}} = inet:sockname(Sock),
+                 {httpdcnode, Node, conn_up, Uid, Conn, T, Peer} = conn_event(conn_up, Uid),
+                 ?assertEqual({{127, 0, 0, 1}, Port}, Peer),
+                 ?assert(is_integer(Conn) andalso Conn > 0),
+                 {T, Uid, Sock, Conn}
+             end || {T, Uid, Sock} <- Opened],
+    ?assertEqual(4, length(lists:usort([C || {_, _, _, C} <- Conns]))),
+    [begin
+         gen_tcp:close(Sock),
+         ?assertEqual({httpdcnode, Node, conn_down, Uid, Conn, client},
+                      conn_event(conn_down, Uid))
+     end || {_, Uid, Sock, Conn} <- Conns],
+    %% A WebSocket's conn_down reaches the inbox too; the others do not.
+    {ws, 34, _, WsConn} = lists:keyfind(ws, 1, Conns),
+    ?assertEqual({conn_down, 34, {Node, WsConn}, client}, inbox_down()),
+    nothing_from_inbox(),
+    %% A long-poll answered has finished.
+    P = open(S, "/poll/35"),
+    {httpdcnode, _, conn_up, 35, PollConn, poll, _} = conn_event(conn_up, 35),
+    httpdcnode_test_lib:send(S, {35, <<"m">>}),
+    ?assertEqual({httpdcnode, Node, conn_down, 35, PollConn, finished},
+                 conn_event(conn_down, 35)),
+    gen_tcp:close(P).
+
+kick_and_inbox(S) ->
+    Node = node_of(S),
+    A = open(S, "/ws/41"),
+    B = open(S, "/test/41"),
+    {httpdcnode, _, conn_up, 41, ConnA, ws, _} = conn_event(conn_up, 41),
+    {httpdcnode, _, conn_up, 41, ConnB, chunked, _} = conn_event(conn_up, 41),
+    %% Every stream has a Conn now, but only a WebSocket takes {conn, ...}.
+    ?assertEqual({ok, 0}, httpdcnode:reply_sync({Node, ConnB}, <<"not a frame">>)),
+    ?assertEqual({ok, 1}, httpdcnode:reply_sync({Node, ConnA}, <<"a frame">>)),
+    ok = gen_tcp:send(A, [frame(<<"one">>), frame(<<"two">>)]),
+    ?assertEqual([{in, 41, {Node, ConnA}, <<"one">>}, {in, 41, {Node, ConnA}, <<"two">>}],
+                 [inbox_any(), inbox_any()]),
+    httpdcnode_test_lib:send(S, {kick, 41}),
+    Downs = [conn_event(conn_down, 41), conn_event(conn_down, 41)],
+    ?assertEqual(lists:sort([{httpdcnode, Node, conn_down, 41, ConnA, kick},
+                             {httpdcnode, Node, conn_down, 41, ConnB, kick}]),
+                 lists:sort(Downs)),
+    %% The inbox: the end of the WebSocket, not of the chunked stream.
+    ?assertEqual({conn_down, 41, {Node, ConnA}, kick}, inbox_any()),
+    nothing_from_inbox(),
+    ?assertMatch(#{kicked := 2, conn_events_dropped := 0, conn_dropped := 1, conn_sent := 1},
+                 httpdcnode_test_lib:stats(S)),
+    [gen_tcp:close(X) || X <- [A, B]].
+
+off_by_default(S) ->
+    Node = node_of(S),
+    A = open(S, "/ws/51"),
+    B = open(S, "/sse/52"),
+    ok = gen_tcp:send(A, frame(<<"hi">>)),
+    {in, 51, _, <<"hi">>} = inbox_any(),
+    wait_up(Node, [51, 52]),
+    gen_tcp:close(A),
+    gen_tcp:close(B),
+    wait_down(Node, [51, 52]),
+    %% conn events are sent at once, uid presence after its window: any
+    %% would have come before the downs.
+    Conn = [M || M <- flush(), is_conn_event(M)],
+    ?assertEqual([], Conn),
+    nothing_from_inbox().
+
+%%% ---------------------------------------------------------------- helpers
+
+%% The next conn event of Kind for Uid the presence process got (others of
+%% its messages are skipped).
+conn_event(Kind, Uid) ->
+    receive
+        {forwarded, presence, {httpdcnode, _, Kind, Uid, _, _} = M} -> M;
+        {forwarded, presence, {httpdcnode, _, Kind, Uid, _, _, _} = M} -> M
+    after ?T -> erlang:error({no_presence, Kind, Uid})
+    end.
+
+inbox_down() ->
+    receive {conn_down, _, _, _} = M -> M after ?T -> erlang:error(no_inbox_conn_down) end.
+
+inbox_any() ->
+    receive
+        {in, _, _, _} = M -> M;
+        {conn_down, _, _, _} = M -> M
+    after ?T -> erlang:error(nothing_from_inbox)
+    end.
+
+nothing_from_inbox() ->
+    receive
+        {in, _, _, _} = M -> erlang:error({unexpected, M});
+        {conn_down, _, _, _} = M -> erlang:error({unexpected, M})
+    after 300 -> ok
+    end.
+
+%% Waits for uid presence `up' (or `down') of each uid, singly or in lists.
+wait_up(Node, Uids) -> wait_uids(Node, up, Uids).
+wait_down(Node, Uids) -> wait_uids(Node, down, Uids).
+
+wait_uids(_Node, _Op, []) -> ok;
+wait_uids(Node, Op, Uids) ->
+    receive
+        {forwarded, presence, {httpdcnode, Node, Op, U}} ->
+            wait_uids(Node, Op, Uids -- (if is_list(U) -> U; true -> [U] end))
+    after ?T -> erlang:error({no_presence, Op, Uids})
+    end.
+
+flush() -> receive M -> [M | flush()] after 0 -> [] end.
+
+is_conn_event({forwarded, presence, {httpdcnode, _, conn_up, _, _, _, _}}) -> true;
+is_conn_event({forwarded, presence, {httpdcnode, _, conn_down, _, _, _}}) -> true;
+is_conn_event(_) -> false.
+
+%% A raw socket with the GET of Path sent; a WebSocket's 101 read.
+open(S, Path) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+    Ws = lists:prefix("/ws/", Path),
+    Extra = case Ws of true -> ?UPGRADE; false -> [] end,
+    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", Path, "HTTP/1.1", Extra)),
+    Ws andalso read_head(Sock, <<>>),
+    Sock.
+
+read_head(Sock, Acc) ->
+    case binary:match(Acc, <<"\r\n\r\n">>) of
+        nomatch ->
+            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
+            read_head(Sock, <<Acc/binary, More/binary>>);
+        _ -> ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Acc)
+    end.
+
+%% A masked text frame (key 1, 2, 3, 4), payload under 126 bytes.
+frame(Payload) ->
+    Len = byte_size(Payload),
+    Pad = binary:copy(<<1, 2, 3, 4>>, Len div 4 + 1),
+    <<1:1, 0:3, 1:4, 1:1, Len:7, 1, 2, 3, 4,
+      (crypto:exor(Payload, binary:part(Pad, 0, Len)))/binary>>.
