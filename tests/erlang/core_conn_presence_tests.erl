@@ -96,8 +96,9 @@ kick_and_inbox(S) ->
     B = open(S, "/test/41"),
     {httpdcnode, _, conn_up, 41, ConnA, ws, _} = conn_event(conn_up, 41),
     {httpdcnode, _, conn_up, 41, ConnB, chunked, _} = conn_event(conn_up, 41),
-    %% Every stream has a Conn now, but only a WebSocket takes {conn, ...}.
-    ?assertEqual({ok, 0}, httpdcnode:reply_sync({Node, ConnB}, <<"not a frame">>)),
+    %% Every stream has a Conn now: a chunked one takes {conn, ...} as a chunk.
+    ?assertEqual({ok, 1}, httpdcnode:reply_sync({Node, ConnB}, <<"a chunk">>)),
+    received_containing(B, <<"a chunk">>, <<>>),
     ?assertEqual({ok, 1}, httpdcnode:reply_sync({Node, ConnA}, <<"a frame">>)),
     ok = gen_tcp:send(A, [frame(<<"one">>), frame(<<"two">>)]),
     ?assertEqual([{in, 41, {Node, ConnA}, <<"one">>}, {in, 41, {Node, ConnA}, <<"two">>}],
@@ -110,7 +111,7 @@ kick_and_inbox(S) ->
     %% The inbox: the end of the WebSocket, not of the chunked stream.
     ?assertEqual({conn_down, 41, {Node, ConnA}, kick}, inbox_any()),
     nothing_from_inbox(),
-    ?assertMatch(#{kicked := 2, conn_events_dropped := 0, conn_dropped := 1, conn_sent := 1},
+    ?assertMatch(#{kicked := 2, conn_events_dropped := 0, conn_dropped := 0, conn_sent := 2},
                  httpdcnode_test_lib:stats(S)),
     [gen_tcp:close(X) || X <- [A, B]].
 
@@ -194,6 +195,15 @@ read_head(Sock, Acc) ->
     end.
 
 %% A masked text frame (key 1, 2, 3, 4), payload under 126 bytes.
+%% Reads Sock until what came holds Part (bounded by ?T a read).
+received_containing(Sock, Part, Acc) ->
+    case binary:match(Acc, Part) of
+        nomatch ->
+            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
+            received_containing(Sock, Part, <<Acc/binary, More/binary>>);
+        _ -> ok
+    end.
+
 frame(Payload) ->
     Len = byte_size(Payload),
     Pad = binary:copy(<<1, 2, 3, 4>>, Len div 4 + 1),
