@@ -283,6 +283,17 @@ cpu_all() {
   echo "$t"
 }
 
+# sched_all: "WAIT_NS RUNS" summed over every thread of the servers, the
+# clients and the master (/proc/PID/task/TID/schedstat: time on the CPU,
+# time runnable but waiting for one, times run): how long the run's work
+# waited for a core.
+sched_all() {
+  local p
+  for p in "${SPID[@]}" $(client_pids "${CPID[@]}") "$MASTER_PID"; do
+    cat /proc/"$p"/task/*/schedstat 2>/dev/null
+  done | awk '{ w += $2; r += $3 } END { printf "%.0f %.0f\n", w, r }'
+}
+
 # settle SECONDS: until the processes of the run used under 10 % of one core
 # over each of 2 seconds in a row (what is left of the connect and its
 # presence snapshots is done), at most SECONDS; SETTLE_S the time it took.
@@ -537,17 +548,25 @@ log "settled after $SETTLE_S s (quiet: $SETTLE_QUIET; load average $(cut -d' ' -
 MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
 snapshot_msgs
 log "paced: $RATE msg/s for $PACED_S s through httpdcnode:send/2"
+read -r SCHED_W0 SCHED_R0 < <(sched_all)
+T_PACED0=$(now_ms)
 if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$PER" --stamp 1; then
   PN=$(per_node "$MIL")
   SENT=$(jget sent <<<"$MIL")
   wait_for 30 "the paced messages" all_arrived "$PN"
   sleep 1.2                                   # one more progress line each
   lost_by "$PN"; PACED_LOST=$LOST
+  read -r SCHED_W1 SCHED_R1 < <(sched_all)
+  T_PACED1=$(now_ms)
+  # Run-queue wait per run, and the runnable threads waiting for a core on
+  # average over the phase (wait time / wall time).
+  RQ_WAIT_US=$(calc "($SCHED_W1 - $SCHED_W0) / 1000 / ($SCHED_R1 - $SCHED_R0 + 1)" %.0f)
+  RQ_WAITING=$(calc "($SCHED_W1 - $SCHED_W0) / 1000000 / ($T_PACED1 - $T_PACED0 + 1)" %.2f)
   read -r PACED_P50 PACED_P99 PACED_MAX PACED_SAMPLES < <(merged_latency)
   PACED_WORST_P99=$(maxf p99 $(CLIENT_ERRS))
   PACED_RATE=$(calc "$SENT * 1000000 / $(jget elapsed_us <<<"$MIL")" %.0f)
 else SENT=0 PACED_LOST=null PACED_P50=null PACED_P99=null PACED_MAX=null PACED_RATE=0
-  PACED_SAMPLES=0 PACED_WORST_P99=null; fi
+  PACED_SAMPLES=0 PACED_WORST_P99=null RQ_WAIT_US=null RQ_WAITING=null; fi
 put paced_sent "$SENT"
 put paced_rate_per_s "$PACED_RATE"
 put paced_lost "$PACED_LOST"
@@ -556,7 +575,9 @@ put paced_p99_us "$PACED_P99"
 put paced_max_us "$PACED_MAX"
 put paced_samples "$PACED_SAMPLES"
 put paced_worst_client_p99_us "$PACED_WORST_P99"
-check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us)"
+put paced_runqueue_wait_us_per_run "$RQ_WAIT_US"
+put paced_runqueue_waiting_threads "$RQ_WAITING"
+check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us); meanwhile the run's threads waited $RQ_WAIT_US us for a core per run, $RQ_WAITING of them waiting on average"
 
 # --- 5. multicast_sync -----------------------------------------------------------------
 MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
@@ -838,6 +859,7 @@ sets ~19,000 streams per process on either side.
 | 4. paced: sent / lost | $(r paced_sent) at $(r paced_rate_per_s) msg/s / $(r paced_lost) | 0 lost |
 | &nbsp;&nbsp;latency p50 / p99 / max (all $(r paced_samples) stamped) | $(r paced_p50_us) / $(r paced_p99_us) / $(r paced_max_us) µs | p99 ≤ 10 ms |
 | &nbsp;&nbsp;the worst client process's p99 | $(r paced_worst_client_p99_us) µs | |
+| &nbsp;&nbsp;run-queue wait per run / threads waiting for a core (mean) | $(r paced_runqueue_wait_us_per_run) µs / $(r paced_runqueue_waiting_threads) | |
 | 5. multicast_sync to $(r multicast_uids): reply / last delivery | $(r multicast_reply_s) / $(r multicast_last_delivery_s) s ($(r multicast_delivered) delivered) | |
 | 6. broadcast to all: last delivery | $(r broadcast_last_delivery_s) s ($(r broadcast_delivered) delivered) | ≤ 1.5 × floor |
 | &nbsp;&nbsp;write floor (writefloor $(r write_floor_us_per_write) µs × streams ÷ $CORES cores) | $(r write_floor_s) s ($(r broadcast_vs_write_floor) ×) | |
