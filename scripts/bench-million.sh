@@ -205,13 +205,23 @@ node_up() {
     epmd -names 2>/dev/null | grep -q "^name $(node_name "$i") at"
 }
 # until node I answers; a killed one's name may linger in epmd: retried.
+# await_node I [fixed]: until node I is up, started again when it exits. A
+# port taken meanwhile (an outgoing connection's, from the wide local port
+# range) is replaced by another: the admin port always, the public one
+# unless "fixed" (a restart its clients come back to).
 await_node() {
-  local i=$1 end=$(($(date +%s) + $(left 60)))
+  local i=$1 end=$(($(date +%s) + $(left 60))) last
   while (($(date +%s) < end)); do
     node_up "$i" && return 0
     if ! alive "${SPID[$i]}"; then
       wait "${SPID[$i]}" 2>/dev/null
       forget "${SPID[$i]}"
+      last=$(tail -n1 "$WORK/node-$i.log")
+      if [[ $last == *"for --admin-listen: Address already in use"* ]]; then
+        unique_port && APORT[$i]=$UPORT && log "C-node $i: admin port taken, now ${APORT[$i]}"
+      elif [[ ${2:-} != fixed && $last == *"port in use?"* ]]; then
+        unique_port && SPORT[$i]=$UPORT && log "C-node $i: port taken, now ${SPORT[$i]}"
+      fi
       sleep 0.2
       start_node "$i"
     fi
@@ -682,7 +692,7 @@ sleep 3
 { kill -KILL "${SPID[$KILLED]}"; wait_exit "${SPID[$KILLED]}" 10; } 2>/dev/null
 TK=$(now_ms)
 start_node "$KILLED"
-await_node "$KILLED"
+await_node "$KILLED" fixed
 TR=$(now_ms)
 back() { [[ $(stats_of "$KILLED" | jget streams_open) == "${CNT[$KILLED]}" ]]; }
 wait_for 60 "the killed node's streams back" back
