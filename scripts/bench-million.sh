@@ -304,6 +304,17 @@ sched_all() {
   done | awk '{ w += $2; r += $3 } END { printf "%.0f %.0f\n", w, r }'
 }
 
+# cpu_split: "SERVERS CLIENTS MASTER BUSY" CPU ticks (1/100 s) so far: the
+# C-nodes', the load clients', the master's, and the machine's busy time
+# (/proc/stat: all but idle and iowait), the rest of which is the publisher,
+# the kernel's softirq work and the script itself.
+cpu_split() {
+  local p s=0 c=0
+  for p in "${SPID[@]}"; do s=$((s + $(cpu_ticks "$p"))); done
+  for p in $(client_pids "${CPID[@]}"); do c=$((c + $(cpu_ticks "$p"))); done
+  echo "$s $c $(cpu_ticks "$MASTER_PID") $(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat)"
+}
+
 # settle SECONDS: until the processes of the run used under 10 % of one core
 # over each of 2 seconds in a row (what is left of the connect and its
 # presence snapshots is done), at most SECONDS; SETTLE_S the time it took.
@@ -559,6 +570,7 @@ MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
 snapshot_msgs
 log "paced: $RATE msg/s for $PACED_S s through httpdcnode:send/2"
 read -r SCHED_W0 SCHED_R0 < <(sched_all)
+read -r CPU_S0 CPU_C0 CPU_M0 CPU_B0 < <(cpu_split)
 T_PACED0=$(now_ms)
 if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$PER" --stamp 1; then
   PN=$(per_node "$MIL")
@@ -567,6 +579,10 @@ if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$
   sleep 1.2                                   # one more progress line each
   lost_by "$PN"; PACED_LOST=$LOST
   read -r SCHED_W1 SCHED_R1 < <(sched_all)
+  read -r CPU_S1 CPU_C1 CPU_M1 CPU_B1 < <(cpu_split)
+  # CPU over the phase, in cores (ticks / 100 / seconds), by who used it.
+  secs=$(calc "($(now_ms) - $T_PACED0) / 1000" %.3f)
+  CPU_SPLIT="servers $(calc "($CPU_S1 - $CPU_S0) / 100 / $secs" %.2f), clients $(calc "($CPU_C1 - $CPU_C0) / 100 / $secs" %.2f), master $(calc "($CPU_M1 - $CPU_M0) / 100 / $secs" %.2f), the machine busy $(calc "($CPU_B1 - $CPU_B0) / 100 / $secs" %.2f) of $CORES cores"
   T_PACED1=$(now_ms)
   # Run-queue wait per run, and the runnable threads waiting for a core on
   # average over the phase (wait time / wall time).
@@ -576,7 +592,7 @@ if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$
   PACED_WORST_P99=$(maxf p99 $(CLIENT_ERRS))
   PACED_RATE=$(calc "$SENT * 1000000 / $(jget elapsed_us <<<"$MIL")" %.0f)
 else SENT=0 PACED_LOST=null PACED_P50=null PACED_P99=null PACED_MAX=null PACED_RATE=0
-  PACED_SAMPLES=0 PACED_WORST_P99=null RQ_WAIT_US=null RQ_WAITING=null; fi
+  PACED_SAMPLES=0 PACED_WORST_P99=null RQ_WAIT_US=null RQ_WAITING=null CPU_SPLIT=; fi
 put paced_sent "$SENT"
 put paced_rate_per_s "$PACED_RATE"
 put paced_lost "$PACED_LOST"
@@ -587,7 +603,7 @@ put paced_samples "$PACED_SAMPLES"
 put paced_worst_client_p99_us "$PACED_WORST_P99"
 put paced_runqueue_wait_us_per_run "$RQ_WAIT_US"
 put paced_runqueue_waiting_threads "$RQ_WAITING"
-check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us); meanwhile the run's threads waited $RQ_WAIT_US us for a core per run, $RQ_WAITING of them waiting on average"
+check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us); meanwhile the run's threads waited $RQ_WAIT_US us for a core per run, $RQ_WAITING of them waiting on average; CPU (cores): ${CPU_SPLIT:-n/a}"
 
 # --- 5. multicast_sync -----------------------------------------------------------------
 MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
