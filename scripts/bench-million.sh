@@ -628,19 +628,30 @@ check "multicast_sync" $((WRITTEN == MCAST && GOT == MCAST)) "$MCAST uids: the r
 # --- 6. broadcast ------------------------------------------------------------------------
 MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
 log "broadcast to all"
+read -r CPU_S0 CPU_C0 CPU_M0 CPU_B0 < <(cpu_split)
+T_B0=$(now_ms)
 if mil broadcast; then
   BT0=$(jget t0_ms <<<"$MIL")
   wait_for 120 "the broadcast at every stream" settled "$OPEN_MAX"
+  read -r CPU_S1 CPU_C1 CPU_M1 CPU_B1 < <(cpu_split)
+  secs=$(calc "($(now_ms) - $T_B0) / 1000" %.3f)
+  # CPU per delivery (a tick is 10,000 us), and how busy the machine was.
+  B_SRV_US=$(calc "($CPU_S1 - $CPU_S0) * 10000 / $OPEN_MAX" %.2f)
+  B_CLI_US=$(calc "($CPU_C1 - $CPU_C0) * 10000 / $OPEN_MAX" %.2f)
+  B_BUSY=$(calc "($CPU_B1 - $CPU_B0) / 100 / $secs" %.2f)
   sleep 1.2
   BGOT=$(grown)
   BLAST=$(maxf last_msg_ms $(CLIENT_ERRS))
   BCAST_S=$(calc "($BLAST - $BT0) / 1000" %.3f)
-else BGOT=0 BCAST_S=null; fi
+else BGOT=0 BCAST_S=null B_SRV_US=null B_CLI_US=null B_BUSY=null; fi
 put broadcast_delivered "$BGOT"
+put broadcast_server_cpu_us_per_delivery "$B_SRV_US"
+put broadcast_client_cpu_us_per_message "$B_CLI_US"
+put broadcast_machine_busy_cores "$B_BUSY"
 put broadcast_last_delivery_s "$BCAST_S"
 RATIO=$(calc "$BCAST_S / ($WRITE_FLOOR_S > 0 ? $WRITE_FLOOR_S : 1)" %.2f)
 put broadcast_vs_write_floor "$RATIO"
-check "broadcast" $((BGOT == OPEN_MAX)) "$BGOT of $OPEN_MAX delivered, the last $BCAST_S s after the call; write floor $WRITE_FLOOR_S s ($US_PER_WRITE us x $STREAMS / $CORES cores): $RATIO x"
+check "broadcast" $((BGOT == OPEN_MAX)) "$BGOT of $OPEN_MAX delivered, the last $BCAST_S s after the call; write floor $WRITE_FLOOR_S s ($US_PER_WRITE us x $STREAMS / $CORES cores): $RATIO x; CPU per delivery: servers $B_SRV_US us, clients $B_CLI_US us (reading it); the machine busy $B_BUSY of $CORES cores from the call to the last delivery seen"
 
 # --- 7. churn under paced sends ---------------------------------------------------------
 CHURNERS=()
@@ -889,6 +900,7 @@ sets ~19,000 streams per process on either side.
 | 5. multicast_sync to $(r multicast_uids): reply / last delivery | $(r multicast_reply_s) / $(r multicast_last_delivery_s) s ($(r multicast_delivered) delivered) | |
 | 6. broadcast to all: last delivery | $(r broadcast_last_delivery_s) s ($(r broadcast_delivered) delivered) | ≤ 1.5 × floor |
 | &nbsp;&nbsp;write floor (writefloor $(r write_floor_us_per_write) µs × streams ÷ $CORES cores) | $(r write_floor_s) s ($(r broadcast_vs_write_floor) ×) | |
+| &nbsp;&nbsp;CPU per delivery: servers / clients reading / machine busy | $(r broadcast_server_cpu_us_per_delivery) / $(r broadcast_client_cpu_us_per_message) µs / $(r broadcast_machine_busy_cores) of $CORES cores | |
 | 7. churn: sent to the streams that stayed / lost | $(r churn_sent) / $(r churn_lost) | 0 lost |
 | &nbsp;&nbsp;connects a second / disconnects (resets) | $(r churn_connects_per_s) / $(r churn_disconnects) ($(r churn_resets)) | 1,000/s |
 | 8. C-node killed: restarted after / its streams back after | $(r node_kill_restart_ms) ms / $(r node_kill_back_s) s | |
