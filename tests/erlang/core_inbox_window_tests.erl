@@ -24,7 +24,8 @@ window_test_() ->
                 "all 300 arrive in order", fun window/3),
      one_master("past 4 MiB parked client messages are dropped and counted; memory stays "
                 "bounded", fun cap/3),
-     {"two masters: one inbox stuck, the other's uids still reach theirs at once",
+     {"two masters: one inbox stuck, the other's uids still reach theirs at once; a master "
+      "that goes passes what waited for it to the other",
       {setup, fun two_setup/0, fun two_cleanup/1,
        fun(Ctx = {_, _, S}) ->
                {timeout, httpdcnode_test_lib:scaled(120),
@@ -178,6 +179,16 @@ two_masters({Sink, Ms, S}) ->
     nothing_more(Tag10),
     ?assertMatch(#{client_in := 352, client_in_dropped := 0, in_park_dropped := 0,
                    in_no_master := 0}, stats(S)),
+    %% uid 11's master goes while 45 of its messages wait for the window:
+    %% they go to the master left, in order, after the 205 it had.
+    More = [<<"p", (integer_to_binary(I))/binary>> || I <- lists:seq(1, 250)],
+    ok = gen_tcp:send(C11, [frame(1, D) || D <- More]),
+    wait_stat(S, client_in, fun(V) -> V =:= 602 end, ?T),
+    Sent = collect(Tag11, 205),
+    httpdcnode_test_lib:stop_master(proplists:get_value(Tag11, Ms)),
+    wait_stat(S, erl_masters, fun(V) -> V =:= 1 end, ?T),
+    ?assertEqual(More, [D || {11, _, D} <- Sent ++ collect(Tag10, 45)]),
+    ?assertMatch(#{in_park_dropped := 0, in_no_master := 0}, stats(S)),
     [gen_tcp:close(C) || C <- [C10, C11]].
 
 %%% ---------------------------------------------------------------- the inbox
