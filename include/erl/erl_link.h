@@ -4,11 +4,13 @@
 
 #include <ei.h>
 
+#include "erl/erl_park.h"
+
 #define ERL_LINK_MAX 64
 
 struct erl_socket;
 
-/* About 290 bytes each, ERL_LINK_MAX of them. */
+/* About 320 bytes each, ERL_LINK_MAX of them (parked records apart). */
 struct erl_link {
     int fd;
     const struct erl_socket *sock;   /* its buffered socket (erl_socket.h) */
@@ -20,12 +22,14 @@ struct erl_link {
     int repair;          /* a message was dropped for want of room: nothing more
                           * until there is room, then a snapshot */
     unsigned in_unacked; /* client messages sent to its --inbox, not yet acked */
+    struct erl_park park; /* what waits for its inbox's window (erl_send.c) */
     char node[MAXNODELEN + 1];
 };
 
 /* Returns the new link's index, or -1 when the table is full (logged). */
 int erl_link_add(int fd, const char *node, int is_master);
-/* Closes link i; the last link moves into slot i. */
+/* Closes link i; the last link moves into slot i. Its parked records are
+ * freed unsent: erl_send_link_gone first passes them on. */
 void erl_link_remove(int i);
 int erl_link_count(void);
 struct erl_link *erl_link_at(int i);

@@ -18,23 +18,26 @@ int erl_send_master_up(struct erl_link *l);
 /* 1 when master link l, that presence was dropped for, has room again
  * and now waits for a snapshot (the caller asks the loop for one). */
 int erl_send_repair(struct erl_link *l);
-/* Sends everything queued, or stops while erl_send_blocked. */
+/* Sends everything queued (client messages for a full window are
+ * parked, below). */
 void erl_send_drain(void);
 
 /* Client messages go to the --inbox process of one linked master, by uid
  * (uid mod the masters linked, in the order of the link table), so that a
  * connection's messages go to one master in order while the links stay.
  * Each master may hold ERL_SEND_IN_WINDOW of them unacknowledged
- * ({httpdcnode_in_ack, N} from its inbox): past that the outbox waits,
- * fills, and the loop stops reading its WebSocket clients. */
+ * ({httpdcnode_in_ack, N} from its inbox): past that they are parked on
+ * its link (erl_park.h, ERL_PARK_MAX in all, then dropped and counted in
+ * in_park_dropped), still counted in outbound_in_pending, so the loop
+ * stops reading its WebSocket clients; the rest of the outbox goes on. */
 #define ERL_SEND_IN_WINDOW 256
-/* Whether a master's window is full: the outbox is not read meanwhile. */
-int erl_send_blocked(void);
-/* N more acknowledged by link l's inbox. */
+/* N more acknowledged by link l's inbox: its parked records go, oldest
+ * first, while its window takes them. */
 void erl_send_in_acked(struct erl_link *l, uint32_t n);
-/* The outbox was left for a full window that is no longer: drains it
- * (call after acks and link changes). */
-void erl_send_resume(void);
+/* Link l is about to be removed: marks it broken and sends its parked
+ * records again, to their uids' masters now (parked there if need be;
+ * counted in in_no_master when none is linked). */
+void erl_send_link_gone(struct erl_link *l);
 void erl_send_free(void);
 
 #endif

@@ -75,6 +75,7 @@
     X(erl_refused)      /* connections closed: every handshake thread busy */ \
     X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(in_no_master)     /* client messages lost: no master linked to send them to */ \
+    X(in_park_dropped)  /* client messages lost: 4 MiB parked for inboxes not acknowledging */ \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {

@@ -137,6 +137,7 @@ static void drop_link(int i, const char *why)
     } else {
         log_msg(LOG_INFO, "node %s disconnected (%s)", l->node, why);
     }
+    erl_send_link_gone(l);      /* its parked client messages to their new masters */
     erl_link_remove(i);
 }
 
@@ -199,10 +200,7 @@ static void poll_once(void)
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = erl_setup_ready_fd(), .events = POLLIN};
-    /* While an --inbox's window is full the outbox waits (no wakeup comes
-     * for it: erl_send_in_acked drains it again). */
-    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox),
-                                  .events = erl_send_blocked() ? 0 : POLLIN};
+    fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox), .events = POLLIN};
     int first_link = nfds, nlinks = erl_link_count();
     /* A link whose bytes already sit in its read buffer is ready now,
      * whatever its socket says: do not sleep on it. */
@@ -235,7 +233,6 @@ static void poll_once(void)
         erl_send_drain();
     /* Last: dropping links reorders them, so nothing above may follow. */
     drop_broken_links();
-    erl_send_resume();          /* acks came, or a master with a full window went */
 }
 
 static void *cnode_main(void *arg)

@@ -30,6 +30,7 @@ int erl_link_add(int fd, const char *node, int is_master)
     l->broken = 0;
     l->awaiting = l->in_snapshot = l->repair = 0;
     l->in_unacked = 0;
+    l->park = (struct erl_park){0};
     strncpy(l->node, node, sizeof l->node - 1);
     l->node[sizeof l->node - 1] = '\0';
     atomic_fetch_add(&cnode_stats.erl_connects, 1);
@@ -42,6 +43,7 @@ int erl_link_add(int fd, const char *node, int is_master)
 void erl_link_remove(int i)
 {
     ei_close_connection(links[i].fd);   /* frees ei's socket context too */
+    erl_park_clear(&links[i].park);
     if (links[i].is_master)
         atomic_fetch_sub(&cnode_stats.erl_masters, 1);
     links[i] = links[--nlinks];

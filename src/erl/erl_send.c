@@ -3,9 +3,14 @@
  * a master asked for a snapshot (it connected, or sent {Pid, Ref,
  * snapshot}) gets the next snapshot and no change before it; one whose
  * socket has no room gets nothing until it has, then a snapshot of its
- * own (erl_send_repair), so one slow master never holds the others. */
+ * own (erl_send_repair), so one slow master never holds the others.
+ * Client messages go to their uid's master's inbox; while that inbox's
+ * window is full they (and a WebSocket's conn_down behind them) are
+ * parked on its link (erl_park.h) and the outbox goes on: one slow inbox
+ * holds back its own client messages, nothing else. */
 #include "erl/erl_send.h"
 #include "erl/erl_link.h"
+#include "erl/erl_park.h"
 #include "core/history.h"
 #include "lib/log.h"
 #include "core/outbound.h"
@@ -19,9 +24,8 @@ static struct handoff *outbox;
 static const struct options *opts;
 static const char *presence_to;
 static const char *inbox_to;
-static int left_blocked;         /* erl_send_drain stopped at a full window */
 static ei_x_buff x;
-static struct log_ratelimit send_rl, room_rl;
+static struct log_ratelimit send_rl, room_rl, park_rl;
 
 void erl_send_init(ei_cnode *ec, struct handoff *out, const struct options *o)
 {
@@ -203,27 +207,6 @@ int erl_send_repair(struct erl_link *l)
     return 1;
 }
 
-int erl_send_blocked(void)
-{
-    for (int i = 0; i < erl_link_count(); i++) {
-        const struct erl_link *l = erl_link_at(i);
-        if (l->is_master && !l->broken && l->in_unacked >= ERL_SEND_IN_WINDOW)
-            return 1;
-    }
-    return 0;
-}
-
-void erl_send_in_acked(struct erl_link *l, uint32_t n)
-{
-    l->in_unacked = n >= l->in_unacked ? 0 : l->in_unacked - n;
-}
-
-void erl_send_resume(void)
-{
-    if (left_blocked && !erl_send_blocked())
-        erl_send_drain();
-}
-
 /* The master of uid among those linked (see erl_send.h), or NULL. */
 static struct erl_link *inbox_master(uint32_t uid)
 {
@@ -241,29 +224,62 @@ static struct erl_link *inbox_master(uint32_t uid)
     return NULL;
 }
 
-/* {httpdcnode_in, Node, Uid, Conn, Data} to the uid's master's inbox. */
-static void send_in(struct out_rec *r)
+/* A client message is off our hands: sent, or dropped and counted. */
+static void in_done(const struct out_rec *r)
+{
+    atomic_fetch_sub_explicit(&outbound_in_pending, r->count, memory_order_relaxed);
+}
+
+/* {httpdcnode_in, Node, Uid, Conn, Data} to l's inbox, now. */
+static void send_in_to(struct erl_link *l, const struct out_rec *r)
+{
+    const struct out_in *in = (const struct out_in *)(r + 1);
+    x.index = 0;
+    ei_x_encode_version(&x);
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_atom(&x, "httpdcnode_in");
+    ei_x_encode_atom(&x, ei_thisnodename(cnode));
+    ei_x_encode_ulong(&x, in->uid);
+    ei_x_encode_ulonglong(&x, in->conn);
+    ei_x_encode_binary(&x, in + 1, (long)r->count);
+    /* A blocking send: the inbox's window bounds what waits there. */
+    if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0)
+        send_failed(l, "client message");
+    else
+        l->in_unacked++;
+    in_done(r);
+}
+
+/* r waits on l behind what is parked there; past ERL_PARK_MAX it is
+ * dropped and counted (a client message's bytes stop counting then). */
+static void park(struct erl_link *l, const struct out_rec *r, size_t size)
+{
+    if (erl_park_push(&l->park, r, size) == 0)
+        return;
+    if (r->kind == OUT_IN) {
+        atomic_fetch_add(&cnode_stats.in_park_dropped, 1);
+        in_done(r);
+    } else {
+        atomic_fetch_add(&cnode_stats.presence_dropped, 1);
+    }
+    log_limited(&park_rl, LOG_INFO, "inbox of master %s not acknowledging and %u bytes "
+                "parked: client messages dropped", l->node, ERL_PARK_MAX);
+}
+
+/* A client message to its uid's master: now if its window has room and
+ * nothing parked there comes first, else parked. */
+static void route_in(const struct out_rec *r)
 {
     const struct out_in *in = (const struct out_in *)(r + 1);
     struct erl_link *l = inbox_to[0] ? inbox_master(in->uid) : NULL;
     if (!l) {
         atomic_fetch_add(&cnode_stats.in_no_master, 1);
+        in_done(r);
+    } else if (erl_park_empty(&l->park) && l->in_unacked < ERL_SEND_IN_WINDOW) {
+        send_in_to(l, r);
     } else {
-        x.index = 0;
-        ei_x_encode_version(&x);
-        ei_x_encode_tuple_header(&x, 5);
-        ei_x_encode_atom(&x, "httpdcnode_in");
-        ei_x_encode_atom(&x, ei_thisnodename(cnode));
-        ei_x_encode_ulong(&x, in->uid);
-        ei_x_encode_ulonglong(&x, in->conn);
-        ei_x_encode_binary(&x, in + 1, (long)r->count);
-        /* A blocking send: the inbox's window bounds what waits there. */
-        if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0)
-            send_failed(l, "client message");
-        else
-            l->in_unacked++;
+        park(l, r, sizeof *r + sizeof *in + r->count);
     }
-    atomic_fetch_sub_explicit(&outbound_in_pending, r->count, memory_order_relaxed);
 }
 
 /* Peer as {IpTuple, Port}, or undefined. */
@@ -287,14 +303,9 @@ static void encode_peer(const struct out_conn *c)
 }
 
 /* {httpdcnode, Node, conn_up, Uid, Conn, Transport, Peer} or
- * {httpdcnode, Node, conn_down, Uid, Conn, Reason} to every linked
- * master's presence process (conn events are no part of the snapshots, so
- * one awaiting a snapshot gets them too); a WebSocket's conn_down also to
- * its uid's inbox, the process that had its messages (after them: the
- * same link, in the outbox's order). */
-static void send_conn(struct out_rec *r)
+ * {httpdcnode, Node, conn_down, Uid, Conn, Reason}, into x. */
+static void encode_conn(const struct out_conn *c)
 {
-    const struct out_conn *c = (const struct out_conn *)(r + 1);
     x.index = 0;
     ei_x_encode_version(&x);
     ei_x_encode_tuple_header(&x, c->up ? 7 : 6);
@@ -309,17 +320,50 @@ static void send_conn(struct out_rec *r)
     } else {
         ei_x_encode_atom(&x, c->reason);
     }
+}
+
+/* The conn_down in x to l's inbox, if l has room (it is optional). */
+static void conn_to_inbox(struct erl_link *l)
+{
+    if (!erl_link_has_room(l))
+        atomic_fetch_add(&cnode_stats.presence_dropped, 1);
+    else if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0)
+        send_failed(l, "conn_down");
+}
+
+/* A WebSocket's conn_down (record r) to its uid's inbox, after that
+ * connection's messages: parked behind them when some are. encoded: x
+ * holds it already. */
+static void route_conn_down(const struct out_rec *r, int encoded)
+{
+    const struct out_conn *c = (const struct out_conn *)(r + 1);
+    struct erl_link *l = inbox_master(c->uid);
+    if (!l)
+        return;
+    if (!erl_park_empty(&l->park)) {
+        park(l, r, sizeof *r + sizeof *c);
+        return;
+    }
+    if (!encoded)
+        encode_conn(c);
+    conn_to_inbox(l);
+}
+
+/* A conn event to every linked master's presence process (conn events
+ * are no part of the snapshots, so one awaiting a snapshot gets them
+ * too); a WebSocket's conn_down also to its uid's inbox, the process that
+ * had its messages (route_conn_down). */
+static void send_conn(struct out_rec *r)
+{
+    const struct out_conn *c = (const struct out_conn *)(r + 1);
+    encode_conn(c);
     for (int i = 0; presence_to[0] && i < erl_link_count(); i++) {
         struct erl_link *l = erl_link_at(i);
         if (l->is_master && !l->broken)
             send_to_master(l, "conn presence");
     }
-    struct erl_link *in = !c->up && inbox_to[0] && strcmp(c->transport, "ws") == 0
-                              ? inbox_master(c->uid) : NULL;
-    if (in && !erl_link_has_room(in))
-        atomic_fetch_add(&cnode_stats.presence_dropped, 1);
-    else if (in && ei_reg_send(cnode, in->fd, (char *)inbox_to, x.buff, x.index) < 0)
-        send_failed(in, "conn_down");
+    if (!c->up && inbox_to[0] && strcmp(c->transport, "ws") == 0)
+        route_conn_down(r, 1);
     atomic_fetch_sub_explicit(&outbound_conn_pending, 1, memory_order_relaxed);
 }
 
@@ -336,9 +380,7 @@ static int send_one(void *body, size_t size, void *ctx)
             send_presence(r);
         break;
     case OUT_CONN: send_conn(r); break;
-    case OUT_IN:
-        send_in(r);
-        return erl_send_blocked();
+    case OUT_IN: route_in(r); break;
     }
     return 0;
 }
@@ -346,8 +388,48 @@ static int send_one(void *body, size_t size, void *ctx)
 void erl_send_drain(void)
 {
     handoff_clear_wakeup(outbox);
-    left_blocked = 0;
-    while (!(left_blocked = erl_send_blocked()) &&
-           handoff_drain(outbox, 1024, send_one, NULL, NULL) > 0)
+    while (handoff_drain(outbox, 1024, send_one, NULL, NULL) > 0)
         ;
+}
+
+/* l's parked records, oldest first, while its window takes them (a
+ * conn_down takes none of it). */
+static void send_parked(struct erl_link *l)
+{
+    struct erl_parked *p;
+    while (!l->broken && (p = erl_park_head(&l->park))) {
+        const struct out_rec *r = (const struct out_rec *)p->rec;
+        if (r->kind == OUT_IN && l->in_unacked >= ERL_SEND_IN_WINDOW)
+            return;
+        erl_park_take(&l->park);
+        if (r->kind == OUT_IN) {
+            send_in_to(l, r);
+        } else {
+            encode_conn((const struct out_conn *)(r + 1));
+            conn_to_inbox(l);
+        }
+        erl_park_free(p);
+    }
+}
+
+void erl_send_in_acked(struct erl_link *l, uint32_t n)
+{
+    l->in_unacked = n >= l->in_unacked ? 0 : l->in_unacked - n;
+    send_parked(l);
+}
+
+void erl_send_link_gone(struct erl_link *l)
+{
+    l->broken = 1;              /* inbox_master passes it over from now on */
+    struct erl_park moved = l->park;
+    l->park = (struct erl_park){0};
+    struct erl_parked *p;
+    while ((p = erl_park_take(&moved))) {
+        const struct out_rec *r = (const struct out_rec *)p->rec;
+        if (r->kind == OUT_IN)
+            route_in(r);
+        else
+            route_conn_down(r, 0);
+        erl_park_free(p);
+    }
 }

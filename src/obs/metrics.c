@@ -139,6 +139,7 @@ static const struct sample {
     {CLIENT_IN, NULL, "client_in"},
     {CLIENT_DROPPED, "outbox_full", "client_in_dropped"},
     {CLIENT_DROPPED, "no_master", "in_no_master"},
+    {CLIENT_DROPPED, "parked_full", "in_park_dropped"},
     {CLIENT_PAUSED, NULL, "client_paused"},
     {CONN_SENT, NULL, "conn_sent"},
     {CONN_DROPPED, NULL, "conn_dropped"},
