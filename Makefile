@@ -236,7 +236,7 @@ storm: deps
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/storm.sh
 
 # A million streams over ceil(1,000,000 / 19,000) C-nodes routed by one master,
-# each phase measured (about 15 min; MILLION_STREAMS for fewer):
+# each phase measured (about 5 min, 15 at the most; MILLION_STREAMS for fewer):
 # scripts/bench-million.sh --help. Report in build/bench-million.
 bench-million: deps
 	$(MAKE) all

@@ -79,7 +79,7 @@ log() { printf '%s bench-million: %s\n' "$(date +%T)" "$*" >&2; }
 
 START=$(date +%s)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-# Every wait gives up by then: about 15 min at a million.
+# Every wait gives up by then: at most about 15 min at a million (a run takes about 5).
 DEADLINE=$((START + 240 + PACED_S + CHURN_S + KILL_S + STREAMS / 2000))
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -582,6 +582,7 @@ if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$
   read -r CPU_S1 CPU_C1 CPU_M1 CPU_B1 < <(cpu_split)
   # CPU over the phase, in cores (ticks / 100 / seconds), by who used it.
   secs=$(calc "($(now_ms) - $T_PACED0) / 1000" %.3f)
+  PACED_BUSY=$(calc "($CPU_B1 - $CPU_B0) / 100 / $secs" %.2f)
   CPU_SPLIT="servers $(calc "($CPU_S1 - $CPU_S0) / 100 / $secs" %.2f), clients $(calc "($CPU_C1 - $CPU_C0) / 100 / $secs" %.2f), master $(calc "($CPU_M1 - $CPU_M0) / 100 / $secs" %.2f), the machine busy $(calc "($CPU_B1 - $CPU_B0) / 100 / $secs" %.2f) of $CORES cores"
   T_PACED1=$(now_ms)
   # Run-queue wait per run, and the runnable threads waiting for a core on
@@ -592,7 +593,7 @@ if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$
   PACED_WORST_P99=$(maxf p99 $(CLIENT_ERRS))
   PACED_RATE=$(calc "$SENT * 1000000 / $(jget elapsed_us <<<"$MIL")" %.0f)
 else SENT=0 PACED_LOST=null PACED_P50=null PACED_P99=null PACED_MAX=null PACED_RATE=0
-  PACED_SAMPLES=0 PACED_WORST_P99=null RQ_WAIT_US=null RQ_WAITING=null CPU_SPLIT=; fi
+  PACED_SAMPLES=0 PACED_WORST_P99=null RQ_WAIT_US=null RQ_WAITING=null CPU_SPLIT= PACED_BUSY=null; fi
 put paced_sent "$SENT"
 put paced_rate_per_s "$PACED_RATE"
 put paced_lost "$PACED_LOST"
@@ -603,6 +604,7 @@ put paced_samples "$PACED_SAMPLES"
 put paced_worst_client_p99_us "$PACED_WORST_P99"
 put paced_runqueue_wait_us_per_run "$RQ_WAIT_US"
 put paced_runqueue_waiting_threads "$RQ_WAITING"
+put paced_machine_busy_cores "$PACED_BUSY"
 check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us); meanwhile the run's threads waited $RQ_WAIT_US us for a core per run, $RQ_WAITING of them waiting on average; CPU (cores): ${CPU_SPLIT:-n/a}"
 
 # --- 5. multicast_sync -----------------------------------------------------------------
@@ -860,7 +862,7 @@ section() {
 <!-- bench-million -->
 ## 8. A million streams over C-nodes (\`make bench-million\`)
 
-Measured by \`make bench-million\` (\`scripts/bench-million.sh\`, about 15 minutes) on
+Measured by \`make bench-million\` (\`scripts/bench-million.sh\`, $(( ($(date +%s) - START + 59) / 60 )) minutes) on
 $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null): $CORES cores,
 $(($(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo) / 1048576)) GiB, Linux $(uname -r),
 load average $LOAD0 at the start. This section and \`bench/million-*.png\` are written by the
@@ -912,6 +914,15 @@ Latency p50/p99/max is over every stamped message: the clients' histograms added
 run's processes had used under 10 % of a core for 2 s in a row ($(r settle_s) s after
 the memory was read). A last delivery is the latest message arrival any client
 saw (wall clock, ms) less the time just before the call on the master.
+
+What bounds phases 4 and 6 on this machine is the CPU that both ends share. A paced message
+crosses four processes (the publisher, the master, a C-node, a client), each woken in turn:
+over the phase the run's threads waited $(r paced_runqueue_wait_us_per_run) µs for a core each time
+they ran, $(r paced_runqueue_waiting_threads) of them waiting at once on average, with the
+machine $(calc "100 * $(r paced_machine_busy_cores) / $CORES" %.0f) % busy. The broadcast cost the servers
+$(r broadcast_server_cpu_us_per_delivery) µs of CPU a delivery (the write floor is $(r write_floor_us_per_write) µs) and the clients
+$(r broadcast_client_cpu_us_per_message) µs to read it: with both on the $CORES cores, $(calc "($(r broadcast_server_cpu_us_per_delivery) + $(r broadcast_client_cpu_us_per_message)) * $(r broadcast_delivered) / $CORES / 1000000" %.2f) s of CPU a core,
+against $(r broadcast_last_delivery_s) s measured.
 
 Checks and targets, as the script printed them:
 
