@@ -58,35 +58,11 @@ chat_test(Label, Case) ->
              end
      end}.
 
-start() ->
-    M = httpdcnode_test_lib:start_master(),
-    MNode = httpdcnode_test_lib:master_node(M),
-    try
-        start_app(MNode),
-        S = httpdcnode_test_lib:start_server(#{master => M, presence => httpdcnode_presence,
-                                               extra_args => ["--inbox", atom_to_list(?INBOX)]}),
-        httpdcnode_test_lib:wait_until(
-          fun() -> lists:member(httpdcnode_test_lib:node_of(S), m(MNode, httpdcnode, nodes, [])) end,
-          ?T, {master_knows, httpdcnode_test_lib:node_of(S)}),
-        #{master => M, mnode => MNode, server => S}
-    catch C:E:St ->
-            httpdcnode_test_lib:stop_master(M),
-            erlang:raise(C, E, St)
-    end.
+start() -> httpdcnode_inbox_lib:chat_start([], ?T).
 
 stop(#{master := M, server := S}) ->
     httpdcnode_test_lib:stop_server(S),
     httpdcnode_test_lib:stop_master(M).
-
-%% As a user does: the application's env names the inbox and its handler,
-%% then the application starts (and supervises) it.
-start_app(MNode) ->
-    Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
-    true = m(MNode, code, add_patha, [Ebin]),
-    ok = m(MNode, application, load, [httpdcnode]),
-    ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, chat_room, []}]),
-    {ok, _} = m(MNode, application, ensure_all_started, [httpdcnode]),
-    ?assert(is_pid(m(MNode, erlang, whereis, [?INBOX]))).
 
 m(Node, Mod, F, A) -> erpc:call(Node, Mod, F, A, 30000).
 

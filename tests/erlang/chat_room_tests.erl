@@ -8,10 +8,10 @@
 -module(chat_room_tests).
 -include_lib("eunit/include/eunit.hrl").
 
+-import(httpdcnode_inbox_lib, [recv_frame/1, frame/2]).
+
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
--define(UPGRADE, ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
-                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="]).
 
 chat_room_test_() ->
     {setup, fun start/0, fun stop/1,
@@ -22,29 +22,8 @@ chat_room_test_() ->
                fun() -> httpdcnode_test_lib:logged(S, fun(_) -> bad_input(Ctx) end) end}}
      end}.
 
-start() ->
-    M = httpdcnode_test_lib:start_master(),
-    MNode = httpdcnode_test_lib:master_node(M),
-    try
-        Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
-        true = m(MNode, code, add_patha, [Ebin]),
-        ok = m(MNode, application, load, [httpdcnode]),
-        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, chat_room, []}]),
-        {ok, _} = m(MNode, application, ensure_all_started, [httpdcnode]),
-        S = httpdcnode_test_lib:start_server(#{master => M, presence => httpdcnode_presence,
-                                               %% more than the default 50 a second: one client
-                                               %% sends them all
-                                               extra_args => ["--inbox", atom_to_list(?INBOX),
-                                                              "--client-rate", "1000"]}),
-        CNode = httpdcnode_test_lib:node_of(S),
-        httpdcnode_test_lib:wait_until(
-          fun() -> lists:member(CNode, m(MNode, httpdcnode, nodes, [])) end, ?T,
-          {master_knows, CNode}),
-        #{master => M, mnode => MNode, server => S}
-    catch C:E:St ->
-            httpdcnode_test_lib:stop_master(M),
-            erlang:raise(C, E, St)
-    end.
+%% More than the default 50 messages a second: one client sends them all.
+start() -> httpdcnode_inbox_lib:chat_start(["--client-rate", "1000"], ?T).
 
 stop(#{master := M, server := S}) ->
     httpdcnode_test_lib:stop_server(S),
@@ -116,50 +95,4 @@ roundtrip(Sock, Payload) ->
     {1, _Op, Got} = recv_frame(Sock),
     Got.
 
-open(S, Uid) ->
-    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, httpdcnode_test_lib:port_of(S),
-                                 [binary, {active, false}]),
-    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes(
-                              "GET", "/ws/" ++ integer_to_list(Uid), "HTTP/1.1", ?UPGRADE)),
-    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
-    Sock.
-
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            {ok, B} = gen_tcp:recv(Sock, 0, ?T),
-            read_until(Sock, Sep, <<Acc/binary, B/binary>>)
-    end.
-
-take(Sock, N) ->
-    Buf = get({buf, Sock}),
-    case Buf of
-        <<X:N/binary, Rest/binary>> -> put({buf, Sock}, Rest), X;
-        _ ->
-            {ok, B} = gen_tcp:recv(Sock, 0, ?T),
-            put({buf, Sock}, <<Buf/binary, B/binary>>),
-            take(Sock, N)
-    end.
-
-recv_frame(Sock) ->
-    <<Fin:1, _:3, Op:4, _:1, Len0:7>> = take(Sock, 2),
-    Len = case Len0 of
-              126 -> <<L:16>> = take(Sock, 2), L;
-              127 -> <<L:64>> = take(Sock, 8), L;
-              _ -> Len0
-          end,
-    {Fin, Op, take(Sock, Len)}.
-
-%% A masked frame, as a client sends.
-frame(Op, Payload) ->
-    Len = byte_size(Payload),
-    LenBits = if Len < 126 -> <<Len:7>>;
-                 true -> <<126:7, Len:16>>
-              end,
-    Key = <<1, 2, 3, 4>>,
-    Pad = binary:copy(Key, Len div 4 + 1),
-    Masked = crypto:exor(Payload, binary:part(Pad, 0, Len)),
-    <<1:1, 0:3, Op:4, 1:1, LenBits/bits, Key/binary, Masked/binary>>.
+open(S, Uid) -> httpdcnode_inbox_lib:ws_open(S, Uid).

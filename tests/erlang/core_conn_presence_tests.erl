@@ -9,10 +9,9 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [port_of/1, node_of/1, wait_stat/4]).
+-import(httpdcnode_inbox_lib, [frame/1]).
 
 -define(T, 10000).
--define(UPGRADE, ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
-                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="]).
 
 conn_presence_test_() ->
     [conns_test("conn_up for each transport with its uid, transport and peer; conn_down "
@@ -30,32 +29,16 @@ conns_test(Label, Args, Fun) ->
     {Label,
      {setup,
       fun() ->
-              Sink = list_to_atom(httpdcnode_test_lib:unique("conns_sink")),
-              httpdcnode_test_lib:start_sink(Sink),
-              M = httpdcnode_test_lib:start_master(httpdcnode_test_lib:new_master_name(),
-                                                   #{forwarder => {presence, {Sink, node()}}}),
-              Node = httpdcnode_test_lib:master_node(M),
-              AppEbin = filename:dirname(code:which(httpdcnode_inbox)),
-              true = rpc:call(Node, code, add_patha, [AppEbin]),
-              {ok, _} = rpc:call(Node, httpdcnode_inbox, start,
-                                 [inbox, conn_test_handler, {Sink, node()}]),
+              {Sink, M, Node} = httpdcnode_inbox_lib:presence_master("conns_sink"),
+              {ok, _} = httpdcnode_inbox_lib:start_inbox(Node, conn_test_handler,
+                                                         {Sink, node()}),
               S = httpdcnode_test_lib:start_server(#{master => M, presence => presence,
                                                      extra_args => ["--inbox", "inbox" | Args]}),
               httpdcnode_test_lib:wait_master_sees(M, node_of(S), ?T),
               {M, S, Sink}
       end,
-      fun({M, S, Sink}) ->
-              httpdcnode_test_lib:stop_server(S),
-              httpdcnode_test_lib:stop_master(M),
-              httpdcnode_test_lib:stop_sink(Sink)
-      end,
-      fun({_M, S, Sink}) ->
-              {timeout, httpdcnode_test_lib:scaled(60),
-               fun() ->
-                       httpdcnode_test_lib:sink_subscribe(Sink),
-                       httpdcnode_test_lib:logged(S, fun(_) -> Fun(S) end)
-               end}
-      end}}.
+      fun({M, S, Sink}) -> httpdcnode_inbox_lib:stop_all(M, S, Sink) end,
+      fun({_M, S, Sink}) -> httpdcnode_inbox_lib:sink_test(S, Sink, 60, fun() -> Fun(S) end) end}}.
 
 %%% ---------------------------------------------------------------- cases
 
@@ -183,23 +166,12 @@ is_conn_event({forwarded, presence, {httpdcnode, _, conn_down, _, _, _}}) -> tru
 is_conn_event(_) -> false.
 
 %% A raw socket with the GET of Path sent; a WebSocket's 101 read.
+open(S, "/ws/" ++ Uid) -> httpdcnode_inbox_lib:ws_open(S, list_to_integer(Uid));
 open(S, Path) ->
     {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
-    Ws = lists:prefix("/ws/", Path),
-    Extra = case Ws of true -> ?UPGRADE; false -> [] end,
-    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", Path, "HTTP/1.1", Extra)),
-    Ws andalso read_head(Sock, <<>>),
+    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", Path, "HTTP/1.1", [])),
     Sock.
 
-read_head(Sock, Acc) ->
-    case binary:match(Acc, <<"\r\n\r\n">>) of
-        nomatch ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-            read_head(Sock, <<Acc/binary, More/binary>>);
-        _ -> ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Acc)
-    end.
-
-%% A masked text frame (key 1, 2, 3, 4), payload under 126 bytes.
 %% reply_sync until it writes ({ok, 1}), at most 50 tries 20 ms apart;
 %% the tries that found the stream not yet live ({ok, 0}).
 reply_when_live(To, Data, Tries) when Tries < 50 ->
@@ -217,8 +189,3 @@ received_containing(Sock, Part, Acc) ->
         _ -> ok
     end.
 
-frame(Payload) ->
-    Len = byte_size(Payload),
-    Pad = binary:copy(<<1, 2, 3, 4>>, Len div 4 + 1),
-    <<1:1, 0:3, 1:4, 1:1, Len:7, 1, 2, 3, 4,
-      (crypto:exor(Payload, binary:part(Pad, 0, Len)))/binary>>.

@@ -7,12 +7,10 @@
 -module(core_inbox_tests).
 -include_lib("eunit/include/eunit.hrl").
 
--import(httpdcnode_test_lib, [stats/1, wait_stat/4, port_of/1, node_of/1, wait_until/3]).
+-import(httpdcnode_test_lib, [stats/1, wait_stat/4, node_of/1, wait_until/3]).
+-import(httpdcnode_inbox_lib, [recv_frame/1, frame/2, frame/3, collect/1, nothing_more/0]).
 
 -define(T, 10000).
--define(KEY, "dGhlIHNhbXBsZSBub25jZQ==").
--define(UPGRADE, ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
-                  "Sec-WebSocket-Key: " ?KEY]).
 
 inbox_test_() ->
     [inbox_test("1,000 messages of one connection arrive in order, each named by its "
@@ -40,30 +38,20 @@ inbox_test(Label, Args, Fun) ->
       fun() ->
               M = httpdcnode_test_lib:start_master(),
               Node = httpdcnode_test_lib:master_node(M),
-              AppEbin = filename:dirname(code:which(httpdcnode_inbox)),
-              true = rpc:call(Node, code, add_patha, [AppEbin]),
               %% The test runs in another process than this setup: a sink
               %% here keeps what the inbox passes on till the test takes it.
               Sink = list_to_atom(httpdcnode_test_lib:unique("inbox_sink")),
               httpdcnode_test_lib:start_sink(Sink),
-              {ok, Inbox} = rpc:call(Node, httpdcnode_inbox, start,
-                                     [inbox, inbox_test_handler, {Sink, node()}]),
+              {ok, Inbox} = httpdcnode_inbox_lib:start_inbox(Node, inbox_test_handler,
+                                                             {Sink, node()}),
               S = httpdcnode_test_lib:start_server(#{master => M,
                                                      extra_args => ["--inbox", "inbox" | Args]}),
               httpdcnode_test_lib:wait_master_sees(M, node_of(S), ?T),
               {M, S, Inbox, Sink}
       end,
-      fun({M, S, _, Sink}) ->
-              httpdcnode_test_lib:stop_server(S),
-              httpdcnode_test_lib:stop_master(M),
-              httpdcnode_test_lib:stop_sink(Sink)
-      end,
+      fun({M, S, _, Sink}) -> httpdcnode_inbox_lib:stop_all(M, S, Sink) end,
       fun({M, S, Inbox, Sink}) ->
-              {timeout, httpdcnode_test_lib:scaled(120),
-               fun() ->
-                       httpdcnode_test_lib:sink_subscribe(Sink),
-                       httpdcnode_test_lib:logged(S, fun(_) -> Fun(S, {M, Inbox}) end)
-               end}
+              httpdcnode_inbox_lib:sink_test(S, Sink, 120, fun() -> Fun(S, {M, Inbox}) end)
       end}}.
 
 %%% ---------------------------------------------------------------- cases
@@ -134,14 +122,8 @@ rate(S, _) ->
 
 slow_inbox(S, {M, Inbox}) ->
     Node = httpdcnode_test_lib:master_node(M),
-    %% A suspension ends with the process that made it: one that stays.
     Self = self(),
-    Suspender = spawn(Node, fun() ->
-                                    true = erlang:suspend_process(Inbox),
-                                    Self ! suspended,
-                                    receive resume -> erlang:resume_process(Inbox) end
-                            end),
-    receive suspended -> ok after ?T -> erlang:error(not_suspended) end,
+    Suspender = httpdcnode_inbox_lib:suspend(Node, Inbox),
     %% 40 connections x 25 messages of 2,000 bytes: 2 MB, twice what may
     %% wait for Erlang (1 MB) beside the 256 messages the master holds.
     Conns = [open(S, 100 + I) || I <- lists:seq(1, 40)],
@@ -173,12 +155,7 @@ slow_inbox(S, {M, Inbox}) ->
 paused_not_dead(S, {M, Inbox}) ->
     Node = httpdcnode_test_lib:master_node(M),
     Self = self(),
-    Suspender = spawn(Node, fun() ->
-                                    true = erlang:suspend_process(Inbox),
-                                    Self ! suspended,
-                                    receive resume -> erlang:resume_process(Inbox) end
-                            end),
-    receive suspended -> ok after ?T -> erlang:error(not_suspended) end,
+    Suspender = httpdcnode_inbox_lib:suspend(Node, Inbox),
     A = open(S, 21),
     N = 750,
     Msg = fun(K) -> <<K:64, (binary:copy(<<"p">>, 3992))/binary>> end,
@@ -264,79 +241,12 @@ no_inbox(S) ->
 
 %%% ---------------------------------------------------------------- helpers
 
-%% N {Uid, Conn, Data} from the inbox, in the order they came.
-collect(N) -> collect(N, []).
+open(S, Uid) -> httpdcnode_inbox_lib:ws_open(S, Uid).
 
-collect(0, Acc) -> lists:reverse(Acc);
-collect(N, Acc) ->
-    receive {in, Uid, Conn, Data} -> collect(N - 1, [{Uid, Conn, Data} | Acc])
-    after ?T -> erlang:error({inbox_got_only, length(Acc), N})
-    end.
-
-nothing_more() ->
-    receive {in, _, _, _} = M -> erlang:error({unexpected, M}) after 200 -> ok end.
-
-open(S, Uid) -> open(S, Uid, []).
-
-open(S, Uid, Headers) ->
-    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
-    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", "/ws/" ++
-                                                                   integer_to_list(Uid),
-                                                               "HTTP/1.1", ?UPGRADE ++ Headers)),
-    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
-    Sock.
-
-read_until(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-            read_until(Sock, Sep, <<Acc/binary, More/binary>>)
-    end.
-
-take(Sock, N) ->
-    Buf = get({buf, Sock}),
-    case Buf of
-        <<Want:N/binary, Rest/binary>> ->
-            put({buf, Sock}, Rest),
-            Want;
-        _ ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
-                Err -> erlang:error({recv, Err, buffered, Buf})
-            end
-    end.
-
-%% The next server frame {Fin, Opcode, Payload}.
-recv_frame(Sock) ->
-    <<Fin:1, _:3, Op:4, _:1, Len0:7>> = take(Sock, 2),
-    Len = case Len0 of
-              126 -> <<L:16>> = take(Sock, 2), L;
-              127 -> <<L:64>> = take(Sock, 8), L;
-              _ -> Len0
-          end,
-    {Fin, Op, take(Sock, Len)}.
+open(S, Uid, Headers) -> httpdcnode_inbox_lib:ws_open(S, Uid, Headers).
 
 expect_close(Sock, Code) ->
     {1, 8, <<Got:16, _/binary>>} = recv_frame(Sock),
     ?assertEqual(Code, Got),
     ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)).
 
-frame(Op, Payload) -> frame(Op, Payload, #{}).
-
-frame(Op, Payload, Opts) ->
-    Fin = maps:get(fin, Opts, 1),
-    Len = byte_size(Payload),
-    LenBits = if Len < 126 -> <<Len:7>>;
-                 Len < 65536 -> <<126:7, Len:16>>;
-                 true -> <<127:7, Len:64>>
-              end,
-    Key = <<1, 2, 3, 4>>,
-    <<Fin:1, 0:3, Op:4, 1:1, LenBits/bits, Key/binary, (mask(Payload))/binary>>.
-
-%% XOR with the key 1, 2, 3, 4.
-mask(Payload) ->
-    Pad = binary:copy(<<1, 2, 3, 4>>, byte_size(Payload) div 4 + 1),
-    crypto:exor(Payload, binary:part(Pad, 0, byte_size(Payload))).

@@ -8,14 +8,12 @@
 -module(core_inbox_window_tests).
 -include_lib("eunit/include/eunit.hrl").
 
--import(httpdcnode_test_lib, [stats/1, wait_stat/4, port_of/1, node_of/1, wait_until/3,
+-import(httpdcnode_test_lib, [stats/1, wait_stat/4, node_of/1, wait_until/3,
                               send/2, open_stream/2, expect_chunk/2]).
+-import(httpdcnode_inbox_lib, [frame/2]).
 -export([inbox_init/4]).
 
 -define(T, 10000).
--define(KEY, "dGhlIHNhbXBsZSBub25jZQ==").
--define(UPGRADE, ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
-                  "Sec-WebSocket-Key: " ?KEY]).
 -define(ARGS, ["--inbox", "inbox", "--client-rate", "100000",
                "--max-client-message", "1048576"]).
 
@@ -38,12 +36,7 @@ one_master(Label, Fun) ->
     {Label,
      {setup,
       fun() ->
-              Sink = list_to_atom(httpdcnode_test_lib:unique("window_sink")),
-              httpdcnode_test_lib:start_sink(Sink),
-              M = httpdcnode_test_lib:start_master(
-                    httpdcnode_test_lib:new_master_name(),
-                    #{forwarder => {presence, {Sink, node()}}}),
-              Node = httpdcnode_test_lib:master_node(M),
+              {Sink, M, Node} = httpdcnode_inbox_lib:presence_master("window_sink"),
               ok = start_inbox(Node, {Sink, node()}, a),
               S = httpdcnode_test_lib:start_server(#{master => M, presence => presence,
                                                      extra_args => ?ARGS}),
@@ -51,18 +44,10 @@ one_master(Label, Fun) ->
               wait_stat(S, erl_masters, fun(V) -> V =:= 1 end, ?T),
               {M, S, Sink}
       end,
+      fun({M, S, Sink}) -> httpdcnode_inbox_lib:stop_all(M, S, Sink) end,
       fun({M, S, Sink}) ->
-              httpdcnode_test_lib:stop_server(S),
-              httpdcnode_test_lib:stop_master(M),
-              httpdcnode_test_lib:stop_sink(Sink)
-      end,
-      fun({M, S, Sink}) ->
-              {timeout, httpdcnode_test_lib:scaled(120),
-               fun() ->
-                       httpdcnode_test_lib:sink_subscribe(Sink),
-                       httpdcnode_test_lib:logged(
-                         S, fun(_) -> Fun(S, httpdcnode_test_lib:master_node(M), Sink) end)
-               end}
+              httpdcnode_inbox_lib:sink_test(
+                S, Sink, 120, fun() -> Fun(S, httpdcnode_test_lib:master_node(M), Sink) end)
       end}}.
 
 %%% ---------------------------------------------------------------- cases
@@ -262,31 +247,4 @@ take_now(Tag) ->
 nothing_more(Tag) ->
     receive {in, Tag, _, _, _} = M -> erlang:error({unexpected, M}) after 200 -> ok end.
 
-open(S, Uid) ->
-    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
-    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", "/ws/" ++
-                                                                   integer_to_list(Uid),
-                                                               "HTTP/1.1", ?UPGRADE)),
-    <<"HTTP/1.1 101 ", _/binary>> = read_head(Sock, <<>>),
-    Sock.
-
-read_head(Sock, Acc) ->
-    case binary:match(Acc, <<"\r\n\r\n">>) of
-        nomatch ->
-            {ok, More} = gen_tcp:recv(Sock, 0, ?T),
-            read_head(Sock, <<Acc/binary, More/binary>>);
-        _ -> Acc
-    end.
-
-frame(Op, Payload) ->
-    Len = byte_size(Payload),
-    LenBits = if Len < 126 -> <<Len:7>>;
-                 Len < 65536 -> <<126:7, Len:16>>;
-                 true -> <<127:7, Len:64>>
-              end,
-    <<1:1, 0:3, Op:4, 1:1, LenBits/bits, 1, 2, 3, 4, (mask(Payload))/binary>>.
-
-%% XOR with the key 1, 2, 3, 4.
-mask(Payload) ->
-    Pad = binary:copy(<<1, 2, 3, 4>>, byte_size(Payload) div 4 + 1),
-    crypto:exor(Payload, binary:part(Pad, 0, byte_size(Payload))).
+open(S, Uid) -> httpdcnode_inbox_lib:ws_open(S, Uid).

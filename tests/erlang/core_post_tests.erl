@@ -8,6 +8,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [stats/1, wait_stat/4, port_of/1, node_of/1, wait_until/3]).
+-import(httpdcnode_inbox_lib, [split_recv/3, take/2, collect/1, nothing_more/0]).
 
 -define(T, 10000).
 -define(ORIGIN, "http://a.example").
@@ -41,12 +42,10 @@ inbox_test(Label, Args, Opts, Fun) ->
       fun() ->
               M = httpdcnode_test_lib:start_master(),
               Node = httpdcnode_test_lib:master_node(M),
-              AppEbin = filename:dirname(code:which(httpdcnode_inbox)),
-              true = rpc:call(Node, code, add_patha, [AppEbin]),
               Sink = list_to_atom(httpdcnode_test_lib:unique("post_sink")),
               httpdcnode_test_lib:start_sink(Sink),
-              {ok, Inbox} = rpc:call(Node, httpdcnode_inbox, start,
-                                     [inbox, inbox_test_handler, {Sink, node()}]),
+              {ok, Inbox} = httpdcnode_inbox_lib:start_inbox(Node, inbox_test_handler,
+                                                             {Sink, node()}),
               {Secret, File, AuthArgs} = auth_args(Opts),
               S = httpdcnode_test_lib:start_server(
                     #{master => M, extra_args => ["--inbox", "inbox" | Args ++ AuthArgs]}),
@@ -54,18 +53,12 @@ inbox_test(Label, Args, Opts, Fun) ->
               {M, S, Inbox, Sink, Secret, File}
       end,
       fun({M, S, _, Sink, _, File}) ->
-              httpdcnode_test_lib:stop_server(S),
-              httpdcnode_test_lib:stop_master(M),
-              httpdcnode_test_lib:stop_sink(Sink),
+              httpdcnode_inbox_lib:stop_all(M, S, Sink),
               File =/= none andalso file:delete(File)
       end,
       fun({M, S, Inbox, Sink, Secret, _}) ->
-              {timeout, httpdcnode_test_lib:scaled(120),
-               fun() ->
-                       httpdcnode_test_lib:sink_subscribe(Sink),
-                       httpdcnode_test_lib:logged(
-                         S, fun(_) -> Fun(S, #{master => M, inbox => Inbox, secret => Secret}) end)
-               end}
+              httpdcnode_inbox_lib:sink_test(
+                S, Sink, 120, fun() -> Fun(S, #{master => M, inbox => Inbox, secret => Secret}) end)
       end}}.
 
 auth_args(#{auth := true}) ->
@@ -201,13 +194,7 @@ rate(S, _) ->
 
 busy(S, #{master := M, inbox := Inbox}) ->
     Node = httpdcnode_test_lib:master_node(M),
-    Self = self(),
-    Suspender = spawn(Node, fun() ->
-                                    true = erlang:suspend_process(Inbox),
-                                    Self ! suspended,
-                                    receive resume -> erlang:resume_process(Inbox) end
-                            end),
-    receive suspended -> ok after ?T -> erlang:error(not_suspended) end,
+    Suspender = httpdcnode_inbox_lib:suspend(Node, Inbox),
     %% 32 KB messages (past evhttp's default 8 KB bound): the master takes
     %% at most 256 unacknowledged (fewer while its socket is full), then
     %% 1 MB waits in the server, then 503.
@@ -305,18 +292,6 @@ token(Secret, Uid, Exp) ->
                            [integer_to_list(Uid), ":", integer_to_list(Exp)])))),
     "exp=" ++ integer_to_list(Exp) ++ "&sig=" ++ Sig.
 
-%% N {Uid, Conn, Data} from the inbox, in the order they came.
-collect(N) -> collect(N, []).
-
-collect(0, Acc) -> lists:reverse(Acc);
-collect(N, Acc) ->
-    receive {in, Uid, Conn, Data} -> collect(N - 1, [{Uid, Conn, Data} | Acc])
-    after ?T -> erlang:error({inbox_got_only, length(Acc), N})
-    end.
-
-nothing_more() ->
-    receive {in, _, _, _} = M -> erlang:error({unexpected, M}) after 200 -> ok end.
-
 connect(S) ->
     {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
     put({buf, Sock}, <<>>),
@@ -396,24 +371,3 @@ read_until(Sock, Sep) ->
     put({buf, Sock}, After),
     <<Before/binary, Sep/binary>>.
 
-split_recv(Sock, Sep, Acc) ->
-    case binary:split(Acc, Sep) of
-        [Before, After] -> {Before, After};
-        [_] ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> split_recv(Sock, Sep, <<Acc/binary, More/binary>>);
-                Err -> erlang:error({recv, Err, buffered, Acc})
-            end
-    end.
-
-take(Sock, N) ->
-    case get({buf, Sock}) of
-        <<Want:N/binary, Rest/binary>> ->
-            put({buf, Sock}, Rest),
-            Want;
-        Buf ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
-                Err -> erlang:error({recv, Err, buffered, Buf})
-            end
-    end.
