@@ -4,10 +4,14 @@
 
 #include <string.h>
 
+/* The atom at index is name (ASCII), whole: an atom may hold a NUL, so its
+ * encoded length is compared too ('drain\0x' is not drain). */
 static int atom_is(const char *buf, int index, const char *name)
 {
     char atom[MAXATOMLEN_UTF8];
-    return ei_decode_atom(buf, &index, atom) == 0 && strcmp(atom, name) == 0;
+    int type, size;
+    return ei_get_type(buf, &index, &type, &size) == 0 && (size_t)size == strlen(name) &&
+           ei_decode_atom(buf, &index, atom) == 0 && strcmp(atom, name) == 0;
 }
 
 /* An integer uid in 1..max at *index; advances past it. */

@@ -33,7 +33,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* What an accepted view promises the loop thread. */
 static void check_view(const struct term_view *v, const struct term_limits *lim)
 {
-    if (v->kind < CMD_UNICAST || v->kind > CMD_SNAPSHOT)
+    if (v->kind < CMD_UNICAST || v->kind > CMD_IN_ACK)
         abort();
     if (v->payload_len > lim->max_message || v->nuids > lim->max_uids)
         abort();

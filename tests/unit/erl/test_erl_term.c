@@ -282,6 +282,8 @@ static void conn_and_ack_terms(void **state)
     assert_int_equal(parse(&v), TERM_BAD_SHAPE);
 }
 
+static enum term_error parse_message(const char *msg, int len);
+
 /* {drain, Seconds} in 0..3600 and {drain, cancel}; anything else a bad shape. */
 static void drain_terms(void **state)
 {
@@ -316,6 +318,10 @@ static void drain_terms(void **state)
     ei_x_encode_atom(&x, "drain");
     ei_x_encode_binary(&x, "soon", 4);
     assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    /* An atom may hold a NUL: 'drain\0\0\1d' is not drain (found by
+     * tests/fuzz/fuzz_term): {'drain\0\0\1d', 115} as Erlang encodes it. */
+    static const char nul_atom[] = "\x83\x68\x02\x77\x09" "drain\0\0\x01" "d" "\x61\x73";
+    assert_int_not_equal(parse_message(nul_atom, (int)sizeof nul_atom - 1), TERM_OK);
 }
 
 static void bad_uids(void **state)
