@@ -47,6 +47,8 @@ inbox_test(Label, Args, Fun) ->
               S = httpdcnode_test_lib:start_server(#{master => M,
                                                      extra_args => ["--inbox", "inbox" | Args]}),
               httpdcnode_test_lib:wait_master_sees(M, node_of(S), ?T),
+              %% the master sees the link before the C-node counts it as a master's
+              httpdcnode_test_lib:wait_stat(S, erl_masters, fun(V) -> V =:= 1 end, ?T),
               {M, S, Inbox, Sink}
       end,
       fun({M, S, _, Sink}) -> httpdcnode_inbox_lib:stop_all(M, S, Sink) end,

@@ -50,6 +50,8 @@ inbox_test(Label, Args, Opts, Fun) ->
               S = httpdcnode_test_lib:start_server(
                     #{master => M, extra_args => ["--inbox", "inbox" | Args ++ AuthArgs]}),
               httpdcnode_test_lib:wait_master_sees(M, node_of(S), ?T),
+              %% the master sees the link before the C-node counts it as a master's
+              httpdcnode_test_lib:wait_stat(S, erl_masters, fun(V) -> V =:= 1 end, ?T),
               {M, S, Inbox, Sink, Secret, File}
       end,
       fun({M, S, _, Sink, _, File}) ->
