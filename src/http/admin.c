@@ -36,34 +36,33 @@ static void reply_not_found(struct evhttp_request *req, const char *body)
     reply(req, HTTP_NOTFOUND, "Not Found", "text/plain; charset=utf-8", body, strlen(body));
 }
 
-static void reply_stats(struct evhttp_request *req)
+/* The n bytes of body as type, or a 500 when its formatter found the
+ * buffer (cap bytes, named by what) too small and gave 0. */
+static void reply_formatted(struct evhttp_request *req, const char *body, size_t n,
+                            const char *type, const char *what, int cap)
 {
-    static char json[STATS_JSON_MAX];         /* loop thread only */
-    size_t n = stats_format_json(json, sizeof json);
     if (n == 0) {
-        log_msg(LOG_ERROR, "the /stats JSON outgrew its %d-byte buffer (STATS_JSON_MAX)",
-                STATS_JSON_MAX);
-        static const char msg[] = "stats buffer too small";
+        log_msg(LOG_ERROR, "the %s outgrew its %d-byte buffer", what, cap);
+        static const char msg[] = "buffer too small";
         reply(req, HTTP_INTERNAL, "Internal Server Error", "text/plain; charset=utf-8", msg,
               sizeof msg - 1);
         return;
     }
-    reply(req, HTTP_OK, "OK", "application/json", json, n);
+    reply(req, HTTP_OK, "OK", type, body, n);
+}
+
+static void reply_stats(struct evhttp_request *req)
+{
+    static char json[STATS_JSON_MAX];         /* loop thread only */
+    reply_formatted(req, json, stats_format_json(json, sizeof json), "application/json",
+                    "/stats JSON (STATS_JSON_MAX)", STATS_JSON_MAX);
 }
 
 static void reply_metrics(struct evhttp_request *req)
 {
     static char text[METRICS_MAX_BYTES];      /* loop thread only */
-    size_t n = metrics_format(text, sizeof text);
-    if (n == 0) {
-        log_msg(LOG_ERROR, "the /metrics text outgrew its %d-byte buffer (METRICS_MAX_BYTES)",
-                METRICS_MAX_BYTES);
-        static const char msg[] = "metrics buffer too small";
-        reply(req, HTTP_INTERNAL, "Internal Server Error", "text/plain; charset=utf-8", msg,
-              sizeof msg - 1);
-        return;
-    }
-    reply(req, HTTP_OK, "OK", METRICS_CONTENT_TYPE, text, n);
+    reply_formatted(req, text, metrics_format(text, sizeof text), METRICS_CONTENT_TYPE,
+                    "/metrics text (METRICS_MAX_BYTES)", METRICS_MAX_BYTES);
 }
 
 static void reply_probe(struct evhttp_request *req)
