@@ -230,7 +230,8 @@ fi
 if [[ ${MILLION:-1} != 0 ]]; then
 echo "== bench-million (6,000 streams)"
 MILLION_STREAMS=6000 MILLION_PER_NODE=2000 MILLION_RATE=500 MILLION_PACED_S=5 MILLION_MCAST=1000 \
-  MILLION_CHURN=100 MILLION_CHURN_S=5 MILLION_KILL_S=8 MILLION_PUBLISH=0 MILLION_DIR="$PWD/build/bench-million/test" \
+  MILLION_CHURN=100 MILLION_CHURN_S=5 MILLION_KILL_S=8 MILLION_NETNS=1 MILLION_PUBLISH=0 \
+  MILLION_DIR="$PWD/build/bench-million/test" \
   timeout --kill-after=10 150 scripts/bench-million.sh </dev/null 2>&1 | tee "$work/million.out"
 count_result "bench-million" "$work/million.out"
 fi
