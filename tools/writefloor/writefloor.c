@@ -6,15 +6,20 @@
  *
  *   writefloor [CONNS [ROUNDS [BYTES [WRITERS [BURST]]]]]   (default 10000 5 40 1 0)
  * WRITERS > 1 runs that many writer processes at once, each with its own
- * reader and CONNS / WRITERS sockets: what the whole machine can write.
+ * reader and CONNS / WRITERS sockets (at most 19,000: the per-process cap
+ * on open files), reader w connecting from 127.60.w.1-4: what the whole
+ * machine can write, to as many sockets as a server farm holds.
  * BURST > 0 writes BURST sockets, then sleeps 1 ms, as a publisher paced by
  * a 1 ms timer makes a server do; only the time inside write() is counted.
  * Prints one JSON line: conns, writes, us_per_write (writer time per write),
- * writes_per_s (all writers together). */
+ * writes_per_s (all writers together), all_read_s (from the start of the
+ * writes until the last reader had every byte: the writes and the reads
+ * on the same cores). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,14 +42,23 @@ static void die(const char *what)
     exit(1);
 }
 
-/* Connects conns sockets to addr, then reads until it got `expect` bytes
- * or nothing came for 5 s. Tells the writer through `ready` when all are up. */
-static void run_reader(const struct sockaddr_in *addr, int conns, long expect, int ready)
+/* Connects conns sockets to addr from src (and the 3 addresses after it:
+ * a port search over fewer sockets each), then reads until it got
+ * `expect` bytes or nothing came for 5 s (120 s for the first). Tells the
+ * writer through `ready` when all are up, and through `done` when it had
+ * the last byte (the monotonic clock, which every process here shares). */
+static void run_reader(const struct sockaddr_in *addr, const struct sockaddr_in *src, int conns,
+                       long expect, int ready, int done)
 {
     int ep = epoll_create1(0);
     for (int i = 0; i < conns; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || connect(fd, (const struct sockaddr *)addr, sizeof *addr) != 0)
+        int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in from = *src;
+        from.sin_addr.s_addr = htonl(ntohl(src->sin_addr.s_addr) + (uint32_t)(i % 4));
+        /* the port is chosen at connect, by the whole 4-tuple */
+        if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one) != 0 ||
+            bind(fd, (const struct sockaddr *)&from, sizeof from) != 0 ||
+            connect(fd, (const struct sockaddr *)addr, sizeof *addr) != 0)
             die("reader connect");
         struct epoll_event e = {.events = EPOLLIN, .data.fd = fd};
         epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
@@ -54,7 +68,8 @@ static void run_reader(const struct sockaddr_in *addr, int conns, long expect, i
     struct epoll_event ev[256];
     long got = 0;
     while (got < expect) {
-        int k = epoll_wait(ep, ev, 256, 5000);
+        /* the writes start once every writer has its sockets: wait long for the first */
+        int k = epoll_wait(ep, ev, 256, got ? 5000 : 120000);
         if (k <= 0)
             break;
         for (int i = 0; i < k; i++) {
@@ -63,16 +78,21 @@ static void run_reader(const struct sockaddr_in *addr, int conns, long expect, i
                 got += r;
         }
     }
+    double at = now_s();
+    (void)!write(done, &at, sizeof at);
+    if (got != expect)
+        fprintf(stderr, "writefloor: a reader got %ld of %ld bytes (then nothing for 5 s)\n", got,
+                expect);
     _exit(got == expect ? 0 : 1);
 }
 
 /* Writers set up their sockets, then wait here until all are ready. */
 static int barrier_ready[2], barrier_go[2];
 
-/* One writer with its own reader over conns sockets; returns the seconds
- * spent writing (inside write() only when burst > 0), or -1 if the reader
- * lost bytes. */
-static double run_writer(int conns, int rounds, int bytes, int burst)
+/* One writer (the w-th) with its own reader over conns sockets; returns
+ * the seconds spent writing (inside write() only when burst > 0), or -1 if
+ * the reader lost bytes; *read_at: when the reader had the last byte. */
+static double run_writer(int w, int conns, int rounds, int bytes, int burst, double *read_at)
 {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof addr;
@@ -80,12 +100,14 @@ static double run_writer(int conns, int rounds, int bytes, int burst)
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
         listen(lfd, 65535) != 0 || getsockname(lfd, (struct sockaddr *)&addr, &alen) != 0)
         die("listen");
-    int ready[2];
-    if (pipe(ready) != 0)
+    struct sockaddr_in src = {.sin_family = AF_INET,
+                              .sin_addr.s_addr = htonl((127u << 24) | (60u << 16) | ((uint32_t)w << 8) | 1u)};
+    int ready[2], done[2];
+    if (pipe(ready) != 0 || pipe(done) != 0)
         die("pipe");
     pid_t reader = fork();
     if (reader == 0)
-        run_reader(&addr, conns, (long)conns * rounds * bytes, ready[1]);
+        run_reader(&addr, &src, conns, (long)conns * rounds * bytes, ready[1], done[1]);
 
     int *fds = malloc((size_t)conns * sizeof *fds);
     for (int i = 0; i < conns; i++) {
@@ -118,6 +140,8 @@ static double run_writer(int conns, int rounds, int bytes, int burst)
         busy = now_s() - t0;
     int status;
     waitpid(reader, &status, 0);
+    if (read(done[0], read_at, sizeof *read_at) != sizeof *read_at)
+        return -1;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? busy : -1;
 }
 
@@ -128,10 +152,10 @@ int main(int argc, char **argv)
     int bytes = argc > 3 ? atoi(argv[3]) : 40;
     int writers = argc > 4 ? atoi(argv[4]) : 1;
     int burst = argc > 5 ? atoi(argv[5]) : 0;
-    if (conns < 1 || conns > 18000 || rounds < 1 || bytes < 1 || bytes > 4096 || writers < 1 ||
-        writers > 16 || conns < writers || burst < 0) {
-        fprintf(stderr, "usage: writefloor [CONNS (1..18000) [ROUNDS [BYTES (1..4096) "
-                        "[WRITERS (1..16) [BURST (0: flat out)]]]]]\n");
+    if (conns < 1 || rounds < 1 || bytes < 1 || bytes > 4096 || writers < 1 || writers > 250 ||
+        conns < writers || conns / writers > 19000 || burst < 0) {
+        fprintf(stderr, "usage: writefloor [CONNS (at most 19,000 a writer) [ROUNDS [BYTES (1..4096) "
+                        "[WRITERS (1..250) [BURST (0: flat out)]]]]]\n");
         return 2;
     }
     /* Writers start together: each reports its busy seconds through a pipe. */
@@ -140,25 +164,29 @@ int main(int argc, char **argv)
         die("pipe");
     for (int w = 0; w < writers; w++)
         if (fork() == 0) {
-            double busy = run_writer(conns / writers, rounds, bytes, burst);
-            _exit(write(results[1], &busy, sizeof busy) == sizeof busy ? 0 : 1);
+            double r[2];
+            r[0] = run_writer(w, conns / writers, rounds, bytes, burst, &r[1]);
+            _exit(write(results[1], r, sizeof r) == sizeof r ? 0 : 1);
         }
     char c;
     int ok = 1;
     for (int w = 0; w < writers; w++)
         ok &= read(barrier_ready[0], &c, 1) == 1;
+    double go = now_s(), last_read = go;
     for (int w = 0; w < writers; w++)
         ok &= write(barrier_go[1], "g", 1) == 1;
     double sum_busy = 0, max_busy = 0;
     for (int w = 0; w < writers; w++) {
-        double busy;
-        if (read(results[0], &busy, sizeof busy) != sizeof busy || busy < 0) {
+        double r[2];
+        if (read(results[0], r, sizeof r) != sizeof r || r[0] < 0) {
             ok = 0;
             continue;
         }
-        sum_busy += busy;
-        if (busy > max_busy)
-            max_busy = busy;
+        sum_busy += r[0];
+        if (r[0] > max_busy)
+            max_busy = r[0];
+        if (r[1] > last_read)
+            last_read = r[1];
     }
     while (wait(NULL) > 0)
         ;
@@ -169,8 +197,8 @@ int main(int argc, char **argv)
     }
     /* All writers ran at once: the slowest one bounds the total rate. */
     printf("{\"conns\":%d,\"writers\":%d,\"burst\":%d,\"writes\":%ld,\"bytes\":%d,"
-           "\"us_per_write\":%.2f,\"writes_per_s\":%.0f,\"reader_ok\":true}\n",
+           "\"us_per_write\":%.2f,\"writes_per_s\":%.0f,\"all_read_s\":%.3f,\"reader_ok\":true}\n",
            conns, writers, burst, writes, bytes, sum_busy * 1e6 / (double)writes,
-           (double)writes / max_busy);
+           (double)writes / max_busy, last_read - go);
     return 0;
 }
