@@ -15,6 +15,8 @@ file_max=$(read_sysctl fs.file-max)
 nr_open=$(read_sysctl fs.nr_open)
 read -r port_lo port_hi < <(read_sysctl net.ipv4.ip_local_port_range)
 somaxconn=$(read_sysctl net.core.somaxconn)
+ehash=$(read_sysctl net.ipv4.tcp_ehash_entries)
+ehash=${ehash#-}
 read -r tcp_mem_min tcp_mem_pressure tcp_mem_max < <(read_sysctl net.ipv4.tcp_mem)
 # Sockets holding unsent output need pages from tcp_mem: 1M streams each
 # with one page queued is 1M pages.
@@ -26,6 +28,7 @@ echo "fs.nr_open:               $nr_open"
 echo "local port range:         $port_lo-$port_hi ($((port_hi - port_lo + 1)) per client source address)"
 echo "net.core.somaxconn:       $somaxconn"
 echo "net.ipv4.tcp_mem (pages): $tcp_mem_min $tcp_mem_pressure $tcp_mem_max"
+echo "TCP hash table (buckets): $ehash"
 echo "memory available:         $((mem_avail_kb / 1024)) MiB"
 echo
 
@@ -53,4 +56,8 @@ echo "To reach $TARGET:"
   echo "  - net.ipv4.tcp_mem max >= $TARGET pages, so every stream can hold a page of output"
 [ "$somaxconn" != "?" ] && [ "$somaxconn" -lt 4096 ] &&
   echo "  - net.core.somaxconn >= 4096 for connect bursts"
+buckets=1
+while [ "$buckets" -lt "$TARGET" ]; do buckets=$((buckets * 2)); done
+[ "$ehash" != "?" ] && [ "$ehash" -lt "$TARGET" ] &&
+  echo "  - a TCP hash table of $buckets buckets (boot with thash_entries=$buckets; it has $ehash): every packet walks its socket's chain"
 echo "  See sysctl.conf.example for every setting and why."
