@@ -27,8 +27,11 @@
 # passed, F failed" and exits non-zero when a check failed.
 #
 # Set-up: checks open files per process, fs.file-max, the local port range,
-# somaxconn, conntrack (when it tracks loopback) and memory; raises what it
-# may as root (put back at the end), or stops naming the limit.
+# somaxconn, tcp_mem, conntrack (when it tracks loopback) and memory; raises
+# what it may as root (put back at the end), or stops naming the limit. Runs
+# in a network namespace of its own whose TCP hash table is sized to its
+# sockets (net.ipv4.tcp_child_ehash_entries). After the run, the kernel alone
+# at the same scale: writefloor over as many sockets, to the last byte read.
 #
 #   MILLION_STREAMS   streams (default 1000000)
 #   MILLION_PER_NODE  most streams per C-node (default 19000)
@@ -39,13 +42,15 @@
 #   MILLION_DIR       report and logs (default build/bench-million)
 #   MILLION_PUBLISH   0: leave BENCHMARKS.md and bench/ alone (default 1: write
 #                     its section there and bench/million-*.png)
+#   MILLION_NETNS     auto (default: when the machine's TCP hash table has fewer
+#                     buckets than the run's sockets), 1 (always), 0 (never)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 
 case "${1:-}" in
   "") ;;
-  -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench-million: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
