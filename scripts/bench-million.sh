@@ -107,7 +107,7 @@ trap 'end_all; restore_sysctls; [[ -n ${MILLION_IN_NETNS:-} ]] && epmd -kill >/d
 trap 'log "interrupted"; exit 130' INT
 trap 'log "terminated"; exit 143' TERM
 
-for f in "$BIN/httpdcnode" "$BIN/httpclient" "$BIN/writefloor" tools/erlang/ebin/million.beam \
+for f in "$BIN/httpdcnode" "$BIN/httpclient" "$BIN/writefloor" "$BIN/wakefloor" tools/erlang/ebin/million.beam \
          tools/erlang/ebin/httpdcnode.app; do
   [[ -e $f ]] || { echo "bench-million: $f missing: run 'make all' first" >&2; exit 1; }
 done
@@ -627,6 +627,11 @@ log "paced: $RATE msg/s for $PACED_S s through httpdcnode:send/2"
 read -r SCHED_W0 SCHED_R0 < <(sched_all)
 read -r CPU_S0 CPU_C0 CPU_M0 CPU_B0 < <(cpu_split)
 T_PACED0=$(now_ms)
+# One thread woken by another, 1,000 times a second beside the phase: how
+# long a wake-up waits for a core under this load (a paced message takes four).
+"$BIN/wakefloor" "$((PACED_S - 1))" 1000 >"$WORK/wakefloor.json" 2>&1 &
+WAKE_PID=$!
+BENCH_PIDS+=("$WAKE_PID")
 if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$PER" --stamp 1; then
   PN=$(per_node "$MIL")
   SENT=$(jget sent <<<"$MIL")
@@ -649,6 +654,12 @@ if mil paced --rate "$RATE" --seconds "$PACED_S" --uids "$STREAMS" --per-node "$
   PACED_RATE=$(calc "$SENT * 1000000 / $(jget elapsed_us <<<"$MIL")" %.0f)
 else SENT=0 PACED_LOST=null PACED_P50=null PACED_P99=null PACED_MAX=null PACED_RATE=0
   PACED_SAMPLES=0 PACED_WORST_P99=null RQ_WAIT_US=null RQ_WAITING=null CPU_SPLIT= PACED_BUSY=null; fi
+wait_exit "$WAKE_PID" 10
+WAKE=$(tail -n1 "$WORK/wakefloor.json")
+WAKE_P50=$(jget p50_us <<<"$WAKE") WAKE_P99=$(jget p99_us <<<"$WAKE") WAKE_MAX=$(jget max_us <<<"$WAKE")
+put paced_wakeup_p50_us "${WAKE_P50:-null}"
+put paced_wakeup_p99_us "${WAKE_P99:-null}"
+put paced_wakeup_max_us "${WAKE_MAX:-null}"
 put paced_sent "$SENT"
 put paced_rate_per_s "$PACED_RATE"
 put paced_lost "$PACED_LOST"
@@ -660,7 +671,7 @@ put paced_worst_client_p99_us "$PACED_WORST_P99"
 put paced_runqueue_wait_us_per_run "$RQ_WAIT_US"
 put paced_runqueue_waiting_threads "$RQ_WAITING"
 put paced_machine_busy_cores "$PACED_BUSY"
-check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us); meanwhile the run's threads waited $RQ_WAIT_US us for a core per run, $RQ_WAITING of them waiting on average; CPU (cores): ${CPU_SPLIT:-n/a}"
+check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us); meanwhile the run's threads waited $RQ_WAIT_US us for a core per run, $RQ_WAITING of them waiting on average, and one wake-up (wakefloor beside it) waited p50 ${WAKE_P50:-?} us, p99 ${WAKE_P99:-?} us, max ${WAKE_MAX:-?} us; CPU (cores): ${CPU_SPLIT:-n/a}"
 
 # --- 5. multicast_sync -----------------------------------------------------------------
 MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
@@ -971,6 +982,7 @@ sets ~19,000 streams per process on either side.
 | &nbsp;&nbsp;latency p50 / p99 / max (all $(r paced_samples) stamped) | $(r paced_p50_us) / $(r paced_p99_us) / $(r paced_max_us) µs | p99 ≤ 10 ms |
 | &nbsp;&nbsp;the worst client process's p99 | $(r paced_worst_client_p99_us) µs | |
 | &nbsp;&nbsp;run-queue wait per run / threads waiting for a core (mean) | $(r paced_runqueue_wait_us_per_run) µs / $(r paced_runqueue_waiting_threads) | |
+| &nbsp;&nbsp;one wake-up beside it (wakefloor) p50 / p99 / max | $(r paced_wakeup_p50_us) / $(r paced_wakeup_p99_us) / $(r paced_wakeup_max_us) µs | |
 | 5. multicast_sync to $(r multicast_uids): reply / last delivery | $(r multicast_reply_s) / $(r multicast_last_delivery_s) s ($(r multicast_delivered) delivered) | |
 | 6. broadcast to all: last delivery | $(r broadcast_last_delivery_s) s ($(r broadcast_delivered) delivered) | ≤ 1.5 × floor |
 | &nbsp;&nbsp;write floor (writefloor $(r write_floor_us_per_write) µs × streams ÷ $CORES cores) | $(r write_floor_s) s ($(r broadcast_vs_write_floor) ×) | |
@@ -1003,7 +1015,11 @@ What bounds phase 4 is waiting for a core. A paced message crosses four
 processes (the publisher, the master, a C-node, a client), each woken in turn:
 over the phase the run's threads waited $(r paced_runqueue_wait_us_per_run) µs for a core each time
 they ran, $(r paced_runqueue_waiting_threads) of them waiting at once on average, with the
-machine $(calc "100 * $(r paced_machine_busy_cores) / $CORES" %.0f) % busy; its p99 moves with that from run to run.
+machine $(calc "100 * $(r paced_machine_busy_cores) / $CORES" %.0f) % busy. \`wakefloor\` beside the phase (a thread that another wakes
+1,000 times a second, as a C-node thread wakes its loop and a write wakes a client)
+waited p50 $(r paced_wakeup_p50_us) µs, p99 $(r paced_wakeup_p99_us) µs, max $(r paced_wakeup_max_us) µs for a core: the scheduler's tail at this
+load, which a paced message meets at each of its four hops; the p99 moves with it from
+run to run.
 
 The run is in a network namespace of its own whose TCP hash table has
 $(r tcp_hash_buckets) buckets (the machine's has $(r tcp_hash_buckets_machine)): each packet finds its
