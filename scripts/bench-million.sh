@@ -280,9 +280,12 @@ CLIENT_ERRS() { local i; for ((i = 0; i < NODES; i++)); do echo "$WORK/client-$i
 # merged_latency: "P50 P99 MAX SAMPLES" (us) of every client's latency
 # histogram added up (httpclient --hist-out: "HIGH_US COUNT" lines, then
 # "max US"): the percentiles of all the stamped messages, not of one client.
+# merged_latency BASE: of what came since the copies in BASE (no max then).
 merged_latency() {
-  cat "$WORK"/client-*.hist 2>/dev/null | awk '
-    $1 == "max" { if ($2 > mx) mx = $2; next }
+  local base=${1:-}
+  { [[ -n $base ]] && awk '$1 != "max" { print $1, -$2 }' "$base"/client-*.hist
+    cat "$WORK"/client-*.hist; } 2>/dev/null | awk -v base="$base" '
+    $1 == "max" { if (base == "" && $2 > mx) mx = $2; next }
     { c[$1] += $2; n += $2 }
     END {
       if (!n) { print "null null null 0"; exit }
@@ -292,9 +295,9 @@ merged_latency() {
       for (i = 1; i <= k; i++) { s += c[vs[i]]
         if (p50 == "" && s >= 0.50 * n) p50 = vs[i]
         if (p99 == "" && s >= 0.99 * n) p99 = vs[i] }
-      if (p50 > mx) p50 = mx
-      if (p99 > mx) p99 = mx
-      printf "%d %d %d %d\n", p50, p99, mx, n }'
+      if (base == "" && p50 > mx) p50 = mx
+      if (base == "" && p99 > mx) p99 = mx
+      printf "%d %d %s %d\n", p50, p99, base == "" ? mx : "null", n }'
 }
 
 # cpu_all: CPU ticks (1/100 s) used so far by the servers, the clients and the master.
@@ -673,6 +676,36 @@ put paced_runqueue_waiting_threads "$RQ_WAITING"
 put paced_machine_busy_cores "$PACED_BUSY"
 check "paced sends" $([[ $PACED_LOST == 0 && $SENT -gt 0 ]] && echo 1 || echo 0) "sent $SENT at $PACED_RATE msg/s, lost $PACED_LOST, extra ${EXTRA:-?}; latency p50 $PACED_P50 us, p99 $PACED_P99 us, max $PACED_MAX us over $PACED_SAMPLES stamped messages (every client's histogram added up; the worst client process's p99 $PACED_WORST_P99 us); meanwhile the run's threads waited $RQ_WAIT_US us for a core per run, $RQ_WAITING of them waiting on average, and one wake-up (wakefloor beside it) waited p50 ${WAKE_P50:-?} us, p99 ${WAKE_P99:-?} us, max ${WAKE_MAX:-?} us; CPU (cores): ${CPU_SPLIT:-n/a}"
 
+# --- 4b. the same at half the rate ---------------------------------------------------------
+# How the tail follows the load: half the messages a second, stamped, for
+# half as long; its latency is of these messages alone (the histograms less
+# what they held before).
+HALF=$((RATE / 2 > 0 ? RATE / 2 : 1))
+HALF_S=$((PACED_S / 2 >= 2 ? PACED_S / 2 : 2))
+mkdir -p "$WORK/hist-paced"
+cp "$WORK"/client-*.hist "$WORK/hist-paced/" 2>/dev/null
+snapshot_msgs
+log "paced: $HALF msg/s for $HALF_S s"
+read -r CPU_S0 CPU_C0 CPU_M0 CPU_B0 < <(cpu_split)
+T_HALF0=$(now_ms)
+HALF_LOST=null HALF_P50=null HALF_P99=null HALF_BUSY=null
+if mil paced --rate "$HALF" --seconds "$HALF_S" --uids "$STREAMS" --per-node "$PER" --stamp 1; then
+  PN=$(per_node "$MIL")
+  HALF_SENT=$(jget sent <<<"$MIL")
+  wait_for 30 "the paced messages at half the rate" all_arrived "$PN"
+  read -r CPU_S1 CPU_C1 CPU_M1 CPU_B1 < <(cpu_split)
+  HALF_BUSY=$(calc "($CPU_B1 - $CPU_B0) / 100 / (($(now_ms) - $T_HALF0) / 1000)" %.2f)
+  sleep 1.2                                   # one more histogram each
+  lost_by "$PN"; HALF_LOST=$LOST
+  read -r HALF_P50 HALF_P99 _ _ < <(merged_latency "$WORK/hist-paced")
+fi
+put paced_half_rate_per_s "$HALF"
+put paced_half_lost "$HALF_LOST"
+put paced_half_p50_us "$HALF_P50"
+put paced_half_p99_us "$HALF_P99"
+put paced_half_machine_busy_cores "$HALF_BUSY"
+check "paced at half the rate" $([[ $HALF_LOST == 0 ]] && echo 1 || echo 0) "sent ${HALF_SENT:-0} at $HALF msg/s, lost $HALF_LOST; latency p50 $HALF_P50 us, p99 $HALF_P99 us; the machine busy $HALF_BUSY of $CORES cores"
+
 # --- 5. multicast_sync -----------------------------------------------------------------
 MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
 log "multicast_sync to $MCAST random uids"
@@ -983,6 +1016,7 @@ sets ~19,000 streams per process on either side.
 | &nbsp;&nbsp;the worst client process's p99 | $(r paced_worst_client_p99_us) µs | |
 | &nbsp;&nbsp;run-queue wait per run / threads waiting for a core (mean) | $(r paced_runqueue_wait_us_per_run) µs / $(r paced_runqueue_waiting_threads) | |
 | &nbsp;&nbsp;one wake-up beside it (wakefloor) p50 / p99 / max | $(r paced_wakeup_p50_us) / $(r paced_wakeup_p99_us) / $(r paced_wakeup_max_us) µs | |
+| &nbsp;&nbsp;at half the rate ($(r paced_half_rate_per_s) msg/s): lost / p50 / p99 / machine busy | $(r paced_half_lost) / $(r paced_half_p50_us) / $(r paced_half_p99_us) µs / $(r paced_half_machine_busy_cores) of $CORES cores | |
 | 5. multicast_sync to $(r multicast_uids): reply / last delivery | $(r multicast_reply_s) / $(r multicast_last_delivery_s) s ($(r multicast_delivered) delivered) | |
 | 6. broadcast to all: last delivery | $(r broadcast_last_delivery_s) s ($(r broadcast_delivered) delivered) | ≤ 1.5 × floor |
 | &nbsp;&nbsp;write floor (writefloor $(r write_floor_us_per_write) µs × streams ÷ $CORES cores) | $(r write_floor_s) s ($(r broadcast_vs_write_floor) ×) | |
@@ -1021,7 +1055,8 @@ max $(r paced_wakeup_max_us) µs: the scheduler serves a thread that has used li
 run's own threads, which use more, wait the longer. The tail moves with how busy the
 machine is: the same 53 C-nodes and 20,000 msg/s over 106,000 streams
 (\`MILLION_STREAMS=106000 MILLION_PER_NODE=2000\`) kept it 40 % busy, with a p99 of 5.2 ms;
-at a million each message meets cold sockets, and the CPU a message costs goes up.
+at a million each message meets cold sockets, and the CPU a message costs goes up. At
+half the rate, at a million, the machine was $(calc "100 * $(r paced_half_machine_busy_cores) / $CORES" %.0f) % busy and the p99 $(r paced_half_p99_us) µs.
 
 The run is in a network namespace of its own whose TCP hash table has
 $(r tcp_hash_buckets) buckets (the machine's has $(r tcp_hash_buckets_machine)): each packet finds its
