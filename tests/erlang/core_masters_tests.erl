@@ -222,7 +222,9 @@ open_all(S, Uids) ->
 big_snapshot_in_pieces(S) ->
     More = lists:seq(20001, 20000 + ?BIG - length(get(online))),
     Cs = open_all(S, More),
-    Marker = 995,
+    %% Above every uid of More: a window's changes go out sorted by uid, so
+    %% a smaller marker could come in a piece before some of theirs.
+    Marker = 20000 + ?BIG + 1,
     M = open_stream(S, Marker),
     [until_marker(L, Marker) || L <- "ab"],
     Online = lists:sort([Marker | More ++ get(online)]),
