@@ -630,8 +630,8 @@ log "paced: $RATE msg/s for $PACED_S s through httpdcnode:send/2"
 read -r SCHED_W0 SCHED_R0 < <(sched_all)
 read -r CPU_S0 CPU_C0 CPU_M0 CPU_B0 < <(cpu_split)
 T_PACED0=$(now_ms)
-# One thread woken by another, 1,000 times a second beside the phase: how
-# long a wake-up waits for a core under this load (a paced message takes four).
+# One light thread woken by another, 1,000 times a second beside the phase:
+# how long such a wake-up waits for a core under this load.
 "$BIN/wakefloor" "$((PACED_S - 1))" 1000 >"$WORK/wakefloor.json" 2>&1 &
 WAKE_PID=$!
 BENCH_PIDS+=("$WAKE_PID")
@@ -1066,10 +1066,9 @@ $(r paced_run_cores)) and the p99 was $(r paced_half_p99_us) µs.
 
 The run is in a network namespace of its own whose TCP hash table has
 $(r tcp_hash_buckets) buckets (the machine's has $(r tcp_hash_buckets_machine)): each packet finds its
-socket there. With the 2,000,000 sockets of a million streams in the machine's
-table of 262,144, the chains were about 8 long, and a broadcast cost the servers
-10.4 µs of CPU a delivery where it costs 7.1 to 7.5 µs in the namespace's
-(\`MILLION_NETNS=0 make bench-million\` runs it that way).
+socket there. With the $((2 * STREAMS)) sockets of this run in the machine's table the
+chains would be about $(calc "2 * $STREAMS / $(r tcp_hash_buckets_machine)" %.0f) long: at a million, a broadcast cost the servers 10.4 µs of
+CPU a delivery in it (\`MILLION_NETNS=0 make bench-million\`), against $(r broadcast_server_cpu_us_per_delivery) µs here.
 
 Checks and targets, as the script printed them:
 
