@@ -1067,7 +1067,7 @@ $(r paced_run_cores)) and the p99 was $(r paced_half_p99_us) µs.
 The run is in a network namespace of its own whose TCP hash table has
 $(r tcp_hash_buckets) buckets (the machine's has $(r tcp_hash_buckets_machine)): each packet finds its
 socket there. With the $((2 * STREAMS)) sockets of this run in the machine's table the
-chains would be about $(calc "2 * $STREAMS / $(r tcp_hash_buckets_machine)" %.0f) long: at a million, a broadcast cost the servers 10.4 µs of
+chains would be about $(calc "2 * $STREAMS / $(r tcp_hash_buckets_machine)" %.1f) long: at a million, a broadcast cost the servers 10.4 µs of
 CPU a delivery in it (\`MILLION_NETNS=0 make bench-million\`), against $(r broadcast_server_cpu_us_per_delivery) µs here.
 
 Checks and targets, as the script printed them:
