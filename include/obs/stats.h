@@ -100,7 +100,7 @@ struct stat_pair {
 
 /* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
  * Call on the loop thread. */
-#define STATS_MAX_PAIRS 80
+#define STATS_MAX_PAIRS 128
 #define STATS_ONE(name) +1
 _Static_assert(0 LOOP_STATS(STATS_ONE) CNODE_STATS(STATS_ONE) + 1 <= STATS_MAX_PAIRS,
                "more counters than STATS_MAX_PAIRS: raise it");
