@@ -1,7 +1,8 @@
 %% WebSocket conformance (RFC 6455) of GET /ws/N, grouped as the RFC is:
-%% framing (5.2), fragmentation (5.4), pings and pongs (5.5.2, 5.5.3),
-%% the close handshake and its codes (5.5.1, 7.4), UTF-8 (5.6, 8.1) and our
-%% limits (10.4), after the cases of the Autobahn|Testsuite. The server
+%% the opening handshake (4.1, 4.2), framing (5.2), fragmentation (5.4),
+%% pings and pongs (5.5.2, 5.5.3), the close handshake and its codes
+%% (5.5.1, 7.4), UTF-8 (5.6, 8.1) and our limits (10.4), after the cases of
+%% the Autobahn|Testsuite. The server
 %% runs the example handler ws_echo (tools/erlang/examples) as its inbox
 %% through the application, as `make ws-echo` does for an outside suite,
 %% so each message comes back to its connection. Raw sockets: each case
@@ -48,7 +49,8 @@ stop(#{master := M, server := S}) ->
     httpdcnode_test_lib:stop_master(M).
 
 groups(ReplyKinds) ->
-    [{"framing (RFC 6455 5.2)", framing()},
+    [{"opening handshake (RFC 6455 4.1, 4.2)", handshake()},
+     {"framing (5.2)", framing()},
      {"fragmentation (5.4)", fragmentation()},
      {"pings and pongs (5.5.2, 5.5.3)", pings()},
      {"close (5.5.1, 7.4)", close()},
@@ -57,6 +59,42 @@ groups(ReplyKinds) ->
         ++ [{"reply kinds: empty messages, binary of valid UTF-8", reply_kinds()} || ReplyKinds]
         ++ [{"after all", [{"every connection ended, the server still serving",
                             fun all_ended/1}]}].
+
+%%% ---------------------------------------------------------------- handshake
+
+-define(KEY, "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==").
+
+handshake() ->
+    [{"an upgrade over HTTP/1.0, an upgrade without Host: 400, counted in ws_refused",
+      fun(C = #{server := S}) ->
+              #{ws_refused := R0} = httpdcnode_test_lib:stats(S),
+              Upgrade = ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+                         ?KEY],
+              ?assertMatch(#{status := 400}, request(C, httpdcnode_test_lib:request_bytes(
+                                                           "GET", "/ws/1", "HTTP/1.0", Upgrade))),
+              ?assertMatch(#{status := 400},
+                           request(C, iolist_to_binary(["GET /ws/1 HTTP/1.1\r\n",
+                                                        [[H, "\r\n"] || H <- Upgrade], "\r\n"]))),
+              ?assertMatch(#{ws_refused := R} when R =:= R0 + 2, httpdcnode_test_lib:stats(S))
+      end},
+     {"Upgrade and Connection as browsers send them (any case, Connection a list), a "
+      "subprotocol the server does not speak: 101 without Sec-WebSocket-Protocol, then echoes",
+      fun(#{server := S}) ->
+              {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, httpdcnode_test_lib:port_of(S),
+                                           [binary, {active, false}]),
+              ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes(
+                                        "GET", "/ws/1", "HTTP/1.1",
+                                        ["Upgrade: WebSocket", "Connection: keep-alive, Upgrade",
+                                         "Sec-WebSocket-Version: 13", ?KEY,
+                                         "Sec-WebSocket-Protocol: chat, superchat"])),
+              {Head, Rest} = httpdcnode_inbox_lib:split_recv(Sock, <<"\r\n\r\n">>, <<>>),
+              ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
+              ?assertEqual(nomatch, binary:match(Head, <<"Sec-WebSocket-Protocol">>)),
+              put({buf, Sock}, Rest),
+              ok = gen_tcp:send(Sock, frame(1, <<"hello">>)),
+              ?assertEqual({1, 1, <<"hello">>}, recv_frame(Sock)),
+              gen_tcp:close(Sock)
+      end}].
 
 %%% ---------------------------------------------------------------- framing
 
@@ -241,6 +279,13 @@ pings() ->
       end},
      {"a ping of 126 bytes (declared with the 16-bit length): 1002, no pong",
       fun(C) -> fails(C, frame(9, binary:copy(<<"p">>, 126)), ?PROTOCOL) end},
+     {"a ping, then a close, in one send: the pong, then the close answered",
+      fun(C) ->
+              Sock = open(C),
+              ok = gen_tcp:send(Sock, [frame(9, <<"before">>), frame(8, <<1000:16>>)]),
+              ?assertEqual({1, 10, <<"before">>}, recv_frame(Sock)),
+              expect_close(Sock, 1000)
+      end},
      {"a close, then a ping: the close answered, no pong",
       fun(C) ->
               Sock = open(C),
@@ -442,6 +487,10 @@ all_ended(#{server := S}) ->
     ?assertEqual(running, httpdcnode_test_lib:proc_status(S)).
 
 %%% ---------------------------------------------------------------- helpers
+
+%% Request (bytes) on a connection of its own: the response map.
+request(#{server := S}, Request) ->
+    httpdcnode_test_lib:http_request(httpdcnode_test_lib:port_of(S), Request).
 
 open(#{server := S}) ->
     httpdcnode_inbox_lib:ws_open(S, erlang:unique_integer([positive])).
