@@ -36,8 +36,8 @@
 conformance_test_() ->
     {setup, fun start/0, fun stop/1,
      fun(Ctx = #{server := S}) ->
-             [{Group, [{Label, {timeout, httpdcnode_test_lib:scaled(60),
-                                fun() -> httpdcnode_test_lib:logged(S, fun(_) -> Case(Ctx) end) end}}
+             Run = fun(Case) -> httpdcnode_test_lib:logged(S, fun(_) -> Case(Ctx) end) end,
+             [{Group, [{Label, {timeout, httpdcnode_test_lib:scaled(60), fun() -> Run(Case) end}}
                        || {Label, Case} <- Cases]}
               || {Group, Cases} <- groups(?REPLY_KINDS)]
      end}.
@@ -100,17 +100,12 @@ handshake() ->
 
 framing() ->
     [{"text of 1, 125, 126, 65535 and 65536 bytes (7, 16 and 64-bit lengths): echoed as "
-      "one text frame each", fun(C) -> [echo(C, 1, text(N)) || N <- [1, 125, 126, 65535, ?MAX]] end},
+      "one text frame each",
+      fun(C) -> [echo(C, 1, text(N)) || N <- [1, 125, 126, 65535, ?MAX]] end},
      {"binary of 1, 125, 126, 65535 and 65536 bytes, not UTF-8: echoed as binary",
       fun(C) -> [echo(C, 2, bin(N)) || N <- [1, 125, 126, 65535, ?MAX]] end},
      {"a frame a byte at a time (header and payload in 9 reads): echoed",
-      fun(C) ->
-              Sock = open(C),
-              ok = inet:setopts(Sock, [{nodelay, true}]),
-              [ok = gen_tcp:send(Sock, [B]) || <<B>> <= frame(1, <<"slowly">>)],
-              ?assertEqual({1, 1, <<"slowly">>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
-      end},
+      fun(C) -> talk(C, [{bytewise, frame(1, <<"slowly">>)}, {recv, {1, 1, <<"slowly">>}}]) end},
      {"an unmasked text, binary, ping or close: 1002",
       fun(C) -> [fails(C, frame(Op, P, #{mask => false}), ?PROTOCOL)
                  || {Op, P} <- [{1, <<"text">>}, {2, <<0, 255>>}, {9, <<>>}, {8, <<1000:16>>}]]
@@ -123,11 +118,9 @@ framing() ->
       end},
      {"a text echoed, then one with RSV 2 and a ping: 1002 and no pong",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, frame(1, <<"first">>)),
-              ?assertEqual({1, 1, <<"first">>}, recv_frame(Sock)),
-              ok = gen_tcp:send(Sock, [frame(1, <<"second">>, #{rsv => 2}), frame(9, <<"p">>)]),
-              expect_close(Sock, ?PROTOCOL)
+              talk(C, [{send, frame(1, <<"first">>)}, {recv, {1, 1, <<"first">>}},
+                       {send, [frame(1, <<"second">>, #{rsv => 2}), frame(9, <<"p">>)]},
+                       {closed, ?PROTOCOL}])
       end},
      {"reserved opcodes 3-7 (data) and 11-15 (control), with and without payload: 1002",
       fun(C) -> [fails(C, frame(Op, P), ?PROTOCOL)
@@ -135,11 +128,8 @@ framing() ->
       end},
      {"a reserved opcode after a text echoed: 1002",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, frame(1, <<"fine">>)),
-              ?assertEqual({1, 1, <<"fine">>}, recv_frame(Sock)),
-              ok = gen_tcp:send(Sock, frame(5, <<"reserved">>)),
-              expect_close(Sock, ?PROTOCOL)
+              talk(C, [{send, frame(1, <<"fine">>)}, {recv, {1, 1, <<"fine">>}},
+                       {send, frame(5, <<"reserved">>)}, {closed, ?PROTOCOL}])
       end},
      {"lengths not in their shortest form (16 bits for 125, 64 for 65535), a 64-bit length "
       "with its top bit set: 1002",
@@ -154,73 +144,51 @@ framing() ->
 fragmentation() ->
     [{"a text in 2 fragments, a binary in 3: one message each",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, fragments(1, [<<"Hello, ">>, <<"world">>])),
-              ?assertEqual({1, 1, <<"Hello, world">>}, recv_frame(Sock)),
-              ok = gen_tcp:send(Sock, fragments(2, [<<0>>, <<255, 254>>, <<1, 2, 3>>])),
-              ?assertEqual({1, 2, <<0, 255, 254, 1, 2, 3>>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, fragments(1, [<<"Hello, ">>, <<"world">>])},
+                       {recv, {1, 1, <<"Hello, world">>}},
+                       {send, fragments(2, [<<0>>, <<255, 254>>, <<1, 2, 3>>])},
+                       {recv, {1, 2, <<0, 255, 254, 1, 2, 3>>}}])
       end},
      {"a text in 10 fragments, each in a send of its own: one message",
       fun(C) ->
-              Sock = open(C),
-              Parts = [<<"fragment ", (integer_to_binary(I))/binary, ";">> || I <- lists:seq(1, 10)],
-              [ok = gen_tcp:send(Sock, F) || F <- fragments(1, Parts)],
-              ?assertEqual({1, 1, iolist_to_binary(Parts)}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              Parts = [<<"fragment ", (integer_to_binary(I))/binary, ";">>
+                       || I <- lists:seq(1, 10)],
+              talk(C, [{send, F} || F <- fragments(1, Parts)]
+                       ++ [{recv, {1, 1, iolist_to_binary(Parts)}}])
       end},
      {"empty fragments first, between and last: the message of the others",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, fragments(1, [<<>>, <<"ab">>, <<>>, <<"cd">>, <<>>])),
-              ?assertEqual({1, 1, <<"abcd">>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, fragments(1, [<<>>, <<"ab">>, <<>>, <<"cd">>, <<>>])},
+                       {recv, {1, 1, <<"abcd">>}}])
       end},
      {"a ping between fragments, the pong awaited: pong with its payload, then the message",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, frame(1, <<"frag">>, #{fin => 0})),
-              ok = gen_tcp:send(Sock, frame(9, <<"ping payload">>)),
-              ?assertEqual({1, 10, <<"ping payload">>}, recv_frame(Sock)),
-              ok = gen_tcp:send(Sock, frame(0, <<"ment">>)),
-              ?assertEqual({1, 1, <<"fragment">>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, frame(1, <<"frag">>, #{fin => 0})},
+                       {send, frame(9, <<"ping payload">>)}, {recv, {1, 10, <<"ping payload">>}},
+                       {send, frame(0, <<"ment">>)}, {recv, {1, 1, <<"fragment">>}}])
       end},
      {"a ping between fragments, all in one send: the pong first, then the message",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, [frame(2, <<1, 2>>, #{fin => 0}), frame(9, <<"p">>),
-                                       frame(0, <<3, 255>>)]),
-              ?assertEqual({1, 10, <<"p">>}, recv_frame(Sock)),
-              ?assertEqual({1, 2, <<1, 2, 3, 255>>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, [frame(2, <<1, 2>>, #{fin => 0}), frame(9, <<"p">>),
+                               frame(0, <<3, 255>>)]},
+                       {recv, {1, 10, <<"p">>}}, {recv, {1, 2, <<1, 2, 3, 255>>}}])
       end},
      {"pongs (unsolicited) between fragments: ignored, the message whole",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, [frame(1, <<"a">>, #{fin => 0}), frame(10, <<>>),
-                                       frame(0, <<"b">>, #{fin => 0}), frame(10, <<"pong">>),
-                                       frame(0, <<"c">>)]),
-              ?assertEqual({1, 1, <<"abc">>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, [frame(1, <<"a">>, #{fin => 0}), frame(10, <<>>),
+                               frame(0, <<"b">>, #{fin => 0}), frame(10, <<"pong">>),
+                               frame(0, <<"c">>)]},
+                       {recv, {1, 1, <<"abc">>}}])
       end},
      {"a close between fragments: answered, the unfinished message dropped",
-      fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, [frame(1, <<"never ">>, #{fin => 0}),
-                                       frame(8, <<1000:16>>)]),
-              expect_close(Sock, 1000)
-      end},
+      fun(C) -> fails(C, [frame(1, <<"never ">>, #{fin => 0}), frame(8, <<1000:16>>)], 1000) end},
      {"a continuation with nothing to continue (final or not, first frame or after a "
       "message): 1002",
       fun(C) ->
               fails(C, frame(0, <<"nothing">>), ?PROTOCOL),
               fails(C, frame(0, <<"nothing">>, #{fin => 0}), ?PROTOCOL),
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, frame(1, <<"done">>)),
-              ?assertEqual({1, 1, <<"done">>}, recv_frame(Sock)),
-              ok = gen_tcp:send(Sock, frame(0, <<"more">>)),
-              expect_close(Sock, ?PROTOCOL)
+              talk(C, [{send, frame(1, <<"done">>)}, {recv, {1, 1, <<"done">>}},
+                       {send, frame(0, <<"more">>)}, {closed, ?PROTOCOL}])
       end},
      {"a new text or binary before the fragmented message is finished: 1002",
       fun(C) ->
@@ -240,69 +208,44 @@ fragmentation() ->
 pings() ->
     [{"a ping with no payload, 125 bytes, every byte value: pong with the same payload",
       fun(C) ->
-              Sock = open(C),
-              [begin
-                   ok = gen_tcp:send(Sock, frame(9, P)),
-                   ?assertEqual({1, 10, P}, recv_frame(Sock))
-               end || P <- [<<>>, binary:copy(<<"*">>, 125), list_to_binary(lists:seq(0, 124)),
-                            list_to_binary(lists:seq(131, 255))]],
-              gen_tcp:close(Sock)
+              talk(C, lists:append([[{send, frame(9, P)}, {recv, {1, 10, P}}]
+                                    || P <- [<<>>, binary:copy(<<"*">>, 125),
+                                             list_to_binary(lists:seq(0, 124)),
+                                             list_to_binary(lists:seq(131, 255))]]))
       end},
      {"ten pings one after the other, each awaited: ten pongs in order",
       fun(C) ->
-              Sock = open(C),
-              [begin
-                   P = <<"ping ", (integer_to_binary(I))/binary>>,
-                   ok = gen_tcp:send(Sock, frame(9, P)),
-                   ?assertEqual({1, 10, P}, recv_frame(Sock))
-               end || I <- lists:seq(1, 10)],
-              gen_tcp:close(Sock)
+              talk(C, lists:append([[{send, frame(9, P)}, {recv, {1, 10, P}}]
+                                    || I <- lists:seq(1, 10),
+                                       P <- [<<"ping ", (integer_to_binary(I))/binary>>]]))
       end},
      {"a ping whose frame comes in two sends: one pong",
       fun(C) ->
-              Sock = open(C),
-              ok = inet:setopts(Sock, [{nodelay, true}]),
               <<A:7/binary, B/binary>> = frame(9, <<"in two parts">>),
-              ok = gen_tcp:send(Sock, A),
-              sync(C),
-              ok = gen_tcp:send(Sock, B),
-              ?assertEqual({1, 10, <<"in two parts">>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [nodelay, {send, A}, sync, {send, B},
+                       {recv, {1, 10, <<"in two parts">>}}])
       end},
      {"unsolicited pongs, empty and with a payload: nothing answered, the next text echoed",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, [frame(10, <<>>), frame(10, <<"unasked">>),
-                                       frame(1, <<"after the pongs">>)]),
-              ?assertEqual({1, 1, <<"after the pongs">>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, [frame(10, <<>>), frame(10, <<"unasked">>),
+                               frame(1, <<"after the pongs">>)]},
+                       {recv, {1, 1, <<"after the pongs">>}}])
       end},
      {"a ping of 126 bytes (declared with the 16-bit length): 1002, no pong",
       fun(C) -> fails(C, frame(9, binary:copy(<<"p">>, 126)), ?PROTOCOL) end},
      {"a ping, then a close, in one send: the pong, then the close answered",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, [frame(9, <<"before">>), frame(8, <<1000:16>>)]),
-              ?assertEqual({1, 10, <<"before">>}, recv_frame(Sock)),
-              expect_close(Sock, 1000)
+              talk(C, [{send, [frame(9, <<"before">>), frame(8, <<1000:16>>)]},
+                       {recv, {1, 10, <<"before">>}}, {closed, 1000}])
       end},
      {"a close, then a ping: the close answered, no pong",
-      fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, [frame(8, <<1000:16>>), frame(9, <<"too late">>)]),
-              expect_close(Sock, 1000)
-      end}].
+      fun(C) -> fails(C, [frame(8, <<1000:16>>), frame(9, <<"too late">>)], 1000) end}].
 
 %%% ---------------------------------------------------------------- close
 
 close() ->
     [{"an empty close: answered with an empty close, then the TCP stream ends",
-      fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, frame(8, <<>>)),
-              ?assertEqual({1, 8, <<>>}, recv_frame(Sock)),
-              ended(Sock)
-      end},
+      fun(C) -> talk(C, [{send, frame(8, <<>>)}, {recv, {1, 8, <<>>}}, ended]) end},
      {"valid codes (1000-1003, 1007-1014, 3000, 3999, 4000, 4999), with and without a "
       "reason: the code echoed",
       fun(C) -> [closes(C, <<Code:16, Reason/binary>>, Code)
@@ -325,21 +268,15 @@ close() ->
      {"a close whose reason is not UTF-8: 1007",
       fun(C) ->
               [closes(C, <<1000:16, R/binary>>, ?INVALID_DATA)
-               || R <- [<<"κόσμε"/utf8, 16#ed, 16#a0, 16#80, "edited">>, <<255>>, <<"caf", 16#c3>>]]
+               || R <- [<<"κόσμε"/utf8, 16#ed, 16#a0, 16#80, "edited">>, <<255>>,
+                        <<"caf", 16#c3>>]]
       end},
      {"a text after the close: the close answered, nothing echoed",
-      fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, [frame(8, <<1000:16>>), frame(1, <<"too late">>)]),
-              expect_close(Sock, 1000)
-      end},
+      fun(C) -> fails(C, [frame(8, <<1000:16>>), frame(1, <<"too late">>)], 1000) end},
      {"a text echoed, then a close: answered after the echo",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, frame(1, <<"last words">>)),
-              ?assertEqual({1, 1, <<"last words">>}, recv_frame(Sock)),
-              ok = gen_tcp:send(Sock, frame(8, <<1001:16>>)),
-              expect_close(Sock, 1001)
+              talk(C, [{send, frame(1, <<"last words">>)}, {recv, {1, 1, <<"last words">>}},
+                       {send, frame(8, <<1001:16>>)}, {closed, 1001}])
       end}].
 
 %%% ---------------------------------------------------------------- UTF-8
@@ -375,32 +312,19 @@ invalid_texts() ->
 utf8() ->
     [{"valid texts (multi-byte, the boundary code points of each length): echoed as text",
       fun(C) ->
-              Sock = open(C),
-              [begin
-                   ok = gen_tcp:send(Sock, frame(1, T)),
-                   ?assertEqual({1, 1, T}, recv_frame(Sock))
-               end || T <- valid_texts()],
-              gen_tcp:close(Sock)
+              talk(C, lists:append([[{send, frame(1, T)}, {recv, {1, 1, T}}]
+                                    || T <- valid_texts()]))
       end},
      {"valid text split in two fragments at every byte position: echoed whole",
       fun(C) ->
-              Sock = open(C),
-              [begin
-                   <<A:I/binary, B/binary>> = ?SPLIT,
-                   ok = gen_tcp:send(Sock, fragments(1, [A, B])),
-                   ?assertEqual({1, 1, ?SPLIT}, recv_frame(Sock))
-               end || I <- lists:seq(1, byte_size(?SPLIT) - 1)],
-              gen_tcp:close(Sock)
+              talk(C, lists:append([[{send, fragments(1, [A, B])}, {recv, {1, 1, ?SPLIT}}]
+                                    || I <- lists:seq(1, byte_size(?SPLIT) - 1),
+                                       <<A:I/binary, B/binary>> <- [?SPLIT]]))
       end},
      {"valid text in fragments of one byte, and a frame's payload a byte a send: echoed whole",
       fun(C) ->
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, fragments(1, [<<B>> || <<B>> <= ?SPLIT])),
-              ?assertEqual({1, 1, ?SPLIT}, recv_frame(Sock)),
-              ok = inet:setopts(Sock, [{nodelay, true}]),
-              [ok = gen_tcp:send(Sock, [B]) || <<B>> <= frame(1, ?SPLIT)],
-              ?assertEqual({1, 1, ?SPLIT}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, fragments(1, [<<B>> || <<B>> <= ?SPLIT])}, {recv, {1, 1, ?SPLIT}},
+                       {bytewise, frame(1, ?SPLIT)}, {recv, {1, 1, ?SPLIT}}])
       end},
      {"not UTF-8 (unexpected continuations, cut short, impossible bytes, overlong, "
       "surrogates, past U+10FFFF), in one frame: 1007",
@@ -442,11 +366,9 @@ utf8() ->
 limits() ->
     [{"a message of --max-client-message bytes in 2 fragments: echoed",
       fun(C) ->
-              Sock = open(C),
               Half = text(?MAX div 2),
-              ok = gen_tcp:send(Sock, fragments(1, [Half, Half])),
-              ?assertEqual({1, 1, <<Half/binary, Half/binary>>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, fragments(1, [Half, Half])},
+                       {recv, {1, 1, <<Half/binary, Half/binary>>}}])
       end},
      {"a byte past --max-client-message, in one frame: 1009",
       fun(C) -> fails(C, frame(2, bin(?MAX + 1)), ?TOO_BIG) end},
@@ -456,11 +378,8 @@ limits() ->
       fun(C) -> fails(C, header(2, <<127:7, (1 bsl 40):64>>, <<0>>), ?TOO_BIG) end},
      {"a message in 64 frames: echoed; in 65: 1008",
       fun(C) ->
-              Sock = open(C),
               Parts = [<<I>> || I <- lists:seq($0, $0 + 63)],
-              ok = gen_tcp:send(Sock, fragments(1, Parts)),
-              ?assertEqual({1, 1, iolist_to_binary(Parts)}, recv_frame(Sock)),
-              gen_tcp:close(Sock),
+              talk(C, [{send, fragments(1, Parts)}, {recv, {1, 1, iolist_to_binary(Parts)}}]),
               fails(C, fragments(1, [<<"x">> || _ <- lists:seq(1, 65)]), ?POLICY)
       end}].
 
@@ -471,12 +390,9 @@ reply_kinds() ->
       fun(C) ->
               echo(C, 1, <<>>),
               echo(C, 2, <<>>),
-              Sock = open(C),
-              ok = gen_tcp:send(Sock, fragments(1, [<<>>, <<>>, <<>>])),
-              ?assertEqual({1, 1, <<>>}, recv_frame(Sock)),
-              gen_tcp:close(Sock)
+              talk(C, [{send, fragments(1, [<<>>, <<>>, <<>>])}, {recv, {1, 1, <<>>}}])
       end},
-     {"a binary message of valid UTF-8 (125, 126, 65535, 65536 bytes): echoed as binary",
+     {"a binary message of valid UTF-8 (5, 125, 126, 65535, 65536 bytes): echoed as binary",
       fun(C) -> [echo(C, 2, text(N)) || N <- [5, 125, 126, 65535, ?MAX]] end}].
 
 %%% ---------------------------------------------------------------- after all
@@ -495,33 +411,42 @@ request(#{server := S}, Request) ->
 open(#{server := S}) ->
     httpdcnode_inbox_lib:ws_open(S, erlang:unique_integer([positive])).
 
-%% Payload sent as a frame of opcode Op on a connection of its own comes
-%% back as one frame of the same opcode.
-echo(C, Op, Payload) ->
+%% On a connection of its own, in order: {send, Bytes}; nodelay, no Nagle
+%% from now on (each send may be a read of its own); {bytewise, Bytes}, a
+%% byte a send, without Nagle; sync, every command sent to the C-node
+%% before applied (the loop has gone round since); {recv, Frame}, the next
+%% frame the server sends is Frame; {closed, Code}, its close frame with
+%% Code alone, then the end of the stream; ended, the end of the stream
+%% with nothing more.
+talk(C, Steps) ->
     Sock = open(C),
-    ok = gen_tcp:send(Sock, frame(Op, Payload)),
-    ?assertEqual({1, Op, Payload}, recv_frame(Sock)),
-    gen_tcp:close(Sock).
+    try [step(C, Sock, Step) || Step <- Steps]
+    after gen_tcp:close(Sock)
+    end.
 
-%% Bytes sent on a connection of its own: the server closes with Code and
-%% sends nothing before it.
-fails(C, Bytes, Code) ->
-    Sock = open(C),
-    ok = gen_tcp:send(Sock, Bytes),
-    expect_close(Sock, Code).
+step(_, Sock, {send, Bytes}) -> ok = gen_tcp:send(Sock, Bytes);
+step(_, Sock, nodelay) -> ok = inet:setopts(Sock, [{nodelay, true}]);
+step(_, Sock, {bytewise, Bytes}) ->
+    step(none, Sock, nodelay),
+    [ok = gen_tcp:send(Sock, [B]) || <<B>> <= Bytes];
+step(#{server := S}, _, sync) -> httpdcnode_raw:sync(S);
+step(_, Sock, {recv, Frame}) -> ?assertEqual(Frame, recv_frame(Sock));
+step(_, Sock, {closed, Code}) ->
+    ?assertEqual({1, 8, <<Code:16>>}, recv_frame(Sock)),
+    step(none, Sock, ended);
+step(_, Sock, ended) ->
+    ?assertEqual(<<>>, get({buf, Sock})),
+    ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)).
+
+%% Payload sent as a frame of opcode Op comes back as one frame of the
+%% same opcode.
+echo(C, Op, Payload) -> talk(C, [{send, frame(Op, Payload)}, {recv, {1, Op, Payload}}]).
+
+%% Bytes sent: the server closes with Code and sends nothing before it.
+fails(C, Bytes, Code) -> talk(C, [{send, Bytes}, {closed, Code}]).
 
 %% A close frame of payload Payload: answered with Code.
 closes(C, Payload, Code) -> fails(C, frame(8, Payload), Code).
-
-%% The server's close frame with Code alone, then the end of the stream.
-expect_close(Sock, Code) ->
-    ?assertEqual({1, 8, <<Code:16>>}, recv_frame(Sock)),
-    ended(Sock).
-
-ended(Sock) ->
-    ?assertEqual(<<>>, get({buf, Sock})),
-    ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)),
-    gen_tcp:close(Sock).
 
 %% A message of opcode Op in one frame per part.
 fragments(Op, [Last]) -> [frame(Op, Last)];
@@ -539,7 +464,3 @@ header(Op, LenBits, Payload) ->
 text(N) -> binary:part(binary:copy(<<"0123456789abcdef">>, N div 16 + 1), 0, N).
 
 bin(N) -> binary:part(<<255, (binary:copy(<<0, 1, 2, 254>>, N div 4 + 1))/binary>>, 0, N).
-
-%% Every message sent to the server before is applied: the loop, which
-%% read what came before, has gone round since.
-sync(#{server := S}) -> httpdcnode_raw:sync(S).
