@@ -75,7 +75,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run install clean check-ei
+.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run ws-echo install clean check-ei
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
@@ -254,6 +254,12 @@ bench-process: deps
 run: deps
 	$(MAKE) all
 	scripts/run.sh
+
+# A WebSocket echo server on 127.0.0.1:9001 for an outside conformance suite
+# (docs/testing.md); Ctrl-C stops it. PORT, ADMIN_PORT: see scripts/ws-echo.sh.
+ws-echo: deps
+	$(MAKE) all
+	scripts/ws-echo.sh
 
 install: httpdcnode
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -14,6 +14,8 @@
 #   COOKIE    use this cookie instead of the random one. Give it in the
 #             environment (COOKIE=... make run): a make argument shows in ps.
 #   PORT      HTTP port (8000)         NAME    C-node name (c1@localhost)
+#   LISTEN_ADDR  the address HTTP listens on (0.0.0.0; 127.0.0.1: this host only)
+#   SERVER_ARGS  more options for the server, split on spaces
 #   ADMIN_PORT  /stats, /metrics and /probe, on 127.0.0.1 only (8001)
 #   MASTER    master node name (httpdmaster@localhost)
 #   INBOX_HANDLER  the module that handles what clients send (chat_room,
@@ -35,6 +37,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PORT=${PORT:-8000}
+LISTEN_ADDR=${LISTEN_ADDR:-0.0.0.0}
+read -r -a server_args <<<"${SERVER_ARGS:-}"
 ADMIN_PORT=${ADMIN_PORT:-8001}
 NAME=${NAME:-c1@localhost}
 MASTER=${MASTER:-httpdmaster@localhost}
@@ -113,10 +117,10 @@ start_epmd() {
 }
 
 start_server() {
-  "$SERVER_BIN" --listen "0.0.0.0:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
+  "$SERVER_BIN" --listen "$LISTEN_ADDR:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
     --name "$NAME" --master "$MASTER" \
     --cookie-file "$COOKIE_FILE" --presence httpdcnode_presence "${inbox_args[@]}" \
-    </dev/null >>"$LOG" 2>&1 &
+    "${server_args[@]}" </dev/null >>"$LOG" 2>&1 &
   server=$!
   echo "server $server" >>"$PIDS"
   # Wait (bounded) for the HTTP port, and say why if the server died.

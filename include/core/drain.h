@@ -17,9 +17,11 @@ int drain_init(struct event_base *base);
 void drain_free(void);
 
 /* Starts ending every stream over seconds (0: all now, before it
- * returns), and refuses new ones from now on. A drain under way goes on
- * at its pace. done (may be NULL) is called once the last stream is
- * ended; given to a drain under way, it is called when that one ends. */
+ * returns), and refuses new ones from now on. A drain under way goes on,
+ * faster if it would not be over within seconds (the shortest drain asked
+ * for wins; 0 ends the rest now). done (may be NULL) is called once the
+ * last stream is ended; given to a drain under way, it is called when
+ * that one ends. */
 void drain_start(uint32_t seconds, void (*done)(void));
 
 /* Ends what the drain has left at once (a second SIGTERM). */

@@ -23,7 +23,7 @@ struct ws_origins {
 
 /* Checks the request's headers: 0 and *out filled when it may upgrade,
  * else the status to refuse it with: 426 (not a version-13 WebSocket
- * upgrade), 400 (no valid Sec-WebSocket-Key), 403 (an Origin that is
+ * upgrade), 400 (no Host, or no valid Sec-WebSocket-Key), 403 (an Origin that is
  * neither the request's own host nor allowed). *why says what is wrong. */
 int ws_handshake_check(const struct evkeyvalq *headers, const struct ws_origins *origins,
                        struct ws_handshake *out, const char **why);

@@ -60,21 +60,54 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         finished();
 }
 
+/* Streams to end a tick so that those open now are all ended within
+ * seconds (0: all at once), DRAIN_MIN_PER_TICK at least. */
+static uint64_t pace(uint32_t seconds)
+{
+    uint64_t open = loop_stats.streams_open, ticks = (uint64_t)seconds * (1000 / DRAIN_TICK_MS);
+    uint64_t n = ticks ? (open + ticks - 1) / ticks : UINT64_MAX;
+    return n < DRAIN_MIN_PER_TICK ? DRAIN_MIN_PER_TICK : n;
+}
+
+/* A drain under way is asked to be over within seconds: the shortest
+ * drain asked for wins, so it goes faster if that is sooner than its own
+ * pace would end it (SIGTERM during a long {drain, N}: systemd would not
+ * wait). 0 ends the rest now; the drain finishes (and done is called) at
+ * the next tick, not from inside the caller. */
+static void hasten(uint32_t seconds)
+{
+    if (seconds == 0) {
+        log_msg(LOG_INFO, "drain: 0 s asked during the drain: ending the %llu streams left now",
+                (unsigned long long)loop_stats.streams_open);
+        end_some(UINT64_MAX);
+        static const struct timeval now = {0, 0};
+        event_add(tick_ev, &now);
+        return;
+    }
+    uint64_t n = pace(seconds);
+    if (n <= per_tick)
+        return;
+    log_msg(LOG_INFO, "drain: %u s asked during the drain: ending the %llu streams left "
+            "%llu every %d ms (was %llu)", seconds, (unsigned long long)loop_stats.streams_open,
+            (unsigned long long)n, DRAIN_TICK_MS, (unsigned long long)per_tick);
+    per_tick = n;
+}
+
 void drain_start(uint32_t seconds, void (*done)(void))
 {
     refusing = 1;
     if (done)
         on_done = done;
-    if (active)
+    if (active) {
+        hasten(seconds);
         return;
+    }
     active = 1;
     cursor = 0;
-    uint64_t open = loop_stats.streams_open, ticks = (uint64_t)seconds * (1000 / DRAIN_TICK_MS);
-    per_tick = ticks ? (open + ticks - 1) / ticks : UINT64_MAX;
-    if (per_tick < DRAIN_MIN_PER_TICK)
-        per_tick = DRAIN_MIN_PER_TICK;
+    per_tick = pace(seconds);
     log_msg(LOG_INFO, "drain: ending %llu streams over %u s at most, %llu every %d ms",
-            (unsigned long long)open, seconds, (unsigned long long)per_tick, DRAIN_TICK_MS);
+            (unsigned long long)loop_stats.streams_open, seconds, (unsigned long long)per_tick,
+            DRAIN_TICK_MS);
     /* The first share at once: a drain of few streams (or of 0 s) is over now. */
     if (end_some(per_tick)) {
         finished();

@@ -18,6 +18,7 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +79,12 @@ static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws
 
 static int ws_start(struct evhttp_request *req, uint32_t uid)
 {
+    /* RFC 6455 4.1: the handshake is an HTTP/1.1 request (HTTP/1.0 has no
+     * Upgrade). libevent 2.1 has no getter for the version: its struct. */
+    if (req->major < 1 || (req->major == 1 && req->minor < 1)) {
+        refuse(req, 400, "A WebSocket handshake is an HTTP/1.1 request (RFC 6455 4.1)");
+        return 0;
+    }
     struct ws_origins origins = {options->allow_origin, options->n_allow_origin};
     struct ws_handshake hs;
     const char *why;

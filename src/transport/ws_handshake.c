@@ -65,6 +65,10 @@ int ws_handshake_check(const struct evkeyvalq *headers, const struct ws_origins 
         *why = "This is a WebSocket endpoint: send a version 13 upgrade (RFC 6455)";
         return 426;
     }
+    if (!evhttp_find_header(h, "Host")) {
+        *why = "A WebSocket handshake needs a Host header (RFC 6455 4.1)";
+        return 400;
+    }
     const char *key = evhttp_find_header(h, "Sec-WebSocket-Key");
     if (!key_valid(key)) {
         *why = "Sec-WebSocket-Key must be the base64 of 16 bytes (24 characters)";

@@ -721,9 +721,12 @@ int ws_reader_readable(struct stream *s, int fd)
             set_slot(s, slot);
         }
     }
-    if (v.why != GO_ON)
-        return end_with(s, fd, v);
-    return feed.ping_due ? pong(s) : 0;
+    /* A ping read before the client's close is owed its pong (RFC 6455
+     * 5.5.2: unless a close came first; what follows the close is not
+     * read). A connection failed for a bad frame owes nothing. */
+    if (feed.ping_due && (v.why == GO_ON || v.why == BY_CLIENT) && pong(s) != 0)
+        return -1;
+    return v.why == GO_ON ? 0 : end_with(s, fd, v);
 }
 
 void ws_reader_forget(struct stream *s)

@@ -1,7 +1,7 @@
 %% The Erlang cookie stays secret: --cookie-file and its permission check,
 %% the same check on ~/.erlang.cookie, the warning for --cookie, and
 %% `make run` (scripts/run.sh) keeping the cookie out of ps and its epmd and
-%% master on loopback.
+%% master on loopback; `make ws-echo` (scripts/ws-echo.sh) all on loopback.
 -module(cookie_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -115,7 +115,7 @@ home_cookie_test_() ->
 %% loopback only; the server and the master share the cookie, and the
 %% README's line typed on the master reaches a stream.
 run_script_test_() ->
-    {setup, fun start_run/0, fun stop_run/1,
+    {setup, fun() -> start_run("run.sh") end, fun stop_run/1,
      fun(R) ->
              [{"make run: the cookie is random, kept in a 0600 file, and in no process's argv",
                {timeout, 30, fun() -> run_cookie_hidden(R) end}},
@@ -127,7 +127,21 @@ run_script_test_() ->
                {timeout, 60, fun() -> run_stop(R) end}}]
      end}.
 
-start_run() ->
+%% `make ws-echo` (scripts/ws-echo.sh, scripts/run.sh with the echo) the
+%% same way: HTTP too on loopback only, and a message echoed.
+ws_echo_script_test_() ->
+    {setup, fun() -> start_run("ws-echo.sh") end, fun stop_run/1,
+     fun(R) ->
+             [{"make ws-echo: HTTP, /stats, the C-node, epmd and the master listen on 127.0.0.1 "
+               "only", {timeout, 30, fun() -> echo_loopback_only(R) end}},
+              {"make ws-echo: a message on ws://127.0.0.1:PORT/ws/1 comes back",
+               {timeout, 60, fun() -> echo_echoes(R) end}},
+              {"make ws-echo: --stop ends epmd, the server and the master",
+               {timeout, 60, fun() -> run_stop(R) end}}]
+     end}.
+
+%% Script (run.sh or ws-echo.sh) --background.
+start_run(Script) ->
     Dir = filename:join([?L:repo_root(), "build", "tests", ?L:unique("run")]),
     Env = [{"RUN_DIR", Dir},
            {"ERL_EPMD_PORT", integer_to_list(?L:free_port())},
@@ -138,8 +152,8 @@ start_run() ->
            {"COOKIE", false}, {"PUBLIC", false},
            %% the server of the build under test, not always ./httpdcnode
            {"HTTPDCNODE_BIN", ?L:server_exe()}],
-    R = maps:from_list(Env),
-    {St, Out} = run_sh(["--background"], Env),
+    R = (maps:from_list(Env))#{script => Script},
+    {St, Out} = run_sh(Script, ["--background"], Env),
     Pids = note_pids(R, Dir),
     case St of
         0 -> R#{dir => Dir, env => Env, pids => Pids};
@@ -147,15 +161,15 @@ start_run() ->
              erlang:error({run_sh_failed, St, Out})
     end.
 
-%% Whatever run.sh --stop left (the test failed first) is killed by pid.
-stop_run(#{env := Env, pids := Pids}) ->
-    _ = run_sh(["--stop"], Env),
+%% Whatever --stop left (the test failed first) is killed by pid.
+stop_run(#{script := Script, env := Env, pids := Pids}) ->
+    _ = run_sh(Script, ["--stop"], Env),
     [os:cmd("kill -KILL " ++ integer_to_list(P)) || P <- alive(Pids)],
     forget_pids(Pids).
 
-run_stop(#{env := Env, pids := Pids}) ->
+run_stop(#{script := Script, env := Env, pids := Pids}) ->
     ?assertEqual([epmd, server, master], [Role || {Role, _} <- Pids]),
-    {St, Out} = run_sh(["--stop"], Env),
+    {St, Out} = run_sh(Script, ["--stop"], Env),
     ?assertEqual({0, <<>>}, {St, Out}),
     ?assertEqual([], alive(Pids)).
 
@@ -176,12 +190,14 @@ run_cookie_hidden(R = #{dir := Dir}) ->
     Log = read(filename:join(Dir, "httpdcnode.log")),
     ?assertEqual(nomatch, string:find(Log, Cookie)).
 
+%% The addresses process Pid listens on (TCP).
+listening(Pid) ->
+    [lists:nth(4, string:lexemes(L, " "))
+     || L <- string:split(os:cmd("ss -Htlnp"), "\n", all),
+        string:find(L, "pid=" ++ integer_to_list(Pid) ++ ",") =/= nomatch].
+
 run_loopback_only(#{pids := Pids}) ->
-    Listening = fun(Pid) ->
-                        [lists:nth(4, string:lexemes(L, " "))
-                         || L <- string:split(os:cmd("ss -Htlnp"), "\n", all),
-                            string:find(L, "pid=" ++ integer_to_list(Pid) ++ ",") =/= nomatch]
-                end,
+    Listening = fun listening/1,
     {master, Master} = lists:keyfind(master, 1, Pids),
     MasterAddrs = Listening(Master),
     ?assertNotEqual([], MasterAddrs),
@@ -194,6 +210,28 @@ run_loopback_only(#{pids := Pids}) ->
              || A <- EpmdAddrs];
         false -> erlang:error(run_sh_did_not_start_epmd)
     end.
+
+%% The server's listeners too: HTTP, admin and the C-node's.
+echo_loopback_only(R = #{pids := Pids}) ->
+    run_loopback_only(R),
+    {server, Server} = lists:keyfind(server, 1, Pids),
+    Addrs = listening(Server),
+    [?assert(lists:member("127.0.0.1:" ++ maps:get(P, R), Addrs)) || P <- ["PORT", "ADMIN_PORT"]],
+    [?assertMatch({server, "127.0.0.1:" ++ _}, {server, A}) || A <- Addrs].
+
+%% The master's application starts its inbox after the C-node may have
+%% linked: a message sent before it is registered is lost, so each try is
+%% a connection of its own, until one comes back.
+echo_echoes(R) ->
+    wait_master_connected(R),
+    S = #{port => list_to_integer(maps:get("PORT", R))},
+    ?L:wait_until(fun() ->
+                          Sock = httpdcnode_inbox_lib:ws_open(S, 1),
+                          ok = gen_tcp:send(Sock, httpdcnode_inbox_lib:frame(<<"echo?">>)),
+                          Got = httpdcnode_inbox_lib:recv_frame_within(Sock, 1000),
+                          gen_tcp:close(Sock),
+                          {Got =:= {1, 1, <<"echo?">>}, Got}
+                  end, 20000, echoed).
 
 run_master_sends(R = #{dir := Dir, env := Env}) ->
     wait_master_connected(R),
@@ -309,8 +347,8 @@ run_to_exit(Exe, Args) ->
     {ok, Out} = file:read_file(Log),
     {St, binary:split(Out, <<"\n">>, [global, trim_all])}.
 
-run_sh(Args, Env) ->
-    run_port("/bin/bash", [filename:join([?L:repo_root(), "scripts", "run.sh"]) | Args], Env, 60000).
+run_sh(Script, Args, Env) ->
+    run_port("/bin/bash", [filename:join([?L:repo_root(), "scripts", Script]) | Args], Env, 60000).
 
 %% {ExitStatus, Output} of Exe Args with Env added (false: unset).
 run_port(Exe, Args, Env, Timeout) ->

@@ -31,6 +31,15 @@ drain_test_() ->
                                      "(each with its drain ending), exit 0",
                                      #{extra_args => ["--drain-seconds", "60"]}, 60,
                                      fun second_sigterm/1),
+     httpdcnode_test_lib:server_test("SIGTERM with --drain-seconds 2 during {drain, 600} of "
+                                     "2,000 streams: the shortest drain wins, every stream "
+                                     "ends with its drain ending far faster than the Erlang "
+                                     "drain's pace, exit 0",
+                                     #{extra_args => ["--drain-seconds", "2"]}, 120,
+                                     fun sigterm_during_erlang_drain/1),
+     httpdcnode_test_lib:server_test("{drain, 0} during {drain, 600}: the streams left end at "
+                                     "once (none open when the next command is applied)",
+                                     #{}, 60, fun erlang_drain_now/1),
      httpdcnode_test_lib:server_test("kick: a WebSocket closes with 4001, a poll answers "
                                      "\"ended\":\"kicked\"", #{}, 30, fun kicked/1),
      httpdcnode_test_lib:server_test("{drain, 1} from Erlang: streams end, new ones get 503 "
@@ -102,6 +111,59 @@ second_sigterm(S) ->
     [?assertEqual({K, drain}, {K, ending(K, B)}) || {K, B, _} <- maps:values(Ends)],
     ?assertMatch({ok, 0, _}, httpdcnode_test_lib:wait_exit(S, ?T)).
 
+%% {drain, 600} ends 10 streams a tick (DRAIN_MIN_PER_TICK), 100 a second:
+%% its pace is measured on the first closes, then SIGTERM asks for 2 s. The
+%% streams left must end at least 3 times faster than that pace would end
+%% them (2 s instead of about 19 s: a ratio of about 9, so a busy machine
+%% has room), and the server exit once they have.
+-define(MANY, 2000).
+-define(PACED, 100).
+
+sigterm_during_erlang_drain(S) ->
+    Cs = [client(S, ws_or_sse(U), U) || U <- lists:seq(1, ?MANY)],
+    wait_stat(S, streams_open, fun(V) -> V =:= ?MANY end, 3 * ?T),
+    [wait_ready(C) || C <- Cs],
+    send(S, {drain, 600}),
+    %% The first share goes at once; ?PACED more after it take ?PACED / 10
+    %% ticks at the Erlang drain's pace.
+    First = collect_n(10, now_ms() + ?T, #{}),
+    T1 = now_ms(),
+    Paced = collect_n(?PACED, T1 + 3 * ?T, First),
+    PacedMs = max(1, now_ms() - T1),
+    Ts = now_ms(),
+    ok = httpdcnode_test_lib:signal(S, "TERM"),
+    Left = [C || C <- Cs, not maps:is_key(C, Paced)],
+    %% Bounded by the old pace too, so that a drain that ignores SIGTERM
+    %% fails on the ratio below rather than on this wait.
+    Ends = maps:merge(Paced, collect(Left, Ts + 6 * ?T)),
+    RestMs = max(1, lists:max([T || {_, _, T} <- maps:values(Ends)]) - Ts),
+    {ok, Status, _} = httpdcnode_test_lib:wait_exit(S, 3 * ?T),
+    AtPace = length(Left) * PacedMs div ?PACED,
+    io:format(user, " [~b paced closes in ~b ms; the ~b left ~b ms after SIGTERM, ~b ms at "
+              "that pace] ", [?PACED, PacedMs, length(Left), RestMs, AtPace]),
+    ?assertEqual(0, Status),
+    ?assert(3 * RestMs < AtPace),
+    ?assertEqual(?MANY, maps:size(Ends)),
+    [?assertEqual({C, drain}, {C, ending(K, B)}) || {C, {K, B, _}} <- maps:to_list(Ends)].
+
+%% {drain, 0} is applied in order with the commands around it: the stats
+%% asked for after it find every stream ended, with no clock involved.
+erlang_drain_now(S) ->
+    N = 300,
+    Cs = [client(S, ws_or_sse(U), U) || U <- lists:seq(1, N)],
+    wait_stat(S, streams_open, fun(V) -> V =:= N end, ?T),
+    [wait_ready(C) || C <- Cs],
+    send(S, {drain, 600}),
+    First = collect_n(10, now_ms() + ?T, #{}),
+    send(S, {drain, 0}),
+    Ref = make_ref(),
+    send(S, {self(), Ref, stats}),
+    St = receive {Ref, M} -> M after ?T -> erlang:error(no_stats_reply) end,
+    ?assertMatch(#{streams_open := 0, drained := N}, St),
+    Ends = maps:merge(First, collect([C || C <- Cs, not maps:is_key(C, First)], now_ms() + ?T)),
+    [?assertEqual({C, drain}, {C, ending(K, B)}) || {C, {K, B, _}} <- maps:to_list(Ends)],
+    ?assertEqual(running, httpdcnode_test_lib:proc_status(S)).
+
 kicked(S) ->
     Ws = client(S, ws, 20),
     Poll = client(S, poll, 21),
@@ -150,6 +212,9 @@ erlang_drain(S) ->
     httpdcnode_test_lib:close(C).
 
 %%% ---------------------------------------------------------------- clients
+
+ws_or_sse(Uid) when Uid rem 2 =:= 0 -> ws;
+ws_or_sse(_) -> sse.
 
 kind_index(ws) -> 0;
 kind_index(sse) -> 1;
@@ -211,6 +276,15 @@ collect(Cs, Deadline, Acc) ->
             collect(lists:delete(C, Cs), Deadline, Acc#{C => {get({kind, C}), Bytes, T}})
     after max(0, Deadline - now_ms()) ->
             erlang:error({not_closed, length(Cs)})
+    end.
+
+%% N more closes of any clients, added to Acc.
+collect_n(0, _, Acc) -> Acc;
+collect_n(N, Deadline, Acc) ->
+    receive
+        {closed, C, Bytes, T} -> collect_n(N - 1, Deadline, Acc#{C => {get({kind, C}), Bytes, T}})
+    after max(0, Deadline - now_ms()) ->
+            erlang:error({closes_missing, N})
     end.
 
 %%% ---------------------------------------------------------------- what they read

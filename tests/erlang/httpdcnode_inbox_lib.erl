@@ -11,10 +11,10 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
--export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1,
+-export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1, recv_frame_within/2,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
          start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4,
-         chat_start/2]).
+         chat_start/2, app_start/3]).
 
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
@@ -50,27 +50,36 @@ split_recv(Sock, Sep, Acc) ->
     end.
 
 %% The next N bytes of the buffered stream.
-take(Sock, N) ->
+take(Sock, N) -> take(Sock, N, ?T).
+
+take(Sock, N, Timeout) ->
     case get({buf, Sock}) of
         <<Want:N/binary, Rest/binary>> ->
             put({buf, Sock}, Rest),
             Want;
         Buf ->
-            case gen_tcp:recv(Sock, 0, ?T) of
-                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N);
+            case gen_tcp:recv(Sock, 0, Timeout) of
+                {ok, More} -> put({buf, Sock}, <<Buf/binary, More/binary>>), take(Sock, N, Timeout);
                 Err -> erlang:error({recv, Err, buffered, Buf})
             end
     end.
 
 %% The next server frame {Fin, Opcode, Payload}.
-recv_frame(Sock) ->
-    <<Fin:1, _:3, Op:4, _:1, Len0:7>> = take(Sock, 2),
+recv_frame(Sock) -> recv_frame(Sock, ?T).
+
+recv_frame(Sock, T) ->
+    <<Fin:1, _:3, Op:4, _:1, Len0:7>> = take(Sock, 2, T),
     Len = case Len0 of
-              126 -> <<L:16>> = take(Sock, 2), L;
-              127 -> <<L:64>> = take(Sock, 8), L;
+              126 -> <<L:16>> = take(Sock, 2, T), L;
+              127 -> <<L:64>> = take(Sock, 8, T), L;
               _ -> Len0
           end,
-    {Fin, Op, take(Sock, Len)}.
+    {Fin, Op, take(Sock, Len, T)}.
+
+%% The same, or {error, Why} when no frame is whole within each read's
+%% Timeout ms.
+recv_frame_within(Sock, Timeout) ->
+    try recv_frame(Sock, Timeout) catch error:{recv, Err, buffered, _} -> Err end.
 
 %% A client frame, masked: a text frame of Payload; Op and Payload; with
 %% Opts #{fin => 0} a fragment that is not the last.
@@ -155,14 +164,18 @@ suspend(Node, Pid) ->
 %% presence and --inbox httpdcnode_inbox ExtraArgs that the master knows
 %% within Timeout ms: #{master, mnode, server}. On a failure the master is
 %% stopped.
-chat_start(ExtraArgs, Timeout) ->
+chat_start(ExtraArgs, Timeout) -> app_start(chat_room, ExtraArgs, Timeout).
+
+%% The same with the inbox's handler Handler (a module of
+%% tools/erlang/ebin, as the examples are).
+app_start(Handler, ExtraArgs, Timeout) ->
     M = httpdcnode_test_lib:start_master(),
     MNode = httpdcnode_test_lib:master_node(M),
     try
         Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
         true = m(MNode, code, add_patha, [Ebin]),
         ok = m(MNode, application, load, [httpdcnode]),
-        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, chat_room, []}]),
+        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, Handler, []}]),
         {ok, _} = m(MNode, application, ensure_all_started, [httpdcnode]),
         ?assert(is_pid(m(MNode, erlang, whereis, [?INBOX]))),
         S = httpdcnode_test_lib:start_server(#{master => M, presence => httpdcnode_presence,
