@@ -14,7 +14,7 @@
 -export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
          start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4,
-         chat_start/2]).
+         chat_start/2, app_start/4]).
 
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
@@ -156,13 +156,17 @@ suspend(Node, Pid) ->
 %% within Timeout ms: #{master, mnode, server}. On a failure the master is
 %% stopped.
 chat_start(ExtraArgs, Timeout) ->
+    app_start(chat_room, [], ExtraArgs, Timeout).
+
+%% The same with the handler Handler (init(HandlerArgs)).
+app_start(Handler, HandlerArgs, ExtraArgs, Timeout) ->
     M = httpdcnode_test_lib:start_master(),
     MNode = httpdcnode_test_lib:master_node(M),
     try
         Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
         true = m(MNode, code, add_patha, [Ebin]),
         ok = m(MNode, application, load, [httpdcnode]),
-        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, chat_room, []}]),
+        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, Handler, HandlerArgs}]),
         {ok, _} = m(MNode, application, ensure_all_started, [httpdcnode]),
         ?assert(is_pid(m(MNode, erlang, whereis, [?INBOX]))),
         S = httpdcnode_test_lib:start_server(#{master => M, presence => httpdcnode_presence,

@@ -1,0 +1,82 @@
+%% httpdcnode:reply/2 and reply_sync/2 through the application: a master
+%% running it, its inbox calling app_test_handler, a real server.
+%%   - A Conn kept from before the C-node was killed and started again
+%%     names none of the new run's streams: counted (conn_dropped); the
+%%     new run's ids, large, go through ?conn= and {conn, Conn, Data}.
+-module(httpdcnode_reply_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-import(httpdcnode_test_lib, [stats/1, wait_stat/4]).
+-import(httpdcnode_inbox_lib, [ws_open/2, frame/2, recv_frame/1, collect/1]).
+-import(core_post_tests, [connect/1, post/4, open_sse/2, read_until/2]).
+
+-define(T, 10000).
+-define(ARGS, ["--client-rate", "100000"]).
+
+reply_test_() ->
+    [app_test("a Conn kept from before the C-node was killed (SIGKILL) and started again "
+              "reaches none of the new run's streams: counted", fun restart/1)].
+
+%% The master runs the application with the inbox app_test_handler, which
+%% passes each client message to a sink here; a server with --inbox.
+app_test(Label, Fun) ->
+    {Label,
+     {setup,
+      fun() ->
+              Sink = list_to_atom(httpdcnode_test_lib:unique("reply_sink")),
+              httpdcnode_test_lib:start_sink(Sink),
+              Ctx = httpdcnode_inbox_lib:app_start(app_test_handler, {Sink, node()}, ?ARGS, ?T),
+              Ctx#{sink => Sink}
+      end,
+      fun(#{master := M, server := S, sink := Sink}) ->
+              httpdcnode_inbox_lib:stop_all(M, S, Sink)
+      end,
+      fun(Ctx = #{server := S, sink := Sink}) ->
+              httpdcnode_inbox_lib:sink_test(S, Sink, 120, fun() -> Fun(Ctx) end)
+      end}}.
+
+%%% ---------------------------------------------------------------- cases
+
+restart(#{server := S, mnode := MNode}) ->
+    A = ws_open(S, 100),
+    ok = gen_tcp:send(A, frame(1, <<"hello">>)),
+    [{100, OldConn = {CNode, OldId}, <<"hello">>}] = collect(1),
+    ?assertEqual({ok, 1}, m(MNode, httpdcnode, reply_sync, [OldConn, <<"to A">>])),
+    ?assertEqual({1, 1, <<"to A">>}, recv_frame(A)),
+    %% Killed as in a crash, started again under the same name, linked to
+    %% the master again: a stream of another uid gets an id.
+    httpdcnode_test_lib:kill_server(S),
+    S2 = httpdcnode_test_lib:restart_server(S),
+    try
+        httpdcnode_test_lib:wait_master_sees(MNode, CNode, ?T),
+        wait_stat(S2, erl_masters, fun(V) -> V =:= 1 end, ?T),
+        B = ws_open(S2, 200),
+        ok = gen_tcp:send(B, frame(1, <<"b">>)),
+        [{200, BConn = {CNode, BId}, <<"b">>}] = collect(1),
+        %% A reply the application computed for A's stream of the old run.
+        ?assertEqual({ok, 0}, m(MNode, httpdcnode, reply_sync, [OldConn, <<"stale">>])),
+        ok = m(MNode, httpdcnode, reply, [OldConn, <<"stale too">>]),
+        %% B's next frame is its own reply, sent after them: theirs never came.
+        ?assertEqual({ok, 1}, m(MNode, httpdcnode, reply_sync, [BConn, <<"for B">>])),
+        ?assertEqual({1, 1, <<"for B">>}, recv_frame(B)),
+        ?assertMatch(#{conn_dropped := 2, conn_sent := 1}, stats(S2)),
+        ?assert(BId > OldId),
+        %% The new run's ids are large (the clock's microseconds): ?conn= and
+        %% {conn, Conn, Data} take them whole, and JavaScript's numbers too.
+        {Sse, SseId} = open_sse(S2, 200),
+        ?assert(SseId > BId andalso SseId < 1 bsl 53),
+        P = connect(S2),
+        ?assertMatch({202, _, _}, post(P, "/send/200?conn=" ++ integer_to_list(SseId), text,
+                                       <<"from sse">>)),
+        [{200, {CNode, SseId}, <<"from sse">>}] = collect(1),
+        ?assertEqual({ok, 1}, m(MNode, httpdcnode, reply_sync, [{CNode, SseId}, <<"r">>])),
+        ?assertEqual(<<"event: reply\ndata: r\n\n">>, read_until(Sse, <<"\n\n">>)),
+        [gen_tcp:close(X) || X <- [B, P, Sse]]
+    after
+        httpdcnode_test_lib:stop_server(S2)
+    end,
+    gen_tcp:close(A).
+
+%%% ---------------------------------------------------------------- helpers
+
+m(Node, Mod, F, A) -> erpc:call(Node, Mod, F, A, 30000).
