@@ -12,13 +12,14 @@
  *   {Pid, Ref, stats}       replies {Ref, #{...}} to Pid
  *   {Pid, Ref, snapshot}    presence snapshot to the master, then {Ref, N} to Pid
  *   {conn, Conn, Data}      Data to the one connection Conn (an integer id
- *                           from {httpdcnode_in, ...}); {Pid, Ref, conn,
- *                           Conn, Data} replies {Ref, 0 | 1} to Pid
+ *                           from {httpdcnode_in, ...}, 0 for none); {Pid,
+ *                           Ref, conn, Conn, Data} replies {Ref, 0 | 1} to Pid
  *   {httpdcnode_in_ack, N}  the --inbox process handled N more client
  *                           messages (its window, erl_send.c)
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
- * chunk would end a chunked stream). A term nested deeper than
+ * chunk would end a chunked stream), except in {conn, ...}: the stream's
+ * transport says there (dispatch.c). A term nested deeper than
  * TERM_MAX_DEPTH, or whose encoding runs past the message, is refused as a
  * bad shape. */
 #ifndef HTTPDCNODE_ERL_TERM_H

@@ -58,6 +58,7 @@
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
+    X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \
     X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \

@@ -84,21 +84,30 @@ static enum term_error decode_uid_list(const char *buf, int *index, const struct
     return TERM_OK;
 }
 
-/* Data: binary, string or iolist; not empty, at most max_message bytes. */
-static enum term_error decode_payload(const char *buf, int *index, const struct term_limits *lim,
-                                      struct term_view *v)
+/* Data: binary, string or iolist; at most max_message bytes, and not
+ * empty unless may_be_empty. */
+static enum term_error decode_data(const char *buf, int *index, const struct term_limits *lim,
+                                   int may_be_empty, struct term_view *v)
 {
     int size;
     v->payload_index = *index;
     if (ei_decode_iodata(buf, index, &size, NULL) != 0)
         return TERM_BAD_SHAPE;
-    if (size == 0)
+    if (size == 0 && !may_be_empty)
         return TERM_EMPTY;
     if ((uint32_t)size > lim->max_message)
         return TERM_TOO_BIG;
     v->payload_len = (uint32_t)size;
     return TERM_OK;
 }
+
+/* A message for uids: an empty one would end a chunked stream. */
+static enum term_error decode_payload(const char *buf, int *index, const struct term_limits *lim,
+                                      struct term_view *v)
+{
+    return decode_data(buf, index, lim, 0, v);
+}
+
 
 /* Uid | [Uid] then Data, the tail shared by {Uid, Data} and {Pid, Ref, Uid, Data}. */
 static enum term_error decode_target_and_payload(const char *buf, int *index,
@@ -121,16 +130,19 @@ static enum term_error decode_target_and_payload(const char *buf, int *index,
     return decode_payload(buf, index, lim, v);
 }
 
-/* Conn then Data: {conn, Conn, Data} after its atom. */
+/* Conn then Data: {conn, Conn, Data} after its atom. Conn 0 (a POST
+ * /send/N that named no stream) is taken, to be counted as naming none
+ * (conn_dropped); Data may be empty where the stream can carry it
+ * (dispatch.c). */
 static enum term_error decode_conn(const char *buf, int *index, const struct term_limits *lim,
                                    struct term_view *v)
 {
     unsigned long long id;
-    if (ei_decode_ulonglong(buf, index, &id) != 0 || id == 0)
+    if (ei_decode_ulonglong(buf, index, &id) != 0)
         return TERM_BAD_SHAPE;
     v->kind = CMD_CONN;
     v->conn = id;
-    return decode_payload(buf, index, lim, v);
+    return decode_data(buf, index, lim, 1, v);
 }
 
 static enum term_error parse_pair(const char *buf, int index, const struct term_limits *lim,
