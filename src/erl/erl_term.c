@@ -108,7 +108,6 @@ static enum term_error decode_payload(const char *buf, int *index, const struct 
     return decode_data(buf, index, lim, 0, v);
 }
 
-
 /* Uid | [Uid] then Data, the tail shared by {Uid, Data} and {Pid, Ref, Uid, Data}. */
 static enum term_error decode_target_and_payload(const char *buf, int *index,
                                                  const struct term_limits *lim,
@@ -155,6 +154,17 @@ static enum term_error parse_pair(const char *buf, int index, const struct term_
             return TERM_BAD_SHAPE;
         v->kind = CMD_IN_ACK;
         v->uid = (uint32_t)n;
+        return TERM_OK;
+    }
+    if (atom_is(buf, index, "httpdcnode_in_reset")) {
+        int type, size;
+        ei_skip_term(buf, &index);
+        if (ei_get_type(buf, &index, &type, &size) != 0 ||
+            (type != ERL_ATOM_EXT && type != ERL_SMALL_ATOM_EXT &&
+             type != ERL_ATOM_UTF8_EXT && type != ERL_SMALL_ATOM_UTF8_EXT))
+            return TERM_BAD_SHAPE;
+        v->kind = CMD_IN_RESET;
+        v->payload_index = index;          /* the inbox's name */
         return TERM_OK;
     }
     if (atom_is(buf, index, "broadcast")) {
@@ -426,6 +436,11 @@ void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *ou
     }
 }
 
+int erl_term_atom_is(const char *buf, int index, const char *name)
+{
+    return atom_is(buf, index, name);
+}
+
 void erl_term_copy_payload(const char *buf, const struct term_view *v, char *out)
 {
     int index = v->payload_index;
@@ -440,7 +455,8 @@ const char *erl_term_error_str(enum term_error e)
         return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
                "{drain, Seconds (0..3600)}, {drain, cancel}, "
                "{Pid, Ref, Uid, Data}, {Pid, Ref, stats}, {Pid, Ref, snapshot}, "
-               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data} or {httpdcnode_in_ack, N}";
+               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N} "
+               "or {httpdcnode_in_reset, Name}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
     case TERM_TOO_BIG:
         return "payload over --max-message, or uid list too long for one hand-off record";

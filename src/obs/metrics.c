@@ -15,7 +15,7 @@ enum family {
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
-    FAMILIES
+    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, FAMILIES
 };
 
 static const struct {
@@ -74,6 +74,14 @@ static const struct {
                           "Presence messages not sent to a master that was not reading."},
     [CONN_EVENTS_DROPPED] = {"conn_events_dropped_total", "counter",
                              "Connection presence (conn_up, conn_down) lost: too many queued."},
+    [INBOX_RESETS] = {"inbox_resets_total", "counter",
+                      "Inbox processes that announced they started (again)."},
+    [INBOX_RESET_UNACKED] = {"inbox_reset_unacked_total", "counter",
+                             "Client messages an inbox had not acknowledged when a new one "
+                             "started: lost with the old one, most of them."},
+    [INBOX_WINDOWS_STUCK] = {"inbox_windows_stuck", "gauge",
+                             "Master links whose inbox window is full with no acknowledgement "
+                             "for 5 s."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -150,6 +158,9 @@ static const struct sample {
     {CONN_EMPTY_DROPPED, NULL, "conn_empty_dropped"},
     {PRESENCE_DROPPED, NULL, "presence_dropped"},
     {CONN_EVENTS_DROPPED, NULL, "conn_events_dropped"},
+    {INBOX_RESETS, NULL, "in_resets"},
+    {INBOX_RESET_UNACKED, NULL, "in_reset_unacked"},
+    {INBOX_WINDOWS_STUCK, NULL, "in_windows_stuck"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

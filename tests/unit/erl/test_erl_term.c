@@ -208,10 +208,10 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_free(&x);
 }
 
-/* {conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N};
- * Conn 0 (names no stream) and an empty Data taken there (the stream says
- * whether it can carry it); a Conn not a non-negative integer, a bad N:
- * refused. */
+/* {conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N},
+ * {httpdcnode_in_reset, Name}; Conn 0 (names no stream) and an empty Data
+ * taken there (the stream says whether it can carry it); a Conn not a
+ * non-negative integer, a bad N, a Name not an atom: refused. */
 static void conn_and_ack_terms(void **state)
 {
     (void)state;
@@ -253,6 +253,22 @@ static void conn_and_ack_terms(void **state)
     assert_int_equal(parse(&v), TERM_OK);
     assert_int_equal(v.kind, CMD_IN_ACK);
     assert_int_equal(v.uid, 32);
+
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "httpdcnode_in_reset");
+    ei_x_encode_atom(&x, "inbox");
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_IN_RESET);
+    assert_true(erl_term_atom_is(x.buff, v.payload_index, "inbox"));
+    assert_false(erl_term_atom_is(x.buff, v.payload_index, "inbo"));
+    assert_false(erl_term_atom_is(x.buff, v.payload_index, "inbox2"));
+    ei_x_free(&x);
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "httpdcnode_in_reset");
+    ei_x_encode_pid(&x, &pid);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
 
     /* Conn 0 and the largest id: taken (the first is counted as naming no stream). */
     static const unsigned long long ids[] = {0, UINT64_MAX};
