@@ -14,7 +14,7 @@
 -export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
          start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4,
-         chat_start/2, app_start/4]).
+         chat_start/2, app_start/4, app_test/5]).
 
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
@@ -181,5 +181,22 @@ app_start(Handler, HandlerArgs, ExtraArgs, Timeout) ->
             httpdcnode_test_lib:stop_master(M),
             erlang:raise(C, E, St)
     end.
+
+%% The EUnit test Fun(Ctx) on app_start(Handler, {Sink, node()}, Args): a
+%% sink here named Prefix and a unique suffix takes what the handler
+%% passes on. Ctx: app_start's map and sink; all stopped after.
+app_test(Label, Handler, Prefix, Args, Fun) ->
+    {Label,
+     {setup,
+      fun() ->
+              Sink = list_to_atom(httpdcnode_test_lib:unique(Prefix)),
+              httpdcnode_test_lib:start_sink(Sink),
+              Ctx = app_start(Handler, {Sink, node()}, Args, ?T),
+              Ctx#{sink => Sink}
+      end,
+      fun(#{master := M, server := S, sink := Sink}) -> stop_all(M, S, Sink) end,
+      fun(Ctx = #{server := S, sink := Sink}) ->
+              sink_test(S, Sink, 120, fun() -> Fun(Ctx) end)
+      end}}.
 
 m(Node, Mod, F, A) -> erpc:call(Node, Mod, F, A, 30000).

@@ -26,21 +26,8 @@ inbox_test_() ->
               fun killed/1)].
 
 app_test(Label, Fun) ->
-    {Label,
-     {setup,
-      fun() ->
-              Sink = list_to_atom(httpdcnode_test_lib:unique("inbox_app_sink")),
-              httpdcnode_test_lib:start_sink(Sink),
-              Ctx = httpdcnode_inbox_lib:app_start(app_test_handler, {Sink, node()},
-                                                   ["--client-rate", "100000"], ?T),
-              Ctx#{sink => Sink}
-      end,
-      fun(#{master := M, server := S, sink := Sink}) ->
-              httpdcnode_inbox_lib:stop_all(M, S, Sink)
-      end,
-      fun(Ctx = #{server := S, sink := Sink}) ->
-              httpdcnode_inbox_lib:sink_test(S, Sink, 120, fun() -> Fun(Ctx) end)
-      end}}.
+    httpdcnode_inbox_lib:app_test(Label, app_test_handler, "inbox_app_sink",
+                                  ["--client-rate", "100000"], Fun).
 
 %%% ---------------------------------------------------------------- cases
 

@@ -29,20 +29,7 @@ reply_test_() ->
 %% The master runs the application with the inbox app_test_handler, which
 %% passes each client message to a sink here; a server with --inbox.
 app_test(Label, Fun) ->
-    {Label,
-     {setup,
-      fun() ->
-              Sink = list_to_atom(httpdcnode_test_lib:unique("reply_sink")),
-              httpdcnode_test_lib:start_sink(Sink),
-              Ctx = httpdcnode_inbox_lib:app_start(app_test_handler, {Sink, node()}, ?ARGS, ?T),
-              Ctx#{sink => Sink}
-      end,
-      fun(#{master := M, server := S, sink := Sink}) ->
-              httpdcnode_inbox_lib:stop_all(M, S, Sink)
-      end,
-      fun(Ctx = #{server := S, sink := Sink}) ->
-              httpdcnode_inbox_lib:sink_test(S, Sink, 120, fun() -> Fun(Ctx) end)
-      end}}.
+    httpdcnode_inbox_lib:app_test(Label, app_test_handler, "reply_sink", ?ARGS, Fun).
 
 %%% ---------------------------------------------------------------- cases
 
