@@ -77,7 +77,7 @@
     X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(in_no_master)     /* client messages lost: no master linked to send them to */ \
     X(in_park_dropped)  /* client messages lost: 4 MiB parked for inboxes not acknowledging */ \
-    X(in_resets)        /* {httpdcnode_in_reset, Pid}: an inbox started (again) */ \
+    X(in_resets)        /* {httpdcnode_in_reset, Name}: an inbox started (again) */ \
     X(in_reset_unacked) /* client messages its inbox had not acknowledged then: maybe lost */ \
     X(in_windows_stuck) /* now: master links whose inbox window is full, no ack for 5 s */ \
     X(backpressure)     /* seconds the reader waited on a full hand-off */

@@ -454,7 +454,8 @@ void erl_send_check_windows(void)
                     l->in_unacked, ERL_SEND_IN_STUCK_MS / 1000);
         l->in_stuck = 1;
     }
-    atomic_store(&cnode_stats.in_windows_stuck, stuck);
+    if (stuck != atomic_load_explicit(&cnode_stats.in_windows_stuck, memory_order_relaxed))
+        atomic_store(&cnode_stats.in_windows_stuck, stuck);
 }
 
 void erl_send_link_gone(struct erl_link *l)
