@@ -18,6 +18,7 @@ enum cmd_kind {
     CMD_UNDRAIN,       /* {drain, cancel} */
     CMD_CONN,          /* {conn, Conn, Data}: to one connection (conn) */
     CMD_IN_ACK,        /* {httpdcnode_in_ack, N}: the C-node thread's, never in the ring */
+    CMD_IN_RESET,      /* {httpdcnode_in_reset, Name}: the same */
 };
 
 struct cmd {

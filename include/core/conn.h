@@ -1,6 +1,14 @@
 /* Connection ids: a name for one stream that Erlang can address
- * ({conn, Conn, Data}) and that is never reused while the node lives (a
- * 64-bit counter). Given lazily, to a stream that sends a message up
+ * ({conn, Conn, Data}), never reused by this run of the node nor by a
+ * later one under the same name: an id is the CLOCK_REALTIME microsecond
+ * it is given at, or one past the id before when ids come faster (they
+ * then run ahead of the clock by as many microseconds as they came too
+ * fast: 9 ms after 10,000 in one millisecond). A restart takes far longer,
+ * so a later run starts above every id of the earlier one, unless the wall
+ * clock was stepped back between the two by more than the time between
+ * them. Ids stay below 2^53 (exact in a JavaScript number) until 2255.
+ *
+ * Given lazily, to a stream that sends a message up
  * (a WebSocket's) or asks for its id (SSE, chunked: ?conn=1), so a stream
  * that does neither costs nothing here; one that did costs a 24-byte and a
  * 16-byte entry of two side tables (twice that at most, the tables are

@@ -9,12 +9,16 @@
 
 #include "lib/handoff.h"
 
-void erl_inbound_init(struct handoff *inbox, uint32_t max_users, uint32_t max_message);
+/* inbox_process: --inbox ("" for none), whose resets count. */
+void erl_inbound_init(struct handoff *inbox, uint32_t max_users, uint32_t max_message,
+                      const char *inbox_process);
 
 /* buf[0..len) is one Erlang message (version byte first): a command for
  * the loop, or dropped and counted when it is not one. Returns the
- * command's kind (enum cmd_kind), 0 when dropped. CMD_IN_ACK is not for
- * the loop: *acked gets its N, for erl_send_in_acked. */
+ * command's kind (enum cmd_kind), 0 when dropped. CMD_IN_ACK and
+ * CMD_IN_RESET are not for the loop: *acked gets an ack's N, for
+ * erl_send_in_acked; a reset (of our --inbox's name; another's is 0) is
+ * for erl_send_in_reset. */
 int erl_inbound_message(const char *buf, int len, uint32_t *acked);
 
 /* A master (re)connected, or asked: the loop makes a presence snapshot. */

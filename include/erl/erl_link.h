@@ -3,6 +3,7 @@
 #define HTTPDCNODE_ERL_LINK_H
 
 #include <ei.h>
+#include <stdint.h>
 
 #include "erl/erl_park.h"
 
@@ -22,6 +23,8 @@ struct erl_link {
     int repair;          /* a message was dropped for want of room: nothing more
                           * until there is room, then a snapshot */
     unsigned in_unacked; /* client messages sent to its --inbox, not yet acked */
+    int in_stuck;        /* its window stuck full (erl_send_check_windows), logged */
+    int64_t in_full_ms;  /* when its window last became full (clock_now_ms) */
     struct erl_park park; /* what waits for its inbox's window (erl_send.c) */
     char node[MAXNODELEN + 1];
 };

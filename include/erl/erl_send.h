@@ -34,6 +34,19 @@ void erl_send_drain(void);
 /* N more acknowledged by link l's inbox: its parked records go, oldest
  * first, while its window takes them. */
 void erl_send_in_acked(struct erl_link *l, uint32_t n);
+/* A new inbox process on link l's node announced itself
+ * ({httpdcnode_in_reset, Name}): what the window held went with the old one
+ * (counted in in_reset_unacked, maybe lost), the window is empty again and
+ * what was parked goes. A message that reached the new inbox before the
+ * announcement is acknowledged by it after: the window then holds that
+ * many more than ERL_SEND_IN_WINDOW for a while, never fewer. */
+void erl_send_in_reset(struct erl_link *l);
+/* A window full for this long with no acknowledgement is stuck: counted
+ * in the in_windows_stuck gauge and logged once. */
+#define ERL_SEND_IN_STUCK_MS 5000
+/* Sets in_windows_stuck: called at every turn of the C-node thread (at
+ * least once a second); reads the clock only while a window is full. */
+void erl_send_check_windows(void);
 /* Link l is about to be removed: marks it broken and sends its parked
  * records again, to their uids' masters now (parked there if need be;
  * counted in in_no_master when none is linked). */

@@ -12,13 +12,17 @@
  *   {Pid, Ref, stats}       replies {Ref, #{...}} to Pid
  *   {Pid, Ref, snapshot}    presence snapshot to the master, then {Ref, N} to Pid
  *   {conn, Conn, Data}      Data to the one connection Conn (an integer id
- *                           from {httpdcnode_in, ...}); {Pid, Ref, conn,
- *                           Conn, Data} replies {Ref, 0 | 1} to Pid
+ *                           from {httpdcnode_in, ...}, 0 for none); {Pid,
+ *                           Ref, conn, Conn, Data} replies {Ref, 0 | 1} to Pid
  *   {httpdcnode_in_ack, N}  the --inbox process handled N more client
  *                           messages (its window, erl_send.c)
+ *   {httpdcnode_in_reset, Name}  a new inbox process registered as Name
+ *                           started: what the old one did not acknowledge
+ *                           is gone
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
- * chunk would end a chunked stream). A term nested deeper than
+ * chunk would end a chunked stream), except in {conn, ...}: the stream's
+ * transport says there (dispatch.c). A term nested deeper than
  * TERM_MAX_DEPTH, or whose encoding runs past the message, is refused as a
  * bad shape. */
 #ifndef HTTPDCNODE_ERL_TERM_H
@@ -73,7 +77,7 @@ struct term_view {
     uint32_t nuids;        /* CMD_MULTICAST */
     uint64_t conn;         /* CMD_CONN */
     int uids_index;        /* where the uid list starts in buf */
-    int payload_index;     /* where Data starts in buf */
+    int payload_index;     /* where Data starts in buf; CMD_IN_RESET: Name */
     uint32_t payload_len;
     int has_reply;         /* the {Pid, Ref, ...} forms */
     int reply_index;       /* where Pid starts in buf */
@@ -88,6 +92,10 @@ enum term_error erl_term_parse(const char *buf, int index, int end, const struct
 
 /* Copies the uid list of a CMD_MULTICAST view into out[nuids]. */
 void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out);
+
+/* Whether the term at buf[index] (of a view erl_term_parse accepted) is
+ * the atom name, whole. */
+int erl_term_atom_is(const char *buf, int index, const char *name);
 
 /* Copies the payload (flattening an iolist) into out[payload_len]. */
 void erl_term_copy_payload(const char *buf, const struct term_view *v, char *out);

@@ -22,6 +22,16 @@ static inline uint64_t clock_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Microseconds of CLOCK_REALTIME since the epoch: an instant that a
+ * later run of the process has not seen yet (unless the clock is stepped
+ * back). One vDSO call. */
+static inline uint64_t clock_realtime_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* The CLOCK_REALTIME instant ms from now, as pthread's timed waits take it. */
 static inline struct timespec clock_realtime_in_ms(int64_t ms)
 {

@@ -58,6 +58,7 @@
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
+    X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \
     X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
@@ -76,6 +77,9 @@
     X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(in_no_master)     /* client messages lost: no master linked to send them to */ \
     X(in_park_dropped)  /* client messages lost: 4 MiB parked for inboxes not acknowledging */ \
+    X(in_resets)        /* {httpdcnode_in_reset, Name}: an inbox started (again) */ \
+    X(in_reset_unacked) /* client messages its inbox had not acknowledged then: maybe lost */ \
+    X(in_windows_stuck) /* now: master links whose inbox window is full, no ack for 5 s */ \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {

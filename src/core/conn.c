@@ -2,6 +2,7 @@
  * deletion by backward shift, so no tombstones): stream -> entry, and
  * id -> stream. Each grows to twice its size past half full. */
 #include "core/conn.h"
+#include "lib/clock.h"
 
 #include <stdlib.h>
 
@@ -19,7 +20,18 @@ static struct by_stream *ts;
 static struct by_id *ti;
 static uint32_t mask;            /* both tables have mask + 1 entries */
 static uint32_t used;
-static uint64_t next_id = 1;
+static uint64_t last_id;
+
+/* A new id: the wall clock in microseconds, or one past the last id when
+ * ids come faster than that. Ids of an earlier run of the node are below
+ * it (that run ended before this one started), so a Conn Erlang kept from
+ * then names nothing here; see conn.h. */
+static uint64_t new_id(void)
+{
+    uint64_t now = clock_realtime_us();
+    last_id = now > last_id ? now : last_id + 1;
+    return last_id;
+}
 
 static uint32_t hash64(uint64_t k) { return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> 32); }
 static uint32_t hash_s(const struct stream *s) { return hash64((uintptr_t)s >> 3); }
@@ -97,7 +109,7 @@ struct conn *conn_of(const struct stream *s)
     if ((used + 1) * 2 > (ts ? mask + 1 : 0) && grow() != 0)
         return NULL;
     used++;
-    uint64_t id = next_id++;
+    uint64_t id = new_id();
     put_id(id, (struct stream *)s);
     return &put_s(s, (struct conn){id, 0, 0})->c;
 }

@@ -143,7 +143,9 @@ static int to_stream(struct stream *s, const char *data, uint32_t len)
  * that connection only, not kept in the history; after what came before
  * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
  * history's). Other streams: to_stream. 1 when written (or queued), 0 when
- * Conn names no open connection. */
+ * Conn names no open connection, or Data is empty and the stream cannot
+ * carry that (a chunked one: an empty chunk ends it; HTTP/1.0: nothing
+ * would show). */
 static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
 {
     static const char event[] = "event: conn\n\n";
@@ -153,6 +155,10 @@ static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
      * (--presence-conns names every stream, polls too) */
     if (!s || s->state != STREAM_LIVE || s->framing == FRAMING_POLL) {
         loop_stats.conn_dropped++;
+        return 0;
+    }
+    if (len == 0 && (s->framing == FRAMING_CHUNKED || s->framing == FRAMING_RAW)) {
+        loop_stats.conn_empty_dropped++;
         return 0;
     }
     if (!framing_is_websocket(s->framing)) {

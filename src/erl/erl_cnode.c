@@ -188,6 +188,8 @@ static void read_link(int i)
             snapshot_asked(i);
         else if (kind == CMD_IN_ACK)
             erl_send_in_acked(erl_link_at(i), acked);
+        else if (kind == CMD_IN_RESET)
+            erl_send_in_reset(erl_link_at(i));
         erl_cnode_trim_xbuf(&xbuf);
         if (!erl_socket_buffered(sock))
             return;             /* the next poll says when the socket has more */
@@ -217,6 +219,7 @@ static void poll_once(void)
     int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000);
     if (repair)
         check_repairs();
+    erl_send_check_windows();
     if (ready < 0 || (ready == 0 && !buffered))
         return;
     if (fds[0].revents)
@@ -251,7 +254,7 @@ int erl_cnode_start(const struct options *opts, struct handoff *in, struct hando
     options = opts;
     inbox = in;
     outbox = out;
-    erl_inbound_init(inbox, opts->max_users, opts->max_message);
+    erl_inbound_init(inbox, opts->max_users, opts->max_message, opts->inbox);
 
     if (ei_init() != 0) {
         log_msg(LOG_ERROR, "ei_init failed");

@@ -14,12 +14,15 @@
 #define RESERVE_TMO_MS 1000
 
 static struct handoff *inbox;
+static const char *inbox_name;     /* --inbox */
 static struct term_limits limits;
 static struct log_ratelimit bad_term_rl;
 
-void erl_inbound_init(struct handoff *ring, uint32_t max_users, uint32_t max_message)
+void erl_inbound_init(struct handoff *ring, uint32_t max_users, uint32_t max_message,
+                      const char *inbox_process)
 {
     inbox = ring;
+    inbox_name = inbox_process;
     erl_term_limits_init(&limits, max_users, max_message, handoff_max_record(ring));
 }
 
@@ -76,6 +79,9 @@ int erl_inbound_message(const char *buf, int len, uint32_t *acked)
         *acked = v.uid;             /* the C-node thread's: erl_send.c */
         return CMD_IN_ACK;
     }
+    if (v.kind == CMD_IN_RESET)     /* another name's inbox: not ours to reset */
+        return inbox_name[0] && erl_term_atom_is(buf, v.payload_index, inbox_name)
+                   ? CMD_IN_RESET : 0;
     uint32_t reply_len = v.has_reply ? (uint32_t)v.reply_len : 0;
     struct cmd *c = reserve(cmd_size(v.nuids, v.payload_len, reply_len));
     if (!c)

@@ -30,6 +30,8 @@ int erl_link_add(int fd, const char *node, int is_master)
     l->broken = 0;
     l->awaiting = l->in_snapshot = l->repair = 0;
     l->in_unacked = 0;
+    l->in_stuck = 0;
+    l->in_full_ms = 0;
     l->park = (struct erl_park){0};
     strncpy(l->node, node, sizeof l->node - 1);
     l->node[sizeof l->node - 1] = '\0';

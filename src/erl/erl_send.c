@@ -12,6 +12,7 @@
 #include "erl/erl_link.h"
 #include "erl/erl_park.h"
 #include "core/history.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "core/outbound.h"
 #include "obs/stats.h"
@@ -25,7 +26,7 @@ static const struct options *opts;
 static const char *presence_to;
 static const char *inbox_to;
 static ei_x_buff x;
-static struct log_ratelimit send_rl, room_rl, park_rl;
+static struct log_ratelimit send_rl, room_rl, park_rl, reset_rl;
 
 void erl_send_init(ei_cnode *ec, struct handoff *out, const struct options *o)
 {
@@ -243,10 +244,12 @@ static void send_in_to(struct erl_link *l, const struct out_rec *r)
     ei_x_encode_ulonglong(&x, in->conn);
     ei_x_encode_binary(&x, in + 1, (long)r->count);
     /* A blocking send: the inbox's window bounds what waits there. */
-    if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0)
+    if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0) {
         send_failed(l, "client message");
-    else
-        l->in_unacked++;
+    } else if (++l->in_unacked == ERL_SEND_IN_WINDOW) {
+        l->in_full_ms = clock_now_ms();      /* full now: erl_send_check_windows */
+        l->in_stuck = 0;
+    }
     in_done(r);
 }
 
@@ -416,6 +419,43 @@ void erl_send_in_acked(struct erl_link *l, uint32_t n)
 {
     l->in_unacked = n >= l->in_unacked ? 0 : l->in_unacked - n;
     send_parked(l);
+}
+
+void erl_send_in_reset(struct erl_link *l)
+{
+    atomic_fetch_add(&cnode_stats.in_resets, 1);
+    if (l->in_unacked) {
+        atomic_fetch_add(&cnode_stats.in_reset_unacked, l->in_unacked);
+        log_limited(&reset_rl, LOG_INFO, "the inbox on %s started again with %u client "
+                    "messages unacknowledged: taken as lost with the old one", l->node,
+                    l->in_unacked);
+    }
+    l->in_unacked = 0;
+    send_parked(l);
+}
+
+void erl_send_check_windows(void)
+{
+    int64_t now = 0;
+    uint64_t stuck = 0;
+    for (int i = 0; i < erl_link_count(); i++) {
+        struct erl_link *l = erl_link_at(i);
+        if (l->in_unacked < ERL_SEND_IN_WINDOW)
+            continue;
+        if (!now)
+            now = clock_now_ms();         /* only while a window is full */
+        if (now - l->in_full_ms < ERL_SEND_IN_STUCK_MS)
+            continue;
+        stuck++;
+        if (!l->in_stuck)
+            log_msg(LOG_ERROR, "the inbox on %s has acknowledged none of its %u client "
+                    "messages for %d s: its clients' messages wait, then are dropped. Is "
+                    "the --inbox process registered there and handling them?", l->node,
+                    l->in_unacked, ERL_SEND_IN_STUCK_MS / 1000);
+        l->in_stuck = 1;
+    }
+    if (stuck != atomic_load_explicit(&cnode_stats.in_windows_stuck, memory_order_relaxed))
+        atomic_store(&cnode_stats.in_windows_stuck, stuck);
 }
 
 void erl_send_link_gone(struct erl_link *l)

@@ -84,20 +84,28 @@ static enum term_error decode_uid_list(const char *buf, int *index, const struct
     return TERM_OK;
 }
 
-/* Data: binary, string or iolist; not empty, at most max_message bytes. */
-static enum term_error decode_payload(const char *buf, int *index, const struct term_limits *lim,
-                                      struct term_view *v)
+/* Data: binary, string or iolist; at most max_message bytes, and not
+ * empty unless may_be_empty. */
+static enum term_error decode_data(const char *buf, int *index, const struct term_limits *lim,
+                                   int may_be_empty, struct term_view *v)
 {
     int size;
     v->payload_index = *index;
     if (ei_decode_iodata(buf, index, &size, NULL) != 0)
         return TERM_BAD_SHAPE;
-    if (size == 0)
+    if (size == 0 && !may_be_empty)
         return TERM_EMPTY;
     if ((uint32_t)size > lim->max_message)
         return TERM_TOO_BIG;
     v->payload_len = (uint32_t)size;
     return TERM_OK;
+}
+
+/* A message for uids: an empty one would end a chunked stream. */
+static enum term_error decode_payload(const char *buf, int *index, const struct term_limits *lim,
+                                      struct term_view *v)
+{
+    return decode_data(buf, index, lim, 0, v);
 }
 
 /* Uid | [Uid] then Data, the tail shared by {Uid, Data} and {Pid, Ref, Uid, Data}. */
@@ -121,16 +129,19 @@ static enum term_error decode_target_and_payload(const char *buf, int *index,
     return decode_payload(buf, index, lim, v);
 }
 
-/* Conn then Data: {conn, Conn, Data} after its atom. */
+/* Conn then Data: {conn, Conn, Data} after its atom. Conn 0 (a POST
+ * /send/N that named no stream) is taken, to be counted as naming none
+ * (conn_dropped); Data may be empty where the stream can carry it
+ * (dispatch.c). */
 static enum term_error decode_conn(const char *buf, int *index, const struct term_limits *lim,
                                    struct term_view *v)
 {
     unsigned long long id;
-    if (ei_decode_ulonglong(buf, index, &id) != 0 || id == 0)
+    if (ei_decode_ulonglong(buf, index, &id) != 0)
         return TERM_BAD_SHAPE;
     v->kind = CMD_CONN;
     v->conn = id;
-    return decode_payload(buf, index, lim, v);
+    return decode_data(buf, index, lim, 1, v);
 }
 
 static enum term_error parse_pair(const char *buf, int index, const struct term_limits *lim,
@@ -143,6 +154,17 @@ static enum term_error parse_pair(const char *buf, int index, const struct term_
             return TERM_BAD_SHAPE;
         v->kind = CMD_IN_ACK;
         v->uid = (uint32_t)n;
+        return TERM_OK;
+    }
+    if (atom_is(buf, index, "httpdcnode_in_reset")) {
+        int type, size;
+        ei_skip_term(buf, &index);
+        if (ei_get_type(buf, &index, &type, &size) != 0 ||
+            (type != ERL_ATOM_EXT && type != ERL_SMALL_ATOM_EXT &&
+             type != ERL_ATOM_UTF8_EXT && type != ERL_SMALL_ATOM_UTF8_EXT))
+            return TERM_BAD_SHAPE;
+        v->kind = CMD_IN_RESET;
+        v->payload_index = index;          /* the inbox's name */
         return TERM_OK;
     }
     if (atom_is(buf, index, "broadcast")) {
@@ -414,6 +436,11 @@ void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *ou
     }
 }
 
+int erl_term_atom_is(const char *buf, int index, const char *name)
+{
+    return atom_is(buf, index, name);
+}
+
 void erl_term_copy_payload(const char *buf, const struct term_view *v, char *out)
 {
     int index = v->payload_index;
@@ -428,7 +455,8 @@ const char *erl_term_error_str(enum term_error e)
         return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
                "{drain, Seconds (0..3600)}, {drain, cancel}, "
                "{Pid, Ref, Uid, Data}, {Pid, Ref, stats}, {Pid, Ref, snapshot}, "
-               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data} or {httpdcnode_in_ack, N}";
+               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N} "
+               "or {httpdcnode_in_reset, Name}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
     case TERM_TOO_BIG:
         return "payload over --max-message, or uid list too long for one hand-off record";

@@ -14,7 +14,8 @@ enum family {
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
-    CONN_SENT, CONN_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED, FAMILIES
+    CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
+    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, FAMILIES
 };
 
 static const struct {
@@ -66,10 +67,21 @@ static const struct {
                    "{conn, Conn, Data} written to their connection."},
     [CONN_DROPPED] = {"conn_messages_dropped_total", "counter",
                       "{conn, Conn, Data} for an unknown or closed connection."},
+    [CONN_EMPTY_DROPPED] = {"conn_messages_empty_dropped_total", "counter",
+                            "{conn, Conn, <<>>} to a stream that cannot carry an empty message "
+                            "(chunked, HTTP/1.0)."},
     [PRESENCE_DROPPED] = {"presence_dropped_total", "counter",
                           "Presence messages not sent to a master that was not reading."},
     [CONN_EVENTS_DROPPED] = {"conn_events_dropped_total", "counter",
                              "Connection presence (conn_up, conn_down) lost: too many queued."},
+    [INBOX_RESETS] = {"inbox_resets_total", "counter",
+                      "Inbox processes that announced they started (again)."},
+    [INBOX_RESET_UNACKED] = {"inbox_reset_unacked_total", "counter",
+                             "Client messages an inbox had not acknowledged when a new one "
+                             "started: lost with the old one, most of them."},
+    [INBOX_WINDOWS_STUCK] = {"inbox_windows_stuck", "gauge",
+                             "Master links whose inbox window is full with no acknowledgement "
+                             "for 5 s."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -143,8 +155,12 @@ static const struct sample {
     {CLIENT_PAUSED, NULL, "client_paused"},
     {CONN_SENT, NULL, "conn_sent"},
     {CONN_DROPPED, NULL, "conn_dropped"},
+    {CONN_EMPTY_DROPPED, NULL, "conn_empty_dropped"},
     {PRESENCE_DROPPED, NULL, "presence_dropped"},
     {CONN_EVENTS_DROPPED, NULL, "conn_events_dropped"},
+    {INBOX_RESETS, NULL, "in_resets"},
+    {INBOX_RESET_UNACKED, NULL, "in_reset_unacked"},
+    {INBOX_WINDOWS_STUCK, NULL, "in_windows_stuck"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

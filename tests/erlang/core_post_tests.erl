@@ -10,6 +10,9 @@
 -import(httpdcnode_test_lib, [stats/1, wait_stat/4, port_of/1, node_of/1, wait_until/3]).
 -import(httpdcnode_inbox_lib, [split_recv/3, take/2, collect/1, nothing_more/0]).
 
+%% For the tests of replies through the application (httpdcnode_reply_tests).
+-export([connect/1, post/4, open_sse/2, open_chunked/2, read_until/2]).
+
 -define(T, 10000).
 -define(ORIGIN, "http://a.example").
 

@@ -14,7 +14,7 @@
 -export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1, recv_frame_within/2,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
          start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4,
-         chat_start/2, app_start/3]).
+         chat_start/2, app_start/3, app_start/4, app_test/5]).
 
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
@@ -164,18 +164,23 @@ suspend(Node, Pid) ->
 %% presence and --inbox httpdcnode_inbox ExtraArgs that the master knows
 %% within Timeout ms: #{master, mnode, server}. On a failure the master is
 %% stopped.
-chat_start(ExtraArgs, Timeout) -> app_start(chat_room, ExtraArgs, Timeout).
+chat_start(ExtraArgs, Timeout) ->
+    app_start(chat_room, [], ExtraArgs, Timeout).
 
-%% The same with the inbox's handler Handler (a module of
-%% tools/erlang/ebin, as the examples are).
+%% The same with the inbox's handler Handler (a module of tools/erlang/ebin,
+%% as the examples are, or of the tests), init([]).
 app_start(Handler, ExtraArgs, Timeout) ->
+    app_start(Handler, [], ExtraArgs, Timeout).
+
+%% The same with init(HandlerArgs).
+app_start(Handler, HandlerArgs, ExtraArgs, Timeout) ->
     M = httpdcnode_test_lib:start_master(),
     MNode = httpdcnode_test_lib:master_node(M),
     try
         Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
         true = m(MNode, code, add_patha, [Ebin]),
         ok = m(MNode, application, load, [httpdcnode]),
-        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, Handler, []}]),
+        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, Handler, HandlerArgs}]),
         {ok, _} = m(MNode, application, ensure_all_started, [httpdcnode]),
         ?assert(is_pid(m(MNode, erlang, whereis, [?INBOX]))),
         S = httpdcnode_test_lib:start_server(#{master => M, presence => httpdcnode_presence,
@@ -190,5 +195,22 @@ app_start(Handler, ExtraArgs, Timeout) ->
             httpdcnode_test_lib:stop_master(M),
             erlang:raise(C, E, St)
     end.
+
+%% The EUnit test Fun(Ctx) on app_start(Handler, {Sink, node()}, Args): a
+%% sink here named Prefix and a unique suffix takes what the handler
+%% passes on. Ctx: app_start's map and sink; all stopped after.
+app_test(Label, Handler, Prefix, Args, Fun) ->
+    {Label,
+     {setup,
+      fun() ->
+              Sink = list_to_atom(httpdcnode_test_lib:unique(Prefix)),
+              httpdcnode_test_lib:start_sink(Sink),
+              Ctx = app_start(Handler, {Sink, node()}, Args, ?T),
+              Ctx#{sink => Sink}
+      end,
+      fun(#{master := M, server := S, sink := Sink}) -> stop_all(M, S, Sink) end,
+      fun(Ctx = #{server := S, sink := Sink}) ->
+              sink_test(S, Sink, 120, fun() -> Fun(Ctx) end)
+      end}}.
 
 m(Node, Mod, F, A) -> erpc:call(Node, Mod, F, A, 30000).

@@ -1,6 +1,7 @@
 /* Connection ids: unique, never reused, found while the stream lives and
  * not after; the tables stay right through growth and deletions (their
- * backward shifts). */
+ * backward shifts); taken from the wall clock, so that a later run of the
+ * node never gives an id of this one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +12,32 @@
 
 #include "core/conn.h"
 #include "core/stream.h"
+#include "lib/clock.h"
 
 #define N 5000
+
+/* An id is the microsecond it was given at (a run started later gives
+ * larger ones), or one past the last when ids come faster; below 2^53.
+ * First: the other test gives ids faster than the clock. */
+static void ids_from_the_wall_clock(void **state)
+{
+    (void)state;
+    struct stream s[3];
+    uint64_t before = clock_realtime_us();
+    uint64_t a = conn_of(&s[0])->id, b = conn_of(&s[1])->id;
+    uint64_t after = clock_realtime_us();
+    assert_true(a >= before && a <= after);
+    assert_true(b > a && b <= after + 1);
+    assert_true(b < 1ull << 53);
+    /* One given after a pause is the clock again, not last + 1. */
+    while (clock_realtime_us() < after + 1000)
+        ;
+    uint64_t c = conn_of(&s[2])->id;
+    assert_true(c >= after + 1000);
+    for (int i = 0; i < 3; i++)
+        conn_forget(&s[i]);
+    conn_free();
+}
 
 static void ids_found_until_forgotten(void **state)
 {
@@ -63,6 +88,7 @@ static void ids_found_until_forgotten(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ids_from_the_wall_clock),
         cmocka_unit_test(ids_found_until_forgotten),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -208,8 +208,10 @@ static void broadcast_kick_stats_and_acknowledged(void **state)
     ei_x_free(&x);
 }
 
-/* {conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N};
- * a Conn not a positive integer, an empty Data, a bad N: refused. */
+/* {conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N},
+ * {httpdcnode_in_reset, Name}; Conn 0 (names no stream) and an empty Data
+ * taken there (the stream says whether it can carry it); a Conn not a
+ * non-negative integer, a bad N, a Name not an atom: refused. */
 static void conn_and_ack_terms(void **state)
 {
     (void)state;
@@ -252,18 +254,55 @@ static void conn_and_ack_terms(void **state)
     assert_int_equal(v.kind, CMD_IN_ACK);
     assert_int_equal(v.uid, 32);
 
-    static const long long bad_ids[] = {0, -1};
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "httpdcnode_in_reset");
+    ei_x_encode_atom(&x, "inbox");
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_IN_RESET);
+    assert_true(erl_term_atom_is(x.buff, v.payload_index, "inbox"));
+    assert_false(erl_term_atom_is(x.buff, v.payload_index, "inbo"));
+    assert_false(erl_term_atom_is(x.buff, v.payload_index, "inbox2"));
+    ei_x_free(&x);
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "httpdcnode_in_reset");
+    ei_x_encode_pid(&x, &pid);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    /* Conn 0 and the largest id: taken (the first is counted as naming no stream). */
+    static const unsigned long long ids[] = {0, UINT64_MAX};
     for (size_t i = 0; i < 2; i++) {
         begin();
         ei_x_encode_tuple_header(&x, 3);
         ei_x_encode_atom(&x, "conn");
-        ei_x_encode_longlong(&x, bad_ids[i]);
+        ei_x_encode_ulonglong(&x, ids[i]);
         ei_x_encode_binary(&x, "hi", 2);
-        assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+        assert_int_equal(parse(&v), TERM_OK);
+        assert_true(v.conn == ids[i]);
     }
     begin();
     ei_x_encode_tuple_header(&x, 3);
     ei_x_encode_atom(&x, "conn");
+    ei_x_encode_longlong(&x, -1);
+    ei_x_encode_binary(&x, "hi", 2);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    begin();
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "conn");
+    ei_x_encode_long(&x, 3);
+    ei_x_encode_binary(&x, "", 0);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.payload_len, 0);
+    begin();                                   /* an empty iolist too */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "conn");
+    ei_x_encode_long(&x, 3);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.payload_len, 0);
+    begin();                                   /* a uid's message may not be empty */
+    ei_x_encode_tuple_header(&x, 2);
     ei_x_encode_long(&x, 3);
     ei_x_encode_binary(&x, "", 0);
     assert_int_equal(parse(&v), TERM_EMPTY);

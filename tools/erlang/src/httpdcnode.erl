@@ -25,8 +25,10 @@
 -type uid() :: pos_integer().
 -type msg() :: binary() | iolist() | string().
 %% One client connection: its C-node and its id there (from the inbox's
-%% handle_in, httpdcnode_handler).
--type conn() :: {node(), pos_integer()}.
+%% handle_in, httpdcnode_handler). An id names one stream of one run of
+%% that C-node, never one of a later run; 0 names none (a POST /send/N
+%% without ?conn=): a reply to it is counted there (conn_dropped).
+-type conn() :: {node(), non_neg_integer()}.
 
 %% Starts the application and everything it needs (mnesia included).
 start() ->
@@ -39,22 +41,25 @@ stop() ->
     application:stop(httpdcnode).
 
 %% Sends Msg to the one connection Conn only (a WebSocket frame), not kept
-%% for resumes. Async; a Conn closed meanwhile is counted on its C-node
-%% (conn_dropped).
--spec reply(conn(), msg()) -> ok.
-reply({CNode, Id}, Msg) when is_atom(CNode), is_integer(Id), Id > 0 ->
-    {any, CNode} ! {conn, Id, to_binary(Msg)},
+%% for resumes. Async; a Conn closed meanwhile, of an earlier run of its
+%% C-node, or 0 is counted on its C-node (conn_dropped). Msg may be empty
+%% (an empty frame or SSE event; counted in conn_empty_dropped on a
+%% chunked stream, which cannot carry it).
+-spec reply(conn(), msg() | <<>>) -> ok.
+reply({CNode, Id}, Msg) when is_atom(CNode), is_integer(Id), Id >= 0 ->
+    {any, CNode} ! {conn, Id, any_binary(Msg)},
     ok.
 
 %% Like reply/2, but waits: {ok, 1} when written, {ok, 0} when Conn is
-%% closed or unknown (or the C-node did not answer within Timeout ms).
--spec reply_sync(conn(), msg()) -> {ok, 0 | 1}.
+%% closed or unknown, or the message empty for a chunked stream (or the
+%% C-node did not answer within Timeout ms).
+-spec reply_sync(conn(), msg() | <<>>) -> {ok, 0 | 1}.
 reply_sync(Conn, Msg) ->
     reply_sync(Conn, Msg, ?TIMEOUT).
 
-reply_sync({CNode, Id}, Msg, Timeout) when is_atom(CNode), is_integer(Id), Id > 0 ->
+reply_sync({CNode, Id}, Msg, Timeout) when is_atom(CNode), is_integer(Id), Id >= 0 ->
     Ref = make_ref(),
-    {any, CNode} ! {self(), Ref, conn, Id, to_binary(Msg)},
+    {any, CNode} ! {self(), Ref, conn, Id, any_binary(Msg)},
     receive {Ref, N} -> {ok, N}
     after Timeout -> {ok, 0}
     end.
@@ -240,18 +245,20 @@ token_url(BaseUrl, Uid, TtlSeconds) ->
 %% malformed message.
 -spec to_binary(msg()) -> binary().
 to_binary(Msg) ->
-    Bin = if
-              is_binary(Msg) -> Msg;
-              is_list(Msg) ->
-                  try iolist_to_binary(Msg)
-                  catch error:badarg -> chars_to_binary(Msg)
-                  end;
-              true -> error(badarg, [Msg])
-          end,
-    case Bin of
+    case any_binary(Msg) of
         <<>> -> error(badarg, [Msg]);
-        _ -> Bin
+        Bin -> Bin
     end.
+
+%% The same, empty or not (a reply may be empty).
+any_binary(Msg) when is_binary(Msg) ->
+    Msg;
+any_binary(Msg) when is_list(Msg) ->
+    try iolist_to_binary(Msg)
+    catch error:badarg -> chars_to_binary(Msg)
+    end;
+any_binary(Msg) ->
+    error(badarg, [Msg]).
 
 chars_to_binary(Chars) ->
     case unicode:characters_to_binary(Chars) of

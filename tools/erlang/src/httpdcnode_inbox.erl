@@ -12,7 +12,11 @@
 %% WebSocket clients (TCP pushes back on them). The inbox acknowledges
 %% ({httpdcnode_in_ack, N} to the C-node) every ?ACK_EVERY messages of a
 %% C-node and whenever its mailbox is empty, so a slow handler slows its
-%% clients instead of growing this mailbox without bound.
+%% clients instead of growing this mailbox without bound. A C-node counts
+%% what it sent to the name and was not acknowledged: what an inbox that
+%% died took with it would hold that window full for ever, so each inbox
+%% announces itself at start ({httpdcnode_in_reset, Name}, announce/1)
+%% and the C-nodes start its window afresh.
 -module(httpdcnode_inbox).
 
 -export([start_link/3, start/3, child_spec/3]).
@@ -42,6 +46,7 @@ init(Parent, Name, Module, Args) ->
         true ->
             {ok, State} = Module:init(Args),
             proc_lib:init_ack(Parent, {ok, self()}),
+            announce(Name),
             loop(Module, State, #{})
     catch error:badarg ->
             proc_lib:init_ack(Parent, {error, {already_registered, Name}})
@@ -63,6 +68,11 @@ loop(Module, State, Unacked) ->
         Other ->
             loop(Module, other(Module, Other, State), Unacked)
     end.
+
+%% To every C-node linked to this node: this process is Name's inbox now.
+announce(Name) ->
+    httpdcnode_presence:each_cnode(
+      fun(N) -> erlang:send({any, N}, {httpdcnode_in_reset, Name}, [noconnect]) end).
 
 other(Module, Msg, State) ->
     case erlang:function_exported(Module, handle_info, 2) of

@@ -58,7 +58,8 @@
 -behaviour(gen_server).
 
 -export([start_link/0, start_link/1, stop/0]).
--export([online/1, online_uids/1, nodes/0, count/0, add_node/1, resync/0, sync/0]).
+-export([online/1, online_uids/1, nodes/0, count/0, add_node/1, resync/0, sync/0,
+         each_cnode/1]).
 -export([route/1, last_seen/1, node_info/1, last_seen_info/0, sweep/0,
          create_tables/1, counters/0, count_event/2, counter_values/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -337,12 +338,19 @@ conn_event(Msg) ->
 %% Asks the known C-nodes, and the other connected hidden nodes if they
 %% are published (see the top of this module).
 request_snapshots() ->
-    Known = nodes(),
-    [ask_snapshot(self(), N) || N <- Known],
     Self = self(),
-    %% One process per node: epmd on another host may be slow to answer.
-    [spawn(fun() -> published(N) andalso ask_snapshot(Self, N) end)
-     || N <- erlang:nodes(hidden) -- Known],
+    each_cnode(fun(N) -> ask_snapshot(Self, N) end).
+
+%% Fun(Node) for each C-node this node may be linked to, and never for a
+%% program like erl_call: the known C-nodes now (none when this server
+%% does not run), the other connected hidden nodes once epmd says they are
+%% published, each in a process of its own (epmd on another host may be
+%% slow to answer). Fun must send with noconnect.
+-spec each_cnode(fun((node()) -> term())) -> ok.
+each_cnode(Fun) ->
+    Known = try nodes() catch error:badarg -> [] end,
+    [Fun(N) || N <- Known],
+    [spawn(fun() -> published(N) andalso Fun(N) end) || N <- erlang:nodes(hidden) -- Known],
     ok.
 
 %% The reply ({Ref, N}) lands in handle_info's catch-all; the snapshot
