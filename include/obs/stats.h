@@ -52,7 +52,7 @@
     X(post_in)          /* POST /send/N messages queued for the --inbox process (202) */ \
     X(post_no_inbox)    /* POST /send/N refused 404: no --inbox */            \
     X(post_bad_type)    /* POST /send/N refused: 415 Content-Type, 400 text not UTF-8 */ \
-    X(post_bad_conn)    /* POST /send/N refused: ?conn= not a live conn of the uid (404, 409) */ \
+    X(post_bad_conn)    /* POST /send/N refused 404: ?conn= not a live conn of the uid */ \
     X(post_too_big)     /* POST /send/N refused 413: past --max-client-message */ \
     X(post_rate)        /* POST /send/N refused 429: past --client-rate */    \
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
