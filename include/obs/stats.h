@@ -40,6 +40,7 @@
     X(http_draining)    /* 503: the node is draining, new streams refused */  \
     X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
     X(http_bad_origin)  /* 403: a cross-origin request from an origin not allowed */ \
+    X(http_bad_framing) /* 400: Content-Length repeated or not digits, Transfer-Encoding not one chunked or with a Content-Length */ \
     X(auth_missing)     /* 403: no subscriber token */                        \
     X(auth_expired)     /* 403: a genuine token past its exp */               \
     X(auth_bad)         /* 403: malformed, for another uid, or forged */ \

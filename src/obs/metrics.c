@@ -111,6 +111,7 @@ static const struct sample {
     {HTTP_REJECTED, "draining", "http_draining"},
     {HTTP_REJECTED, "header_timeout", "http_header_timeout"},
     {HTTP_REJECTED, "bad_origin", "http_bad_origin"},
+    {HTTP_REJECTED, "bad_framing", "http_bad_framing"},
     {HTTP_REJECTED, "ws_handshake", "ws_refused"},
     {HTTP_REJECTED, "auth_missing", "auth_missing"},
     {HTTP_REJECTED, "auth_expired", "auth_expired"},
