@@ -34,10 +34,11 @@
 
 /* Bytes read from a client per readable event. */
 #define WS_READ_MAX 4096
-/* Bytes of client messages waiting for Erlang (outbound_in_pending) past
- * which no WebSocket is read, and below which (half) reading resumes,
- * checked every WS_RESUME_MS. A read adds at most its 4 KB and a message
- * in flight on top: the outbox (8 MB) keeps room for the rest. */
+/* Client messages waiting for Erlang (outbound_in_pending, weighed as
+ * parked: 40 bytes each and their data) past which no WebSocket is read,
+ * and below which (half) reading resumes, checked every WS_RESUME_MS. A
+ * read adds at most its 4 KB of messages and a message in flight on top:
+ * the park (4 MiB) and the outbox (8 MB) keep room for them. */
 #define WS_PENDING_MAX CLIENT_IN_PENDING_MAX
 #define WS_RESUME_MS 5
 /* Bytes of unread input discarded before closing on an error, so that the
