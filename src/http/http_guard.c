@@ -119,10 +119,7 @@ int http_guard_init(struct evhttp *http, unsigned header_timeout, int idle_timeo
     }
     table_size = max_fds;
     header_ms = header_timeout * 1000u;
-    struct timespec res;
-    timer_slack_ms = 1;
-    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0)
-        timer_slack_ms += (int32_t)(res.tv_sec * 1000 + (res.tv_nsec + 999999) / 1000000);
+    timer_slack_ms = 1 + clock_coarse_tick_ms();
     idle_tv = (struct timeval){idle_timeout, 0};
     evhttp_set_bevcb(http, new_connection_bev, NULL);
     return 0;
