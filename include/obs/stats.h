@@ -17,6 +17,7 @@
     X(slow_closed)      /* ended for passing --max-backlog(-total) */         \
     X(input_closed)     /* ended for sending more than 4 KB after its GET */  \
     X(backlog_bytes)    /* unsent bytes held for all streams now */           \
+    X(input_bytes)      /* bytes clients sent held until whole now (--max-input-total) */ \
     X(kicked)           /* streams ended by {kick, Uid} */                    \
     X(drained)          /* streams ended by a drain (SIGTERM, {drain, S}) */  \
     X(token_expired)    /* streams ended at their subscriber token's exp */   \
@@ -41,6 +42,7 @@
     X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
     X(http_bad_origin)  /* 403: a cross-origin request from an origin not allowed */ \
     X(http_bad_framing) /* 400: Content-Length repeated or not digits, Transfer-Encoding not one chunked or with a Content-Length */ \
+    X(http_shed)        /* requests cut (503, closed): the most of --max-input-total */ \
     X(auth_missing)     /* 403: no subscriber token */                        \
     X(auth_expired)     /* 403: a genuine token past its exp */               \
     X(auth_bad)         /* 403: malformed, for another uid, or forged */ \
@@ -62,7 +64,8 @@
     X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
-    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
+    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */ \
+    X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

@@ -284,7 +284,7 @@ int http_front_start(struct event_base *base, const struct options *opts)
     /* Bodies: 8 KB, more for POST /send/N with a larger --max-client-message. */
     size_t max_body = client_post_configure(http, opts);
     evhttp_set_timeout(http, IDLE_TIMEOUT);
-    if (http_guard_init(http, opts->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
+    if (http_guard_init(http, base, opts->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
         return -1;
     evhttp_set_gencb(http, on_request, NULL);
 

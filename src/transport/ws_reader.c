@@ -17,6 +17,7 @@
 #include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/framing.h"
+#include "core/inflight.h"
 #include "core/outbound.h"
 #include "core/transport_ops.h"
 #include "options.h"
@@ -55,6 +56,15 @@
 #define WS_MESSAGE_MS 10000
 #define WS_MESSAGE_FRAMES 64
 
+/* A client message is read into a buffer that starts this small and grows
+ * with what arrives (doubling, a step of at most WS_MSG_STEP), under
+ * --max-input-total with every other client byte held (core/inflight.h):
+ * memory follows what came, never --max-client-message at the first
+ * frame. The spare frame keeps a buffer of at most WS_MSG_KEEP. */
+#define WS_MSG_MIN 4096u
+#define WS_MSG_STEP 65536u
+#define WS_MSG_KEEP 4096u
+
 /* What a client may send in one second of the monotonic clock; past any
  * of them it is flooding, and is closed with 1008. A browser answers our
  * pings and sends a few messages: far below. */
@@ -83,13 +93,15 @@ static struct {
 #define SLOTS 8191u
 
 /* One frame (or fragmented data message) being read. About 4.6 KB while
- * it exists: this 312-byte record (128 of them its timer) and wslay's
+ * it exists: this 320-byte record (128 of them its timer) and wslay's
  * context (4,264 bytes as malloc_usable_size measures it with Debian's
  * wslay 1.1.1, mostly its 4 KB input buffer); with --inbox, and once a
- * data message came, its --max-client-message bytes too. */
+ * data message came, its buffer too (WS_MSG_MIN and up, as it grows). */
 struct ws_frame {
     wslay_frame_context_ptr ctx;
     uint8_t *msg;               /* --inbox: the data message so far */
+    uint32_t cap;               /* msg's size */
+    struct inflight held;       /* cap, counted while a stream's (not the spare's) */
     uint64_t length;            /* this frame's payload */
     uint64_t got;               /* of it, seen so far */
     struct event late;          /* WS_MESSAGE_MS after since, while in flight */
@@ -162,7 +174,7 @@ static uint32_t clock_seconds(void)
 
 /* How a read ends: on (the stream stays), or a close with code, counted
  * by why. code 0: an empty close (the client's own). */
-enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE };
+enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE, SHED };
 
 struct verdict {
     uint16_t code;
@@ -173,6 +185,8 @@ static const struct verdict go_on = {0, GO_ON};
 static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, BAD_FRAME}; }
 static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, POLICY}; }
 static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, RATE}; }
+/* 1013: try again later (the server is receiving too much at once). */
+static struct verdict shed(void) { return (struct verdict){1013, SHED}; }
 
 /* ---------------------------------------------------------------- budgets */
 
@@ -278,6 +292,7 @@ static struct ws_frame *frame_take(void)
         if (!f)
             return NULL;
         f->msg = NULL;
+        f->cap = 0;
         if (wslay_frame_context_init(&f->ctx, &callbacks, NULL) != 0) {
             free(f);
             return NULL;
@@ -285,9 +300,11 @@ static struct ws_frame *frame_take(void)
     }
     wslay_frame_context_ptr ctx = f->ctx;
     uint8_t *msg = f->msg;
+    uint32_t cap = f->cap;
     memset(f, 0, sizeof *f);
     f->ctx = ctx;
     f->msg = msg;
+    f->cap = cap;
     f->since = feed.now_ms;
     return f;
 }
@@ -300,7 +317,13 @@ static void frame_put(struct ws_frame *f)
         event_del(&f->late);
         f->timed = 0;
     }
+    inflight_drop(&f->held);
     if (f->fed == 0 && !spare) {
+        if (f->cap > WS_MSG_KEEP) {
+            free(f->msg);
+            f->msg = NULL;
+            f->cap = 0;
+        }
         spare = f;
         return;
     }
@@ -395,6 +418,8 @@ static int end_with(struct stream *s, int fd, struct verdict v)
         loop_stats.ws_bad_frames++;
     else if (v.why == RATE)
         loop_stats.client_rate_closed++;
+    else if (v.why == SHED)
+        loop_stats.ws_shed++;
     else
         loop_stats.ws_policy_closed++;
     return close_with(s, fd, v.code);
@@ -443,8 +468,6 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
             return bad(WSLAY_CODE_PROTOCOL_ERROR);
         f->message = 0;
         f->frames = 1;
-        if (cfg.inbox && !f->msg && !(f->msg = malloc(cfg.max_message)))
-            return bad(1011);                   /* internal error: out of memory */
         f->text = (struct utf8_state){0};
         if (!io->fin)
             f->fragmented = io->opcode;
@@ -463,6 +486,31 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
     return go_on;
 }
 
+/* Room in f->msg for need bytes (at most --max-client-message: the
+ * header was checked), counted under --max-input-total. */
+static struct verdict msg_room(struct ws_frame *f, uint32_t need)
+{
+    uint32_t cap = f->cap;
+    if (need > cap) {
+        cap = cap < WS_MSG_MIN ? WS_MSG_MIN : cap;
+        while (cap < need)
+            cap += cap < WS_MSG_STEP ? cap : WS_MSG_STEP;
+        if (cap > cfg.max_message)
+            cap = cfg.max_message;
+    }
+    uint32_t counted = inflight_bytes(&f->held);
+    if (cap > counted && inflight_add(&f->held, feed.s, INFLIGHT_WS, cap - counted) != 0)
+        return shed();
+    if (cap > f->cap) {
+        uint8_t *m = realloc(f->msg, cap);
+        if (!m)
+            return bad(1011);                   /* internal error: out of memory */
+        f->msg = m;
+        f->cap = cap;
+    }
+    return go_on;
+}
+
 /* A piece of the payload. */
 static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n)
 {
@@ -472,8 +520,12 @@ static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n
         f->ctl_len = (uint8_t)(f->ctl_len + n);
         return go_on;
     }
-    if (f->msg)
+    if (cfg.inbox && n) {
+        struct verdict v = msg_room(f, f->message + (uint32_t)n);
+        if (v.why != GO_ON)
+            return v;
         memcpy(f->msg + f->message, p, n);
+    }
     f->message += (uint32_t)n;
     if (is_text(f) && !utf8_feed(&f->text, p, n))
         return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
@@ -517,7 +569,7 @@ static struct verdict message_in(struct ws_frame *f)
         return bad(1011);
     if (!take_token(c))
         return rate();
-    if (outbound_in(feed.s->uid, c->id, f->msg, f->message) != 0)
+    if (outbound_in(feed.s->uid, c->id, f->msg ? f->msg : (const uint8_t *)"", f->message) != 0)
         loop_stats.client_in_dropped++;
     else
         loop_stats.client_in++;
@@ -806,9 +858,18 @@ int ws_reader_heartbeat(struct stream *s)
     return stream_send(s, &iov, 1, 2);
 }
 
+/* inflight's way to shed another stream than the one being read: a close
+ * 1013, at once (ending a stream is safe in any callback). */
+static void shed_stream(void *owner)
+{
+    struct stream *s = owner;
+    end_with(s, event_get_fd(&s->u.ev), shed());
+}
+
 void ws_reader_configure(const struct options *o)
 {
     cfg.inbox = o->inbox[0] != 0;
+    inflight_on_shed(INFLIGHT_WS, shed_stream);
     cfg.max_message = o->max_client_message;
     cfg.rate = o->client_rate;
     cfg.burst_milli = rate_burst_milli(o->client_rate);
