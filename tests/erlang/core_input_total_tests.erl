@@ -31,18 +31,7 @@ input_total_test_() ->
 inbox_test(Label, Fun) ->
     {Label,
      {setup,
-      fun() ->
-              M = httpdcnode_test_lib:start_master(),
-              Node = httpdcnode_test_lib:master_node(M),
-              Sink = list_to_atom(httpdcnode_test_lib:unique("input_sink")),
-              httpdcnode_test_lib:start_sink(Sink),
-              {ok, _} = httpdcnode_inbox_lib:start_inbox(Node, inbox_test_handler, {Sink, node()}),
-              S = httpdcnode_test_lib:start_server(
-                    #{master => M, extra_args => ["--inbox", "inbox" | ?ARGS]}),
-              httpdcnode_test_lib:wait_master_sees(M, httpdcnode_test_lib:node_of(S), ?T),
-              wait_stat(S, erl_masters, fun(V) -> V =:= 1 end, ?T),
-              {M, S, Sink}
-      end,
+      fun() -> httpdcnode_inbox_lib:inbox_server("input_sink", ?ARGS) end,
       fun({M, S, Sink}) -> httpdcnode_inbox_lib:stop_all(M, S, Sink) end,
       fun({_, S, Sink}) -> httpdcnode_inbox_lib:sink_test(S, Sink, 120, fun() -> Fun(S, Sink) end)
       end}}.
