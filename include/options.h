@@ -10,8 +10,8 @@
  * ring is 32 MB; records up to half of it) with its uid list. */
 #define MAX_MESSAGE_LIMIT (8u << 20)
 
-/* Largest --max-client-message: a WebSocket frame in flight keeps this
- * much while its message is read. */
+/* Largest --max-client-message: a WebSocket message in flight grows to
+ * this much at most (under --max-input-total with all the others). */
 #define CLIENT_MESSAGE_LIMIT (1u << 20)
 
 #define ALLOW_ORIGIN_MAX 16
@@ -39,6 +39,7 @@ struct options {
     uint32_t max_conns_per_uid;
     uint32_t max_backlog;      /* unsent bytes per stream before it is ended */
     uint64_t max_backlog_total; /* unsent bytes of all streams before the largest go */
+    uint64_t max_input_total;  /* client bytes held until whole, all connections */
     uint32_t header_timeout;   /* seconds from a request's first byte to its end */
     uint32_t keepalive;        /* TCP keepalive idle seconds, 0 off */
     uint32_t history;          /* messages kept per uid, 0 off */

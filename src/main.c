@@ -2,6 +2,7 @@
 #include "http/admin.h"
 #include "auth/auth_http.h"
 #include "erl/erl_cnode.h"
+#include "core/inflight.h"
 #include "core/dispatch.h"
 #include "core/drain.h"
 #include "core/expiry.h"
@@ -140,6 +141,7 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     presence_conns_enable(opts.presence_conns);
+    inflight_configure(opts.max_input_total);
     if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
         expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0', stream_end_why) != 0 ||
@@ -174,5 +176,6 @@ int main(int argc, char **argv)
     write_pool_stop();
     probe_free();
     auth_http_free();
+    inflight_free();
     return 0;
 }

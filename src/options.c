@@ -51,6 +51,10 @@ static const char usage_text[] =
     "                           as a slow consumer (default 1048576)\n"
     "  --max-backlog-total BYTES  unsent bytes of all streams together; past it the\n"
     "                           streams holding the most are ended (default 268435456)\n"
+    "  --max-input-total BYTES  bytes clients sent that are held until whole (requests\n"
+    "                           being read, POST bodies above all; WebSocket messages\n"
+    "                           in flight), all connections together; past it those\n"
+    "                           holding the most are ended (default 67108864)\n"
     "  --header-timeout SECONDS a request must be complete this long after its first\n"
     "                           byte, however slowly it trickles in (default 10)\n"
     "  --keepalive SECONDS      TCP keepalive: a peer silent this long is probed and\n"
@@ -91,7 +95,7 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
-       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS };
+       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -110,6 +114,7 @@ static const struct option long_opts[] = {
     {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
     {"max-backlog", required_argument, NULL, OPT_MAX_BACKLOG},
     {"max-backlog-total", required_argument, NULL, OPT_MAX_BACKLOG_TOTAL},
+    {"max-input-total", required_argument, NULL, OPT_MAX_INPUT_TOTAL},
     {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
     {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
     {"history", required_argument, NULL, OPT_HISTORY},
@@ -259,6 +264,7 @@ static void set_defaults(struct options *o)
     o->max_conns_per_uid = 8;
     o->max_backlog = 1u << 20;
     o->max_backlog_total = 256u << 20;
+    o->max_input_total = 64u << 20;
     o->header_timeout = 10;
     o->keepalive = 60;
     o->history = 32;
@@ -350,6 +356,10 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_MAX_BACKLOG_TOTAL:
             if (parse_u64(optarg, 1024, 1ull << 40, &o->max_backlog_total))
                 return bad("--max-backlog-total", optarg, "expected 1024 to 2^40 bytes");
+            break;
+        case OPT_MAX_INPUT_TOTAL:
+            if (parse_u64(optarg, 65536, 1ull << 40, &o->max_input_total))
+                return bad("--max-input-total", optarg, "expected 65536 to 2^40 bytes");
             break;
         case OPT_HEADER_TIMEOUT:
             if (parse_u32(optarg, 1, 3600, &o->header_timeout))

@@ -30,7 +30,7 @@
  *   'too_big'  past the server's --max-client-message (413)
  *   'rate'     past its --client-rate (429): send less often
  *   'busy'     Erlang is not keeping up, or not linked (503): try later
- *   'refused'  any other refusal (403 origin or token, 404, 409, 415, ...)
+ *   'refused'  any other refusal (403 origin or token, 404, 415, ...)
  *   'network'  no answer (offline, the server unreachable)
  * and .status the HTTP status (0 for 'network').
  *

@@ -7,8 +7,11 @@
 #include <stdint.h>
 #include <time.h>
 
-/* Bytes of client messages waiting for Erlang (outbound_in_pending) past
- * which no client message is taken: WebSockets pause, POSTs get 503. */
+/* Client messages waiting for Erlang (outbound_in_pending: their bytes
+ * and 40 bytes each) past which no client message is taken: WebSockets
+ * pause, POSTs get 503. One more read or POST may pass it (erl_park.c
+ * asserts that the park holds it all): nothing is dropped while clients
+ * can be paused. */
 #define CLIENT_IN_PENDING_MAX (1u << 20)
 
 /* The clock of every bucket: ms of the coarse monotonic clock (a vDSO

@@ -60,10 +60,21 @@ struct out_conn {          /* 48 bytes */
 #define OUTBOUND_CONN_MAX 16384
 extern atomic_uint_fast32_t outbound_conn_pending;
 
-/* Bytes of client messages committed to the outbox and not yet sent by the
- * C-node thread (which takes them off as it sends): past a bound the loop
- * stops reading from clients. */
+/* Client messages committed to the outbox and not yet sent by the C-node
+ * thread (which takes them off as it sends, or drops them), each weighed
+ * by outbound_in_cost: past a bound the loop stops reading from clients. */
 extern atomic_uint_fast64_t outbound_in_pending;
+
+/* The header of a parked copy of a record (struct erl_parked, erl_park.h,
+ * which asserts it). */
+#define OUTBOUND_PARKED_HEADER 16u
+
+/* What a client message of len bytes weighs in outbound_in_pending: its
+ * records and the header of a parked copy, as the park (erl_park.h)
+ * counts it, so that the loop pauses its clients on the measure the park
+ * fills by (40 bytes and the data): 1-byte messages weigh 41 bytes, not 1. */
+#define OUTBOUND_IN_OVERHEAD (OUTBOUND_PARKED_HEADER + sizeof(struct out_rec) + sizeof(struct out_in))
+static inline uint64_t outbound_in_cost(uint32_t len) { return OUTBOUND_IN_OVERHEAD + len; }
 
 void outbound_init(struct handoff *outbox);
 

@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 /* Bytes parked on all links together at most, headers included: a stuck
- * inbox holds this much of our memory, no more. The loop's bound on
- * client bytes waiting (1 MB, outbound_in_pending) counts data only, so
- * 1-byte messages could otherwise park 40 times that. */
+ * inbox holds this much of our memory, no more. The loop stops taking
+ * client messages well before (CLIENT_IN_PENDING_MAX, on the same
+ * measure): past it only what the loop could not pause is dropped. */
 #define ERL_PARK_MAX (4u << 20)
 
 /* One parked record: 16 bytes of header, then the record's bytes. */

@@ -17,12 +17,15 @@ struct evhttp_request;
 
 /* Makes evhttp create each connection's bufferevent through us, so that it
  * has the read-ahead bound and a deadline for each request: header_timeout
- * seconds from its first byte, however slowly the rest trickles in.
- * max_fds: descriptors the process may hold (the deadline table's size);
- * max_body: evhttp's body bound (the read-ahead holds 8 KB more). */
-int http_guard_init(struct evhttp *http, unsigned header_timeout, int idle_timeout,
-                    int max_fds, size_t max_body);
-/* The request is complete (evhttp hands it to us): its deadline is over. */
+ * seconds from its first byte, however slowly the rest trickles in; and
+ * so that the bytes of each request count under --max-input-total
+ * (core/inflight.h, configured by the caller) until it is whole.
+ * max_fds: descriptors the process may hold (the table's size, 8 bytes
+ * each); max_body: evhttp's body bound (the read-ahead holds 8 KB more). */
+int http_guard_init(struct evhttp *http, struct event_base *base, unsigned header_timeout,
+                    int idle_timeout, int max_fds, size_t max_body);
+/* The request is complete (evhttp hands it to us): its deadline is over,
+ * its bytes count no more. */
 void http_guard_request_done(struct evhttp_request *req);
 /* The connection becomes a stream and reads no more requests: the stream
  * bounds what comes next, and the close callback becomes the transport's.

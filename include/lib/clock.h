@@ -32,6 +32,17 @@ static inline uint64_t clock_realtime_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* One tick of CLOCK_MONOTONIC_COARSE in ms, rounded up (4 here): how far
+ * behind the real time libevent's timers (which run on it) may start. A
+ * timeout that must not end before its time adds it. */
+static inline int32_t clock_coarse_tick_ms(void)
+{
+    struct timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0)
+        return 0;
+    return (int32_t)(res.tv_sec * 1000 + (res.tv_nsec + 999999) / 1000000);
+}
+
 /* The CLOCK_REALTIME instant ms from now, as pthread's timed waits take it. */
 static inline struct timespec clock_realtime_in_ms(int64_t ms)
 {

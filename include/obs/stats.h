@@ -17,6 +17,7 @@
     X(slow_closed)      /* ended for passing --max-backlog(-total) */         \
     X(input_closed)     /* ended for sending more than 4 KB after its GET */  \
     X(backlog_bytes)    /* unsent bytes held for all streams now */           \
+    X(input_bytes)      /* bytes clients sent held until whole now (--max-input-total) */ \
     X(kicked)           /* streams ended by {kick, Uid} */                    \
     X(drained)          /* streams ended by a drain (SIGTERM, {drain, S}) */  \
     X(token_expired)    /* streams ended at their subscriber token's exp */   \
@@ -40,6 +41,8 @@
     X(http_draining)    /* 503: the node is draining, new streams refused */  \
     X(http_header_timeout) /* closed: request not complete in --header-timeout */ \
     X(http_bad_origin)  /* 403: a cross-origin request from an origin not allowed */ \
+    X(http_bad_framing) /* 400: Content-Length repeated or not digits, Transfer-Encoding not one chunked or with a Content-Length */ \
+    X(http_shed)        /* requests cut (503, closed): the most of --max-input-total */ \
     X(auth_missing)     /* 403: no subscriber token */                        \
     X(auth_expired)     /* 403: a genuine token past its exp */               \
     X(auth_bad)         /* 403: malformed, for another uid, or forged */ \
@@ -52,7 +55,7 @@
     X(post_in)          /* POST /send/N messages queued for the --inbox process (202) */ \
     X(post_no_inbox)    /* POST /send/N refused 404: no --inbox */            \
     X(post_bad_type)    /* POST /send/N refused: 415 Content-Type, 400 text not UTF-8 */ \
-    X(post_bad_conn)    /* POST /send/N refused: ?conn= not a live conn of the uid (404, 409) */ \
+    X(post_bad_conn)    /* POST /send/N refused 404: ?conn= not a live conn of the uid */ \
     X(post_too_big)     /* POST /send/N refused 413: past --max-client-message */ \
     X(post_rate)        /* POST /send/N refused 429: past --client-rate */    \
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
@@ -62,7 +65,8 @@
     X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
-    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */
+    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */ \
+    X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

@@ -62,7 +62,7 @@ int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len)
     struct out_in *in = (struct out_in *)(r + 1);
     *in = (struct out_in){.conn = conn, .uid = uid};
     memcpy(in + 1, data, len);
-    atomic_fetch_add_explicit(&outbound_in_pending, len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&outbound_in_pending, outbound_in_cost(len), memory_order_relaxed);
     handoff_commit(outbox);
     return 0;
 }

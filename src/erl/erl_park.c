@@ -1,6 +1,9 @@
 /* The parking FIFOs of erl_park.h: a malloc per record parked, none while
  * nothing is (the usual case: inboxes that keep up). */
 #include "erl/erl_park.h"
+#include "core/client_rate.h"
+#include "core/outbound.h"
+#include "options.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,16 @@
 static size_t total;    /* bytes parked, all links: the C-node thread's */
 
 static size_t cost(size_t size) { return sizeof(struct erl_parked) + size; }
+
+/* The loop weighs client messages as they are parked here ... */
+_Static_assert(sizeof(struct erl_parked) == OUTBOUND_PARKED_HEADER,
+               "outbound_in_cost must weigh a message as the park does");
+/* ... and stops taking them past CLIENT_IN_PENDING_MAX; what may come on
+ * top: one more message (a POST, or a WebSocket's completed by a read)
+ * and a 4 KB read's worth of empty ones (6 bytes each, 40 when parked). */
+_Static_assert(CLIENT_IN_PENDING_MAX + OUTBOUND_IN_OVERHEAD + CLIENT_MESSAGE_LIMIT +
+                   4096 / 6 * OUTBOUND_IN_OVERHEAD + 4096 <= ERL_PARK_MAX,
+               "the park must hold all the loop may let wait");
 
 int erl_park_push(struct erl_park *p, const void *rec, size_t size)
 {

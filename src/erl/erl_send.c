@@ -228,7 +228,8 @@ static struct erl_link *inbox_master(uint32_t uid)
 /* A client message is off our hands: sent, or dropped and counted. */
 static void in_done(const struct out_rec *r)
 {
-    atomic_fetch_sub_explicit(&outbound_in_pending, r->count, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&outbound_in_pending, outbound_in_cost(r->count),
+                              memory_order_relaxed);
 }
 
 /* {httpdcnode_in, Node, Uid, Conn, Data} to l's inbox, now. */

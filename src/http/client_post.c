@@ -142,8 +142,9 @@ static int conn_param(const char *q, uint64_t *id)
     return 0;
 }
 
-/* The connection ?conn= names (*c NULL without one); 0 when refused:
- * unknown or closed 404, another uid's 409. */
+/* The connection ?conn= names (*c NULL without one); 0 when refused
+ * (404). Another uid's live connection gets the same answer as a closed
+ * one, so that a client learns nothing of the connections not its own. */
 static int conn_ok(struct evhttp_request *req, uint32_t uid, struct conn **c)
 {
     uint64_t id;
@@ -151,14 +152,10 @@ static int conn_ok(struct evhttp_request *req, uint32_t uid, struct conn **c)
     if (!conn_param(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)), &id))
         return 1;
     struct stream *s = id ? conn_find(id) : NULL;
-    if (!s || s->state != STREAM_LIVE) {
+    if (!s || s->state != STREAM_LIVE || s->uid != uid) {
         loop_stats.post_bad_conn++;
-        reply_plain(req, 404, "Not Found", "No such connection on this node (closed, or never given)");
-        return 0;
-    }
-    if (s->uid != uid) {
-        loop_stats.post_bad_conn++;
-        reply_plain(req, 409, "Conflict", "That connection is another uid's");
+        reply_plain(req, 404, "Not Found",
+                    "No such connection of this uid on this node (closed, or never given)");
         return 0;
     }
     *c = conn_of(s);

@@ -7,6 +7,7 @@
 #include "http/client_post.h"
 #include "http/cors.h"
 #include "core/drain.h"
+#include "http/http_framing.h"
 #include "http/http_guard.h"
 #include "http/http_reply.h"
 #include "lib/log.h"
@@ -131,6 +132,8 @@ static void on_request(struct evhttp_request *req, void *arg)
 {
     (void)arg;
     http_guard_request_done(req);
+    if (!http_framing_ok(req))
+        return;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     if (path && strncmp(path, CLIENT_POST_PREFIX, sizeof CLIENT_POST_PREFIX - 1) == 0) {
@@ -281,7 +284,7 @@ int http_front_start(struct event_base *base, const struct options *opts)
     /* Bodies: 8 KB, more for POST /send/N with a larger --max-client-message. */
     size_t max_body = client_post_configure(http, opts);
     evhttp_set_timeout(http, IDLE_TIMEOUT);
-    if (http_guard_init(http, opts->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
+    if (http_guard_init(http, base, opts->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
         return -1;
     evhttp_set_gencb(http, on_request, NULL);
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 enum family {
-    STREAMS_OPEN, UIDS_ONLINE, BACKLOG_BYTES, ERLANG_NODES, RESIDENT_MEMORY,
+    STREAMS_OPEN, UIDS_ONLINE, BACKLOG_BYTES, INPUT_BYTES, ERLANG_NODES, RESIDENT_MEMORY,
     STREAMS_OPENED, STREAMS_CLOSED, MESSAGES_RECEIVED, MESSAGES_DROPPED, DELIVERIES,
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
@@ -24,6 +24,8 @@ static const struct {
     [STREAMS_OPEN] = {"streams_open", "gauge", "Streams held now."},
     [UIDS_ONLINE] = {"uids_online", "gauge", "Uids with at least one stream."},
     [BACKLOG_BYTES] = {"backlog_bytes", "gauge", "Unsent bytes held for all streams."},
+    [INPUT_BYTES] = {"input_bytes", "gauge",
+                     "Bytes clients sent held until whole (requests, WebSocket messages)."},
     [ERLANG_NODES] = {"erlang_nodes", "gauge", "Erlang connections up."},
     [RESIDENT_MEMORY] = {"resident_memory_bytes", "gauge", "Resident set size of the server."},
     [STREAMS_OPENED] = {"streams_opened_total", "counter", "Streams started."},
@@ -94,6 +96,7 @@ static const struct sample {
     {STREAMS_OPEN, NULL, "streams_open"},
     {UIDS_ONLINE, NULL, "uids_online"},
     {BACKLOG_BYTES, NULL, "backlog_bytes"},
+    {INPUT_BYTES, NULL, "input_bytes"},
     {ERLANG_NODES, NULL, "erl_nodes"},
     {RESIDENT_MEMORY, NULL, "memory"},
     {STREAMS_OPENED, NULL, "streams_total"},
@@ -108,6 +111,7 @@ static const struct sample {
     {STREAMS_CLOSED, "ws_dead", "ws_dead"},
     {STREAMS_CLOSED, "ws_policy", "ws_policy_closed"},
     {STREAMS_CLOSED, "client_rate", "client_rate_closed"},
+    {STREAMS_CLOSED, "ws_shed", "ws_shed"},
     {MESSAGES_RECEIVED, NULL, "msgs_in"},
     {MESSAGES_DROPPED, "no_conn", "dropped_no_conn"},
     {MESSAGES_DROPPED, "bad_term", "bad_terms"},
@@ -123,6 +127,8 @@ static const struct sample {
     {HTTP_REJECTED, "draining", "http_draining"},
     {HTTP_REJECTED, "header_timeout", "http_header_timeout"},
     {HTTP_REJECTED, "bad_origin", "http_bad_origin"},
+    {HTTP_REJECTED, "bad_framing", "http_bad_framing"},
+    {HTTP_REJECTED, "shed", "http_shed"},
     {HTTP_REJECTED, "ws_handshake", "ws_refused"},
     {HTTP_REJECTED, "auth_missing", "auth_missing"},
     {HTTP_REJECTED, "auth_expired", "auth_expired"},

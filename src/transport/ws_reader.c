@@ -17,9 +17,11 @@
 #include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/framing.h"
+#include "core/inflight.h"
 #include "core/outbound.h"
 #include "core/transport_ops.h"
 #include "options.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 #include "core/stream.h"
@@ -34,22 +36,34 @@
 
 /* Bytes read from a client per readable event. */
 #define WS_READ_MAX 4096
-/* Bytes of client messages waiting for Erlang (outbound_in_pending) past
- * which no WebSocket is read, and below which (half) reading resumes,
- * checked every WS_RESUME_MS. A read adds at most its 4 KB and a message
- * in flight on top: the outbox (8 MB) keeps room for the rest. */
+/* Client messages waiting for Erlang (outbound_in_pending, weighed as
+ * parked: 40 bytes each and their data) past which no WebSocket is read,
+ * and below which (half) reading resumes, checked every WS_RESUME_MS. A
+ * read adds at most its 4 KB of messages and a message in flight on top:
+ * the park (4 MiB) and the outbox (8 MB) keep room for them. */
 #define WS_PENDING_MAX CLIENT_IN_PENDING_MAX
 #define WS_RESUME_MS 5
 /* Bytes of unread input discarded before closing on an error, so that the
  * close is a FIN the client reads, not a reset that loses our close frame. */
 #define WS_DRAIN_MAX 65536
 
-/* A client's data message (or a frame) must be whole within this many
- * seconds of its first byte and this many frames, else 1008: its parse
- * state (~4.4 KB) is not held for ever. Checked on each read and each
- * heartbeat, so no timer per stream. */
-#define WS_MESSAGE_SECONDS 10
+/* A client's data message (or a frame) must be whole within this many ms
+ * of the read that brought its first byte and this many frames, else
+ * 1008: its parse state (~4.6 KB) is not held for ever. A timer in the
+ * frame state (so only a stream in the middle of a message has one) ends
+ * it on time; a read checks it too, so that a late timer never lets a
+ * message through. */
+#define WS_MESSAGE_MS 10000
 #define WS_MESSAGE_FRAMES 64
+
+/* A client message is read into a buffer that starts this small and grows
+ * with what arrives (doubling, a step of at most WS_MSG_STEP), under
+ * --max-input-total with every other client byte held (core/inflight.h):
+ * memory follows what came, never --max-client-message at the first
+ * frame. The spare frame keeps a buffer of at most WS_MSG_KEEP. */
+#define WS_MSG_MIN 4096u
+#define WS_MSG_STEP 65536u
+#define WS_MSG_KEEP 4096u
 
 /* What a client may send in one second of the monotonic clock; past any
  * of them it is flooding, and is closed with 1008. A browser answers our
@@ -68,7 +82,8 @@ static struct {
     uint32_t burst_milli;
     uint32_t second_frames;
     uint32_t second_bytes;
-} cfg = {0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES};
+    int32_t late_ms;            /* WS_MESSAGE_MS and a tick of the timers' clock */
+} cfg = {0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
 
 /* stream.ws: pings unanswered (2 bits), not read while Erlang is behind
  * (1 bit), the slot of the frame in flight (13 bits, 0: none). */
@@ -77,19 +92,23 @@ static struct {
 #define SLOT_SHIFT 3
 #define SLOTS 8191u
 
-/* One frame (or fragmented data message) being read. About 4.5 KB while
- * it exists: this 184-byte record and wslay's context (4,264 bytes as
- * malloc_usable_size measures it with Debian's wslay 1.1.1, mostly its
- * 4 KB input buffer); with --inbox, and once a data message came, its
- * --max-client-message bytes too. */
+/* One frame (or fragmented data message) being read. About 4.6 KB while
+ * it exists: this 320-byte record (128 of them its timer) and wslay's
+ * context (4,264 bytes as malloc_usable_size measures it with Debian's
+ * wslay 1.1.1, mostly its 4 KB input buffer); with --inbox, and once a
+ * data message came, its buffer too (WS_MSG_MIN and up, as it grows). */
 struct ws_frame {
     wslay_frame_context_ptr ctx;
     uint8_t *msg;               /* --inbox: the data message so far */
+    uint32_t cap;               /* msg's size */
+    struct inflight held;       /* cap, counted while a stream's (not the spare's) */
     uint64_t length;            /* this frame's payload */
     uint64_t got;               /* of it, seen so far */
+    struct event late;          /* WS_MESSAGE_MS after since, while in flight */
     uint32_t fed;               /* bytes given to ctx since the frame began */
     uint32_t message;           /* bytes of the data message so far */
-    uint32_t since;             /* the second the message (or frame) began */
+    uint32_t since;             /* client_rate_now_ms() the message (or frame) began */
+    uint8_t timed;              /* late is assigned to its stream (and maybe pending) */
     uint8_t started;            /* the header is parsed */
     uint8_t fin;
     uint8_t opcode;
@@ -113,7 +132,7 @@ static struct {
     size_t left;
     struct ws_frame *f;
     struct stream *s;
-    uint32_t now_ms;            /* the coarse clock in ms, never 0 */
+    uint32_t now_ms;            /* client_rate_now_ms() at the read */
     uint32_t now;               /* clock_seconds() at the read */
     uint16_t frames;
     uint16_t pings;
@@ -155,7 +174,7 @@ static uint32_t clock_seconds(void)
 
 /* How a read ends: on (the stream stays), or a close with code, counted
  * by why. code 0: an empty close (the client's own). */
-enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE };
+enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE, SHED };
 
 struct verdict {
     uint16_t code;
@@ -166,6 +185,8 @@ static const struct verdict go_on = {0, GO_ON};
 static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, BAD_FRAME}; }
 static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, POLICY}; }
 static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, RATE}; }
+/* 1013: try again later (the server is receiving too much at once). */
+static struct verdict shed(void) { return (struct verdict){1013, SHED}; }
 
 /* ---------------------------------------------------------------- budgets */
 
@@ -271,6 +292,7 @@ static struct ws_frame *frame_take(void)
         if (!f)
             return NULL;
         f->msg = NULL;
+        f->cap = 0;
         if (wslay_frame_context_init(&f->ctx, &callbacks, NULL) != 0) {
             free(f);
             return NULL;
@@ -278,10 +300,12 @@ static struct ws_frame *frame_take(void)
     }
     wslay_frame_context_ptr ctx = f->ctx;
     uint8_t *msg = f->msg;
+    uint32_t cap = f->cap;
     memset(f, 0, sizeof *f);
     f->ctx = ctx;
     f->msg = msg;
-    f->since = feed.now;
+    f->cap = cap;
+    f->since = feed.now_ms;
     return f;
 }
 
@@ -289,7 +313,17 @@ static struct ws_frame *frame_take(void)
  * is empty and back at a header); any other is freed. */
 static void frame_put(struct ws_frame *f)
 {
+    if (f->timed) {
+        event_del(&f->late);
+        f->timed = 0;
+    }
+    inflight_drop(&f->held);
     if (f->fed == 0 && !spare) {
+        if (f->cap > WS_MSG_KEEP) {
+            free(f->msg);
+            f->msg = NULL;
+            f->cap = 0;
+        }
         spare = f;
         return;
     }
@@ -301,9 +335,10 @@ static void frame_put(struct ws_frame *f)
 /* In the middle of a frame or a fragmented message. */
 static int in_flight(const struct ws_frame *f) { return f->fed != 0 || f->fragmented; }
 
-static int too_old(const struct ws_frame *f, uint32_t now)
+/* Past its time (now_ms: client_rate_now_ms()). */
+static int too_old(const struct ws_frame *f, uint32_t now_ms)
 {
-    return in_flight(f) && now - f->since >= WS_MESSAGE_SECONDS;
+    return in_flight(f) && (int32_t)(now_ms - f->since) >= cfg.late_ms;
 }
 
 static unsigned slot_of(const struct stream *s) { return (unsigned)s->ws >> SLOT_SHIFT; }
@@ -383,6 +418,8 @@ static int end_with(struct stream *s, int fd, struct verdict v)
         loop_stats.ws_bad_frames++;
     else if (v.why == RATE)
         loop_stats.client_rate_closed++;
+    else if (v.why == SHED)
+        loop_stats.ws_shed++;
     else
         loop_stats.ws_policy_closed++;
     return close_with(s, fd, v.code);
@@ -431,8 +468,6 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
             return bad(WSLAY_CODE_PROTOCOL_ERROR);
         f->message = 0;
         f->frames = 1;
-        if (cfg.inbox && !f->msg && !(f->msg = malloc(cfg.max_message)))
-            return bad(1011);                   /* internal error: out of memory */
         f->text = (struct utf8_state){0};
         if (!io->fin)
             f->fragmented = io->opcode;
@@ -451,6 +486,31 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
     return go_on;
 }
 
+/* Room in f->msg for need bytes (at most --max-client-message: the
+ * header was checked), counted under --max-input-total. */
+static struct verdict msg_room(struct ws_frame *f, uint32_t need)
+{
+    uint32_t cap = f->cap;
+    if (need > cap) {
+        cap = cap < WS_MSG_MIN ? WS_MSG_MIN : cap;
+        while (cap < need)
+            cap += cap < WS_MSG_STEP ? cap : WS_MSG_STEP;
+        if (cap > cfg.max_message)
+            cap = cfg.max_message;
+    }
+    uint32_t counted = inflight_bytes(&f->held);
+    if (cap > counted && inflight_add(&f->held, feed.s, INFLIGHT_WS, cap - counted) != 0)
+        return shed();
+    if (cap > f->cap) {
+        uint8_t *m = realloc(f->msg, cap);
+        if (!m)
+            return bad(1011);                   /* internal error: out of memory */
+        f->msg = m;
+        f->cap = cap;
+    }
+    return go_on;
+}
+
 /* A piece of the payload. */
 static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n)
 {
@@ -460,8 +520,12 @@ static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n
         f->ctl_len = (uint8_t)(f->ctl_len + n);
         return go_on;
     }
-    if (f->msg)
+    if (cfg.inbox && n) {
+        struct verdict v = msg_room(f, f->message + (uint32_t)n);
+        if (v.why != GO_ON)
+            return v;
         memcpy(f->msg + f->message, p, n);
+    }
     f->message += (uint32_t)n;
     if (is_text(f) && !utf8_feed(&f->text, p, n))
         return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
@@ -505,7 +569,7 @@ static struct verdict message_in(struct ws_frame *f)
         return bad(1011);
     if (!take_token(c))
         return rate();
-    if (outbound_in(feed.s->uid, c->id, f->msg, f->message) != 0)
+    if (outbound_in(feed.s->uid, c->id, f->msg ? f->msg : (const uint8_t *)"", f->message) != 0)
         loop_stats.client_in_dropped++;
     else
         loop_stats.client_in++;
@@ -542,7 +606,7 @@ static struct verdict frame_end(struct ws_frame *f)
     f->got = 0;
     f->ctl_len = 0;
     if (!f->fragmented)
-        f->since = feed.now;     /* the next message begins with this read */
+        f->since = feed.now_ms;  /* the next message begins with this read */
     return go_on;
 }
 
@@ -580,9 +644,8 @@ static struct verdict charge_bytes(struct budget *b, size_t n)
     return b->bytes > cfg.second_bytes ? policy() : go_on;
 }
 
-/* The read's frames and pings against it; and the message in flight
- * against its time. */
-static struct verdict charge_frames(struct budget *b, const struct ws_frame *f)
+/* The read's frames and pings against it. */
+static struct verdict charge_frames(struct budget *b)
 {
     if (b) {
         b->frames = (uint16_t)(b->frames + feed.frames);
@@ -590,7 +653,30 @@ static struct verdict charge_frames(struct budget *b, const struct ws_frame *f)
         if (b->frames > cfg.second_frames || b->pings > WS_SECOND_PINGS)
             return policy();
     }
-    return too_old(f, feed.now) ? policy() : go_on;
+    return go_on;
+}
+
+/* ---------------------------------------------------------------- a message's time */
+
+static void on_late(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct stream *s = arg;
+    if (s->state == STREAM_LIVE)         /* else it is ending: it forgets the frame */
+        end_with(s, event_get_fd(&s->u.ev), policy());
+}
+
+/* f, s's frame in flight, is ended WS_MESSAGE_MS after f->since (now, or
+ * the read just made: libevent's time of this loop turn is no later). */
+static void time_frame(struct ws_frame *f, struct stream *s)
+{
+    if (!f->timed) {
+        event_assign(&f->late, event_get_base(&s->u.ev), -1, 0, on_late, s);
+        f->timed = 1;
+    }
+    const struct timeval tv = {cfg.late_ms / 1000, cfg.late_ms % 1000 * 1000};
+    event_add(&f->late, &tv);
 }
 
 /* ---------------------------------------------------------------- Erlang behind */
@@ -624,8 +710,11 @@ static int pause_stream(struct stream *s)
     }
     paused[npaused++] = s;
     /* Its pongs wait behind what is not read: the pings it has not
-     * answered are not held against it, the count starts again. */
+     * answered are not held against it, the count starts again; nor is
+     * the time its message does not come (on_resume starts it again). */
     s->ws = (uint16_t)((s->ws | PAUSED) & ~PINGS_MASK);
+    if (slot_of(s) && slots[slot_of(s)]->timed)
+        event_del(&slots[slot_of(s)]->late);
     loop_stats.client_paused++;
     stream_rewatch(s);
     if (npaused == 1)
@@ -642,13 +731,15 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
         resume_later();
         return;
     }
-    uint32_t n = npaused, now = clock_seconds();
+    uint32_t n = npaused, now_ms = client_rate_now_ms();
     npaused = 0;
     for (uint32_t i = 0; i < n; i++) {
         struct stream *s = paused[i];
         unsigned slot = slot_of(s);
-        if (slot)
-            slots[slot]->since = now;   /* its message's time ran while not read */
+        if (slot) {
+            slots[slot]->since = now_ms;    /* its message's time ran while not read */
+            time_frame(slots[slot], s);
+        }
         /* And again at the end: the pongs of the pings sent meanwhile may
          * still be behind its unread bytes, so it has two heartbeats of
          * reading to answer. A peer that died never becomes readable, is
@@ -686,9 +777,8 @@ int ws_reader_readable(struct stream *s, int fd)
     if (n < 0)
         return 0;
     feed.now = clock_seconds();
+    feed.now_ms = client_rate_now_ms();
     feed.s = s;
-    if (cfg.inbox)
-        feed.now_ms = client_rate_now_ms();
     unsigned slot = slot_of(s);
     struct ws_frame *f = slot ? slots[slot] : frame_take();
     if (!f) {
@@ -701,15 +791,20 @@ int ws_reader_readable(struct stream *s, int fd)
     feed.ping_due = feed.ponged = 0;
     struct budget *b = budget_of(s, feed.now);
     struct verdict v = charge_bytes(b, (size_t)n);
+    /* Its timer may not have run yet: what comes past the time is not
+     * taken. */
+    if (v.why == GO_ON && too_old(f, feed.now_ms))
+        v = policy();
     if (v.why == GO_ON)
         v = feed_frames(f);
     if (v.why == GO_ON)
-        v = charge_frames(b, f);
+        v = charge_frames(b);
     if (feed.ponged)
         s->ws &= (uint16_t)~PINGS_MASK;
     /* The frame put away or in its slot before any call that may end the
      * stream: ending frees what is in the slot. */
-    if (v.why != GO_ON || !in_flight(f)) {
+    int keep = v.why == GO_ON && in_flight(f);
+    if (!keep) {
         slot_release(s);
         frame_put(f);
     } else if (!slot) {
@@ -721,6 +816,10 @@ int ws_reader_readable(struct stream *s, int fd)
             set_slot(s, slot);
         }
     }
+    /* A message begun in this read gets its time (one already timed
+     * keeps its own). */
+    if (keep && v.why == GO_ON && (!f->timed || f->since == feed.now_ms))
+        time_frame(f, s);
     /* A ping read before the client's close is owed its pong (RFC 6455
      * 5.5.2: unless a close came first; what follows the close is not
      * read). A connection failed for a bad frame owes nothing. */
@@ -746,13 +845,10 @@ void ws_reader_forget(struct stream *s)
 int ws_reader_heartbeat(struct stream *s)
 {
     static const char ping[] = "\x89\x00";
-    unsigned slot = slot_of(s);
-    /* A paused stream is not read: neither its pongs nor the rest of its
-     * message can come, and it is not held against it (pause_stream and
-     * on_resume restart its count of unanswered pings too). */
+    /* A paused stream is not read: its pongs cannot come, and it is not
+     * held against it (pause_stream and on_resume restart its count of
+     * unanswered pings too). */
     int paused_now = (s->ws & PAUSED) != 0;
-    if (slot && !paused_now && too_old(slots[slot], clock_seconds()))
-        return end_with(s, event_get_fd(&s->u.ev), policy());
     unsigned pings = paused_now ? 0 : s->ws & PINGS_MASK;
     if (pings >= 2) {
         static const char going_away[] = "\x88\x02\x03\xe9";   /* 1001 */
@@ -765,12 +861,22 @@ int ws_reader_heartbeat(struct stream *s)
     return stream_send(s, &iov, 1, 2);
 }
 
+/* inflight's way to shed another stream than the one being read: a close
+ * 1013, at once (ending a stream is safe in any callback). */
+static void shed_stream(void *owner)
+{
+    struct stream *s = owner;
+    end_with(s, event_get_fd(&s->u.ev), shed());
+}
+
 void ws_reader_configure(const struct options *o)
 {
     cfg.inbox = o->inbox[0] != 0;
+    inflight_on_shed(INFLIGHT_WS, shed_stream);
     cfg.max_message = o->max_client_message;
     cfg.rate = o->client_rate;
     cfg.burst_milli = rate_burst_milli(o->client_rate);
+    cfg.late_ms = WS_MESSAGE_MS + clock_coarse_tick_ms();
     uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * o->client_rate : 0);
     /* uint16 budget: a read adds at most 4096 / 6 frames to one not past it */
     cfg.second_frames = frames > 64000 ? 64000 : frames;

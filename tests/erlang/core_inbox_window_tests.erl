@@ -20,8 +20,9 @@
 window_test_() ->
     [one_master("a full window holds back neither presence nor replies; after the acks "
                 "all 300 arrive in order", fun window/3),
-     one_master("past 4 MiB parked client messages are dropped and counted; memory stays "
-                "bounded", fun cap/3),
+     one_master("126,000 one-byte messages against a held inbox pause their clients (the "
+                "loop weighs them as the park does): none dropped, all delivered in order once "
+                "it acknowledges; memory stays bounded", fun tiny/3),
      {"two masters: one inbox stuck, the other's uids still reach theirs at once; a master "
       "that goes passes what waited for it to the other",
       {setup, fun two_setup/0, fun two_cleanup/1,
@@ -86,50 +87,44 @@ window(S, MNode, _) ->
     gen_tcp:close(A),
     httpdcnode_test_lib:close(B).
 
-%% 10 connections x 15,000 one-byte messages: 150,000 records of 41 bytes
-%% parked at most (4 MiB: about 102,000), far below the loop's 1 MB of
-%% client bytes waiting, so all are read and the excess is dropped here.
-cap(S, _, _) ->
-    N = 10, K = 15000,
+%% 12 connections x 10,500 one-byte messages: 126,000 records of 41
+%% bytes (5 MB) parked for an inbox that does not acknowledge, were they
+%% all read. They are not: past 1 MB of them waiting (41 bytes each, as
+%% the park counts them) the clients are paused, far below the park's
+%% 4 MiB, so none is dropped; once the inbox acknowledges, all arrive, each
+%% connection's in order.
+tiny(S, MNode, _) ->
+    N = 12, K = 10500,
     #{memory := Mem0} = stats(S),
-    Conns = [open(S, 100 + I) || I <- lists:seq(1, N)],
-    One = iolist_to_binary([frame(2, <<(I rem 256)>>) || I <- lists:seq(1, K)]),
+    Conns = [{100 + I, open(S, 100 + I)} || I <- lists:seq(1, N)],
+    Bytes = [<<(I rem 256)>> || I <- lists:seq(1, K)],
+    One = iolist_to_binary([frame(2, B) || B <- Bytes]),
     Self = self(),
-    [spawn_link(fun() -> Self ! {sent, C, gen_tcp:send(C, One)} end) || C <- Conns],
-    [receive {sent, C, R} -> ?assertEqual(ok, R) after ?T -> erlang:error(not_sent) end
-     || C <- Conns],
-    %% Every message is read (client_in, counted as the loop queues it for
-    %% the C-node thread), then that thread has parked or dropped each
-    %% (in_park_dropped grows until it has passed the whole queue): the
-    %% count follows from sizes alone. A parked record costs 16 bytes of
-    %% header (erl_park.h) + 8 of struct out_rec + 16 of struct out_in + 1
-    %% of data = 41 bytes; the inbox never acknowledges, so 256 go (its
-    %% window), 4 MiB div 41 = 102,300 park and every later one is dropped:
-    %% 150,000 - 256 - 102,300 = 47,444.
-    Expected = N * K - 256 - (4 bsl 20) div 41,
+    [spawn_link(fun() -> Self ! {sent, C, gen_tcp:send(C, One)} end) || {_, C} <- Conns],
     put(peak, Mem0),
-    St = wait_until(fun() ->
-                            X = #{memory := M} = stats(S),
-                            put(peak, max(M, get(peak))),
-                            {maps:get(client_in, X) =:= N * K andalso
-                                 maps:get(in_park_dropped, X) >= Expected, X}
-                    end, ?T, all_read),
-    #{in_park_dropped := Dropped, client_in_dropped := 0, in_no_master := 0,
-      ws_policy_closed := 0, streams_open := N} = St,
-    Peak = get(peak),
-    io:format(user, "~ncap: dropped ~p of ~p, memory ~p -> peak ~p~n",
-              [Dropped, N * K, Mem0, Peak]),
-    ?assertEqual(Expected, Dropped),
+    Peak = fun() -> #{memory := M} = X = stats(S), put(peak, max(M, get(peak))), X end,
+    Paused = wait_until(fun() -> X = Peak(), {maps:get(client_paused, X) > 0, X} end, ?T,
+                        clients_paused),
+    ?assertMatch(#{in_park_dropped := 0, client_in_dropped := 0}, Paused),
+    ?assert(maps:get(client_in, Paused) < N * K),
+    {inbox, MNode} ! ack,
+    [receive {sent, C, R} -> ?assertEqual(ok, R) after ?T -> erlang:error(not_sent) end
+     || {_, C} <- Conns],
+    Got = collect(a, N * K),
+    St = Peak(),
+    io:format(user, "~ntiny: ~p read before the first pause, paused ~p times, memory ~p -> "
+              "peak ~p~n", [maps:get(client_in, Paused), maps:get(client_paused, St), Mem0,
+                            get(peak)]),
+    ?assertMatch(#{in_park_dropped := 0, client_in_dropped := 0, in_no_master := 0,
+                   ws_policy_closed := 0, client_rate_closed := 0, streams_open := N}, St),
+    ?assertEqual(N * K, maps:get(client_in, St)),
+    [?assertEqual({Uid, Bytes}, {Uid, [D || {U, _, D} <- Got, U =:= Uid]}) || {Uid, _} <- Conns],
     case httpdcnode_test_lib:memory_judged() of
-        true -> ?assert(Peak - Mem0 < 48 bsl 20);
+        true -> ?assert(get(peak) - Mem0 < 48 bsl 20);
         false -> ok
     end,
-    %% Alive, and the rest of the outbox still goes.
-    Ref = make_ref(),
-    send(S, {self(), Ref, 100, <<"x">>}),
-    ?assertEqual({reply, 0}, await_reply(Ref)),
-    ?assertEqual(256, length(collect(a, 256))),
-    [gen_tcp:close(C) || C <- Conns].
+    nothing_more(a),
+    [gen_tcp:close(C) || {_, C} <- Conns].
 
 two_setup() ->
     Sink = list_to_atom(httpdcnode_test_lib:unique("window2_sink")),

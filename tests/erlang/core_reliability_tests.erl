@@ -9,7 +9,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [send/2, stats/1, wait_stat/4, wait_until/3, port_of/1,
-                              request_bytes/4, json_decode/1, http_request/2]).
+                              request_bytes/4, json_decode/1, http_request/2, proc_kb/2]).
 -import(httpdcnode_raw, [poll_raw/2, spawn_poll/2, read_all/2, read_event/1, read_until/3, take/2,
                          ws_meta_upgrade/2, recv_frame/1, meta_frame/1, sync/1]).
 
@@ -541,13 +541,6 @@ cpu_ms(Pid) ->
 fd_count(Pid) ->
     {ok, Fds} = file:list_dir("/proc/" ++ integer_to_list(Pid) ++ "/fd"),
     length(Fds).
-
-%% A field of /proc/PID/status, in kB.
-proc_kb(Pid, Key) ->
-    {ok, B} = file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/status"),
-    {match, [V]} = re:run(B, "^" ++ Key ++ ":\\s+(\\d+) kB",
-                          [multiline, {capture, all_but_first, binary}]),
-    binary_to_integer(V).
 
 judge_peak(GrowthKb, LimitKb) ->
     case httpdcnode_test_lib:memory_judged() of

@@ -32,6 +32,10 @@ hostile_test_() ->
      httpdcnode_test_lib:server_test("a message not whole 10 s after its first frame, its "
                                      "client answering pings: 1008",
                                      #{extra_args => ["--heartbeat", "1"]}, 60, fun too_slow/1),
+     httpdcnode_test_lib:server_test("a fragment, then nothing (no heartbeat for 120 s): closed "
+                                     "1008 at 10 s, not at the next heartbeat",
+                                     #{extra_args => ["--heartbeat", "120"]}, 90,
+                                     fun silent_fragment/1),
      httpdcnode_test_lib:server_test("two ping flooders: closed with 1008 at once, counted, "
                                      "/stats answering all along", #{}, 30, fun ping_flood/1),
      httpdcnode_test_lib:server_test("a flood of 4 KB data frames: closed with 1008, counted",
@@ -163,6 +167,24 @@ too_slow(S) ->
     ?assert(Elapsed =< scaled(14000)),
     ?assert(Pings >= 5),
     ?assertMatch(#{ws_policy_closed := 1, ws_dead := 0, ws_bad_frames := 0}, stats(S)).
+
+%% The client starts a message and sends nothing more, and the server has
+%% no heartbeat for 120 s that could notice it: its own timer closes it,
+%% not before 10 s and long before the heartbeat (which took up to 10 s +
+%% --heartbeat). The bound on a busy machine: 30 s, scaled.
+silent_fragment(S) ->
+    Sock = open(S, 7),
+    ?assertEqual(<<>>, get({buf, Sock})),
+    T0 = now_ms(),
+    ok = gen_tcp:send(Sock, frame(1, <<"never ends">>, #{fin => 0})),
+    Got = gen_tcp:recv(Sock, 4, scaled(30000)),
+    Elapsed = now_ms() - T0,
+    io:format(user, "~nclosed after ~b ms~n", [Elapsed]),
+    ?assertEqual({ok, <<16#88, 2, ?POLICY:16>>}, Got),
+    ?assert(Elapsed >= 10000),
+    ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T)),
+    ?assertMatch(#{ws_policy_closed := 1, ws_dead := 0, ws_bad_frames := 0, streams_open := 0},
+                 stats(S)).
 
 answer_until_close(Sock, Pings, Deadline) ->
     ?assert(now_ms() < Deadline),

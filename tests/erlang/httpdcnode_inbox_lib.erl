@@ -13,7 +13,7 @@
 
 -export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1, recv_frame_within/2,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
-         start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4,
+         start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4, inbox_server/2,
          chat_start/2, app_start/3, app_start/4, app_test/5]).
 
 -define(T, 10000).
@@ -120,6 +120,20 @@ start_inbox(Node, Handler, Arg) ->
     AppEbin = filename:dirname(code:which(httpdcnode_inbox)),
     true = rpc:call(Node, code, add_patha, [AppEbin]),
     rpc:call(Node, httpdcnode_inbox, start, [inbox, Handler, Arg]).
+
+%% A sink here named Prefix and a unique suffix, a master whose inbox (an
+%% httpdcnode_inbox registered as 'inbox', calling inbox_test_handler)
+%% passes each client message to it, and a server with --inbox inbox and
+%% Args that counts the master as linked: {Master, Server, Sink}.
+inbox_server(Prefix, Args) ->
+    M = httpdcnode_test_lib:start_master(),
+    Sink = list_to_atom(httpdcnode_test_lib:unique(Prefix)),
+    httpdcnode_test_lib:start_sink(Sink),
+    {ok, _} = start_inbox(httpdcnode_test_lib:master_node(M), inbox_test_handler, {Sink, node()}),
+    S = httpdcnode_test_lib:start_server(#{master => M, extra_args => ["--inbox", "inbox" | Args]}),
+    httpdcnode_test_lib:wait_master_sees(M, httpdcnode_test_lib:node_of(S), ?T),
+    httpdcnode_test_lib:wait_stat(S, erl_masters, fun(V) -> V =:= 1 end, ?T),
+    {M, S, Sink}.
 
 %% A sink here named Prefix and a unique suffix, and a master whose
 %% 'presence' forwards to it: {Sink, Master, its node}.

@@ -34,7 +34,7 @@
          expect_closed/2, expect_end/2, expect_bytes/3, collected/1, close/1,
          welcome/1, header/2]).
 %% misc
--export([memory_judged/0]).
+-export([memory_judged/0, proc_kb/2]).
 -export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1]).
 %% for tests that start the server their own way
 -export([server_exe/0, log_path/1, spawn_os/4, stop_proc/1]).
@@ -95,6 +95,15 @@ server_cmd(Args) ->
 %% Whether the resident size means anything: not under a sanitizer, whose
 %% allocator keeps freed memory in quarantine.
 memory_judged() -> os:getenv("HTTPDTEST_SANITIZED") =:= false.
+
+%% A field of /proc/PID/status (VmHWM: the peak resident size, VmRSS,
+%% VmSize...) in kB; Pid an OS pid or a server.
+proc_kb(S, Key) when is_map(S) -> proc_kb(os_pid(S), Key);
+proc_kb(Pid, Key) ->
+    {ok, B} = file:read_file("/proc/" ++ integer_to_list(Pid) ++ "/status"),
+    {match, [V]} = re:run(B, "^" ++ Key ++ ":\\s+(\\d+) kB",
+                          [multiline, {capture, all_but_first, binary}]),
+    binary_to_integer(V).
 
 %% Ms (or s) times $HTTPDTEST_TIME_SCALE (default 1): a slow run (under
 %% sanitizers, valgrind) waits longer without every run waiting longer.
