@@ -177,9 +177,10 @@ FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri bui
                 build/fuzz/fuzz_history
 
 build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/erl/erl_term.c include/erl/erl_term.h \
-                      include/core/cmd.h | build
+                      include/core/cmd.h src/lib/utf8.c include/lib/utf8.h | build
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(EI_DIR)/include -o $@ $< src/erl/erl_term.c -L$(EI_DIR)/lib -lei -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(EI_DIR)/include -o $@ $< src/erl/erl_term.c src/lib/utf8.c \
+	    -L$(EI_DIR)/lib -lei -lpthread
 
 build/fuzz/fuzz_uid: tests/fuzz/fuzz_uid.c src/http/uid.c include/http/uid.h | build
 	@mkdir -p build/fuzz

@@ -34,11 +34,12 @@
  *   'network'  no answer (offline, the server unreachable)
  * and .status the HTTP status (0 for 'network').
  *
- * A payload that is not UTF-8 (a WebSocket binary frame, SSE's
- * "event: base64", long-poll's "data_base64") comes as m.bytes, a
- * Uint8Array of exactly what was sent, and as m.data decoded as text the
- * way EventSource would (invalid bytes as U+FFFD); m.bytes is undefined
- * for UTF-8 payloads.
+ * A binary message (a WebSocket binary frame, SSE's "event: base64",
+ * long-poll's "data_base64": Erlang sent it as {binary, Data}, or its
+ * bytes are not UTF-8) comes as m.bytes, a Uint8Array of exactly what was
+ * sent, and as m.data decoded as text the way EventSource would (invalid
+ * bytes as U+FFFD); m.bytes is undefined for text messages. The same for
+ * replies (onreply: r.bytes).
  *
  * The server says why it ended a stream (README "Endings"): "drain" (it
  * is going away) is reconnected with the backoff, as a lost connection;
@@ -105,8 +106,8 @@
   /* ---- WebSocket: GET /ws/N?since=ID, subprotocol ws+meta.httpdcnode.
    * Each frame is header lines ("id: EPOCH:SEQ"), a blank line, then the
    * payload; a gap is a frame with the header "event: gap" and the gap's
-   * JSON as payload. A binary frame (a payload that is not UTF-8) is split
-   * at its first two \n bytes, its payload kept as bytes. */
+   * JSON as payload. A binary frame (a binary message) is split at its
+   * first two \n bytes, its payload kept as bytes. */
   function parseMetaFrame(text) {
     var end = text.indexOf('\n\n');
     if (end < 0) return null;
@@ -175,8 +176,8 @@
    * reconnect by itself after the server's retry: advice, never backing
    * off; it is closed at its first error instead, and the core
    * reconnects with its backoff and ?since= the last id, as for the other
-   * transports. A payload that is not UTF-8 is the event "base64", its
-   * data the payload's base64. Opened with ?conn=1: the first event,
+   * transports. A binary message is the event "base64", its data the
+   * payload's base64. Opened with ?conn=1: the first event,
    * "conn", gives the stream's id for POST /send/N?conn=ID, and Erlang's
    * replies to it come as "reply" (or "reply_base64"), without id. */
   function sseTransport(ctx) {
@@ -222,8 +223,8 @@
   /* ---- Long-poll: GET /poll/N?since=ID answers
    * {"messages":[{"id":ID,"data":TEXT},...], "gap":BOOL, "first":ID?, "next":ID}
    * at once when something is newer, else when it comes or the server's
-   * --poll-timeout passes (then with no messages). A payload that is not
-   * UTF-8 comes as "data_base64". */
+   * --poll-timeout passes (then with no messages). A binary message comes
+   * as "data_base64". */
   function applyPollAnswer(ctx, answer) {
     var messages = answer.messages || [];
     if (answer.gap) {

@@ -16,11 +16,12 @@ struct stream;
 
 /* Makes room for n more deliveries, flushing if needed. */
 void batch_room(uint32_t n);
-/* Queues data (valid until batch_flush), the uid's message seq, for s.
+/* Queues data (valid until batch_flush), the uid's message seq, binary or
+ * text (cmd.h), for s.
  * Room must have been made with batch_room (asserted). 1 when s takes it,
  * 0 when not: a replay under way reaches it in the history, and a
  * long-poll that has answered asks for it again. */
-int batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq);
+int batch_add(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq);
 /* The n deliveries just queued were of one message received at
  * received_ns (clock_now_ns): its age is observed when they are written. */
 void batch_delivered(uint64_t received_ns, uint32_t n);

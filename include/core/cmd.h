@@ -23,7 +23,10 @@ enum cmd_kind {
 
 struct cmd {
     uint8_t kind;          /* enum cmd_kind */
-    uint8_t pad;
+    uint8_t binary;        /* 1: the payload goes as binary (a WebSocket binary
+                              frame, SSE's event: base64, long-poll's
+                              data_base64); 0: as text, and it is valid UTF-8
+                              (erl_term.h: Erlang says which, else its bytes) */
     uint16_t reply_len;    /* encoded {Pid, Ref} bytes at the end, 0 for none */
     uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: seconds */
     uint32_t nuids;        /* CMD_MULTICAST */

@@ -6,12 +6,12 @@
  *   raw      HTTP/1.0: the payload as it is; the end is the close
  *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
  *            lines (framing_sse_body, made once per payload), a blank line;
- *            one not UTF-8 as "event: base64" and its base64; ended on purpose,
- *            an "event: end" saying why
+ *            a binary message (cmd.h) as "event: base64" and its base64;
+ *            ended on purpose, an "event: end" saying why
  *   poll     a long-poll: its one answer is made by poll.c, not framed;
  *            ended early (kick, drain), it answers "ended":"REASON"
- *   ws       WebSocket (RFC 6455): one unmasked frame per message, text
- *            when the payload is valid UTF-8, else binary; the 2-10 byte
+ *   ws       WebSocket (RFC 6455): one unmasked frame per message, binary
+ *            for a binary message (cmd.h), else text; the 2-10 byte
  *            frame header is the prefix; ends with a close frame whose code
  *            says why (framing_terminator)
  *   ws_meta  the same, each frame's payload led by "id: EPOCH:SEQ\n\n"
@@ -54,9 +54,9 @@ struct framing_prefix {
  * framing that does not look at the payload's text (framing_checks_utf8). */
 void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
                     struct framing_prefix *out);
-/* Whether a framing's prefix depends on the payload being valid UTF-8
+/* Whether a framing's prefix depends on the message being text or binary
  * (WebSocket: a text or a binary frame); if so it is made by
- * framing_prefix_utf8, told so (utf8_valid, once per payload). */
+ * framing_prefix_utf8, told so (utf8: text, valid UTF-8; 0: binary). */
 int framing_checks_utf8(uint8_t kind);
 void framing_prefix_utf8(uint8_t kind, uint32_t payload_len, uint32_t seq, int utf8,
                          struct framing_prefix *out);
@@ -70,13 +70,14 @@ int framing_encodes_body(uint8_t kind);
  * adds the framed size to *bytes. */
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,
                 uint32_t len, struct iovec *iov, size_t *bytes);
-/* The SSE body of a payload: each of its lines as "data: LINE\n" (a line
- * ends at \n, \r\n or \r), then "\n"; a payload that is not valid UTF-8
- * instead as "event: base64\ndata: BASE64\n\n" (text/event-stream is
- * UTF-8 only). framing_sse_body_len says exactly how long it is;
- * framing_sse_body writes it to out. */
-size_t framing_sse_body_len(const char *data, uint32_t len);
-void framing_sse_body(const char *data, uint32_t len, char *out);
+/* The SSE body of a text payload (valid UTF-8: cmd.h): each of its lines
+ * as "data: LINE\n" (a line ends at \n, \r\n or \r), then "\n"; a
+ * binary one instead as "event: base64\ndata: BASE64\n\n", whatever its
+ * bytes (text/event-stream is UTF-8 only, and the client must get bytes).
+ * framing_sse_body_len says exactly how long it is; framing_sse_body
+ * writes it to out. */
+size_t framing_sse_body_len(const char *data, uint32_t len, int binary);
+void framing_sse_body(const char *data, uint32_t len, int binary, char *out);
 
 /* Why a stream is ended on purpose, which its last bytes tell the client
  * (docs/protocol.md, "Endings"): whether to come back, and when.

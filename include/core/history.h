@@ -29,12 +29,13 @@ uint32_t history_epoch(void);
 const char *history_epoch_hex(void);
 
 /* The next id of uid's message data[0..len), which is kept (when history
- * is on and the message is not larger than a quarter of the arena). */
-uint32_t history_append(uint32_t uid, const char *data, uint32_t len);
+ * is on and the message is not larger than a quarter of the arena), and
+ * with it whether it is binary (cmd.h): a replay sends it as it went live. */
+uint32_t history_append(uint32_t uid, const char *data, uint32_t len, int binary);
 
 /* A payload for many uids (a multicast, a broadcast), kept once: the
  * handle for history_append_shared, 0 when it is not kept. */
-uint64_t history_share(const char *data, uint32_t len);
+uint64_t history_share(const char *data, uint32_t len, int binary);
 /* history_append for a payload kept by history_share. */
 uint32_t history_append_shared(uint32_t uid, uint64_t shared);
 
@@ -70,12 +71,12 @@ struct history_cursor {
 int history_resume(uint32_t uid, int known, uint32_t epoch, uint32_t seq,
                    struct history_cursor *c, uint32_t *first_seq);
 
-/* The message at c (data, len, seq), and c moves past it: 1. 0 when c is
+/* The message at c (data, len, seq, binary), and c moves past it: 1. 0 when c is
  * past the uid's newest id (caught up). -1 when c's id is no longer
  * kept (pushed out, or more than --history behind the newest): c moves to
  * the oldest still kept (past the newest when none), a gap to tell. */
 int history_next(uint32_t uid, struct history_cursor *c, const char **data, uint32_t *len,
-                 uint32_t *seq);
+                 uint32_t *seq, int *binary);
 
 /* Parses "EPOCH:SEQ" (8 hex digits, a decimal); -1 when malformed. */
 int history_parse_id(const char *text, uint32_t *epoch, uint32_t *seq);
@@ -90,6 +91,6 @@ size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint3
                         uint32_t next_seq);
 
 /* The kept message at pos (from a replay made in the same loop turn). */
-const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq);
+const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq, int *binary);
 
 #endif

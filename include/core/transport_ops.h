@@ -27,11 +27,12 @@ struct transport_replay {
     /* A gap: json (history_gap_json, n bytes) says what was missed, next
      * is the id to come back with. NULL: told in the end instead. */
     int (*gap)(struct backlog **out, void *owner, const char *json, size_t n, uint32_t next);
-    /* One message (r: the replay so far); its size. A long-poll takes it
+    /* One message (binary or text: cmd.h; r: the replay so far); its size. A long-poll takes it
      * only within r->budget (the first always): past it, nothing is
      * written, 0, and *over is set. */
     size_t (*message)(struct backlog **out, void *owner, uint8_t framing, const char *data,
-                      uint32_t len, uint32_t seq, const struct replay *r, int *over);
+                      uint32_t len, int binary, uint32_t seq, const struct replay *r,
+                      int *over);
     /* All is given: NULL, live messages follow; else the stream's last
      * bytes (a long-poll's answer end), and it is finished. */
     int (*end)(struct backlog **out, void *owner, const struct replay *r);
@@ -56,7 +57,7 @@ struct transport_ops {
     /* A live message for a stream that does not take it framed in a
      * batch (a long-poll answers with it at once): returns as batch_add.
      * NULL: the batch frames it. */
-    int (*deliver)(struct stream *s, const char *data, uint32_t len, uint32_t seq);
+    int (*deliver)(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq);
     /* Resume (stream_replay); NULL: the framing replays nothing. */
     const struct transport_replay *replay;
     /* Ended while a replay is under way: cut, without the terminator

@@ -22,7 +22,11 @@
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
  * chunk would end a chunked stream), except in {conn, ...}: the stream's
- * transport says there (dispatch.c). A term nested deeper than
+ * transport says there (dispatch.c). Data may say what the message is:
+ * {binary, Data} goes as binary (a WebSocket binary frame, SSE's event:
+ * base64, long-poll's data_base64) whatever its bytes; {text, Data} as
+ * text, refused (TERM_NOT_UTF8) unless valid UTF-8. Untagged, it is text
+ * when valid UTF-8, else binary. A term nested deeper than
  * TERM_MAX_DEPTH, or whose encoding runs past the message, is refused as a
  * bad shape. */
 #ifndef HTTPDCNODE_ERL_TERM_H
@@ -41,6 +45,7 @@ enum term_error {
     TERM_TOO_BIG,     /* payload over max_message, uid list too long, or the whole
                          record (cmd_size) over max_record */
     TERM_EMPTY,       /* empty payload */
+    TERM_NOT_UTF8,    /* {text, Data} whose Data is not valid UTF-8 */
 };
 
 /* Deepest nesting accepted (a left-nested iolist of this many parts);
@@ -79,6 +84,7 @@ struct term_view {
     int uids_index;        /* where the uid list starts in buf */
     int payload_index;     /* where Data starts in buf; CMD_IN_RESET: Name */
     uint32_t payload_len;
+    uint8_t binary;        /* as struct cmd's: said by Erlang, else by the bytes */
     int has_reply;         /* the {Pid, Ref, ...} forms */
     int reply_index;       /* where Pid starts in buf */
     int reply_len;         /* bytes of Pid and Ref, encoded */

@@ -74,6 +74,7 @@
     X(bad_uid)          /* dropped: uid not an integer in range */            \
     X(too_big)          /* dropped: payload over --max-message */             \
     X(empty)            /* dropped: empty payload */                          \
+    X(not_utf8)         /* dropped: {text, Data} whose Data is not UTF-8 */   \
     X(erl_connects)     /* Erlang connections made or accepted */             \
     X(erl_nodes)        /* Erlang connections up now */                       \
     X(erl_masters)      /* of them, to --master nodes (POST /send/N needs one) */ \

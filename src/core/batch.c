@@ -9,7 +9,6 @@
 #include "core/outbound.h"
 #include "core/transport_ops.h"
 #include "core/stream.h"
-#include "lib/utf8.h"
 #include "core/write_pool.h"
 
 #include <assert.h>
@@ -103,17 +102,17 @@ static void body_reset(void)
 }
 
 /* data[0..len) as the framing's body; 0 when out of memory (logged). */
-static int encoded_body(const char **data, uint32_t *len)
+static int encoded_body(const char **data, uint32_t *len, int binary)
 {
     if (last_body.payload != *data) {
-        size_t n = framing_sse_body_len(*data, *len);
+        size_t n = framing_sse_body_len(*data, *len, binary);
         char *body = body_alloc(n);
         if (!body) {
             static struct log_ratelimit rl;
             log_limited(&rl, LOG_ERROR, "out of memory encoding a message: dropped");
             return 0;
         }
-        framing_sse_body(*data, *len, body);
+        framing_sse_body(*data, *len, binary, body);
         last_body.payload = *data;
         last_body.body = body;
         last_body.body_len = (uint32_t)n;
@@ -123,38 +122,22 @@ static int encoded_body(const char **data, uint32_t *len)
     return 1;
 }
 
-/* Whether a payload is valid UTF-8 (a WebSocket text frame, else binary),
- * found once per payload and batch, not once per stream. */
-static struct {
-    const char *payload;
-    int utf8;
-} last_text;
-
-static int payload_is_utf8(const char *data, uint32_t len)
-{
-    if (last_text.payload != data) {
-        last_text.payload = data;
-        last_text.utf8 = utf8_valid(data, len);
-    }
-    return last_text.utf8;
-}
-
-int batch_add(struct stream *s, const char *data, uint32_t len, uint32_t seq)
+int batch_add(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq)
 {
     assert(count < BATCH_MAX);          /* batch_room came first */
     if (s->out && stream_replaying(s))
         return 0;
     const struct transport_ops *t = transport_ops[s->framing];
     if (t && t->deliver)
-        return t->deliver(s, data, len, seq);   /* a long-poll: a whole answer, at once */
-    if (framing_encodes_body(s->framing) && !encoded_body(&data, &len))
+        return t->deliver(s, data, len, binary, seq);   /* a long-poll: a whole answer, at once */
+    if (framing_encodes_body(s->framing) && !encoded_body(&data, &len, binary))
         return 0;
     struct entry *e = &entries[count++];
     e->s = s;
     e->data = data;
     e->len = len;
     if (framing_checks_utf8(s->framing))
-        framing_prefix_utf8(s->framing, len, seq, payload_is_utf8(data, len), &e->prefix);
+        framing_prefix_utf8(s->framing, len, seq, !binary, &e->prefix);
     else
         framing_prefix(s->framing, len, seq, &e->prefix);
     return 1;
@@ -313,7 +296,6 @@ void batch_flush(void)
     if (nreceipts)
         observe_receipts();
     body_reset();
-    last_text.payload = NULL;       /* the ring may reuse the address */
     for (uint32_t i = 0; i < nacks; i++)
         outbound_ack(acks[i].reply, acks[i].reply_len, acks[i].n);
     nacks = 0;

@@ -14,10 +14,7 @@
 #include "core/stream.h"
 #include "core/uidtable.h"
 
-#include "lib/utf8.h"
-
 #include <stdlib.h>
-#include <string.h>
 
 /* Records applied per wakeup before the loop serves sockets again. Large,
  * so that under backlog a stream's many messages leave in one writev. */
@@ -32,9 +29,9 @@ static struct event *wakeup_ev;
 static struct event *more_ev;     /* drains again once the sockets were polled */
 static struct handoff *inbox;
 
-/* Queues uid's message seq for every stream of uid that takes it; returns
- * how many. */
-static uint32_t queue(uint32_t uid, const char *data, uint32_t len, uint32_t seq)
+/* Queues uid's message seq (binary or text: cmd.h) for every stream of uid
+ * that takes it; returns how many. */
+static uint32_t queue(uint32_t uid, const char *data, uint32_t len, int binary, uint32_t seq)
 {
     uint32_t n = 0;
     batch_room(uidtable_count(uid));
@@ -42,16 +39,16 @@ static uint32_t queue(uint32_t uid, const char *data, uint32_t len, uint32_t seq
      * message (a long-poll whose answer goes out at once). */
     for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
         next = s->next;
-        n += (uint32_t)batch_add(s, data, len, seq);
+        n += (uint32_t)batch_add(s, data, len, binary, seq);
     }
     return n;
 }
 
 /* Gives the message its id for uid (kept in its history, online or not)
  * and queues it; returns to how many streams. */
-static uint32_t deliver(uint32_t uid, const char *data, uint32_t len)
+static uint32_t deliver(uint32_t uid, const char *data, uint32_t len, int binary)
 {
-    return queue(uid, data, len, history_append(uid, data, len));
+    return queue(uid, data, len, binary, history_append(uid, data, len, binary));
 }
 
 /* One bit per uid: the uids a multicast has given its message so far, so
@@ -61,9 +58,9 @@ static uint64_t *multicast_seen;
 
 /* The same for each of uids (a multicast), the payload kept once. */
 static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *data,
-                             uint32_t len)
+                             uint32_t len, int binary)
 {
-    uint64_t shared = history_share(data, len);
+    uint64_t shared = history_share(data, len, binary);
     uint32_t n = 0;
     for (uint32_t i = 0; i < nuids; i++) {
         uint32_t uid = uids[i];
@@ -73,7 +70,7 @@ static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *d
             continue;
         }
         multicast_seen[uid / 64] |= bit;
-        uint32_t k = queue(uid, data, len, history_append_shared(uid, shared));
+        uint32_t k = queue(uid, data, len, binary, history_append_shared(uid, shared));
         if (k == 0 && !uidtable_first(uid))
             loop_stats.dropped_no_conn++;
         n += k;
@@ -83,12 +80,12 @@ static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *d
     return n;
 }
 
-static uint32_t deliver_all(const char *data, uint32_t len)
+static uint32_t deliver_all(const char *data, uint32_t len, int binary)
 {
-    uint64_t shared = history_share(data, len);
+    uint64_t shared = history_share(data, len, binary);
     uint32_t n = 0;
     for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid))
-        n += queue(uid, data, len, history_append_shared(uid, shared));
+        n += queue(uid, data, len, binary, history_append_shared(uid, shared));
     return n;
 }
 
@@ -106,11 +103,11 @@ static void kick(uint32_t uid)
 /* {conn, Conn, Data} to an SSE or chunked stream (one that asked for its
  * id, for POST /send/N): not a message of the uid's, so without id. SSE
  * names it "event: reply" (its data: lines), or "event: reply_base64"
- * when not UTF-8 (framing.h's base64 event, renamed): an EventSource
+ * when binary (framing.h's base64 event, renamed): an EventSource
  * would give a plain event the last id again. Chunked: a chunk. An SSE
  * body is re-encoded: on the stack when small, else in a buffer of its own
  * (this is not the fan-out path). -1 when s ended or out of memory. */
-static int to_stream(struct stream *s, const char *data, uint32_t len)
+static int to_stream(struct stream *s, const char *data, uint32_t len, int binary)
 {
     static const char reply[] = "event: reply\n", reply_b64[] = "event: reply_base64\n";
     static const size_t b64_event = sizeof "event: base64\n" - 1;
@@ -119,16 +116,15 @@ static int to_stream(struct stream *s, const char *data, uint32_t len)
     size_t bytes = 0;
     if (framing_encodes_body(s->framing)) {
         char small[1024], *body;
-        bytes = framing_sse_body_len(data, len);
+        bytes = framing_sse_body_len(data, len, binary);
         body = bytes <= sizeof small ? small : malloc(bytes);
         if (!body)
             return -1;
-        framing_sse_body(data, len, body);
-        int text = strncmp(body, "event: base64\n", b64_event) != 0;
-        iov[0] = text ? (struct iovec){(void *)reply, sizeof reply - 1}
-                      : (struct iovec){(void *)reply_b64, sizeof reply_b64 - 1};
-        iov[1] = text ? (struct iovec){body, bytes}
-                      : (struct iovec){body + b64_event, bytes - b64_event};
+        framing_sse_body(data, len, binary, body);
+        iov[0] = !binary ? (struct iovec){(void *)reply, sizeof reply - 1}
+                         : (struct iovec){(void *)reply_b64, sizeof reply_b64 - 1};
+        iov[1] = !binary ? (struct iovec){body, bytes}
+                         : (struct iovec){body + b64_event, bytes - b64_event};
         int r = stream_send(s, iov, 2, iov[0].iov_len + iov[1].iov_len);
         if (body != small)
             free(body);
@@ -139,14 +135,14 @@ static int to_stream(struct stream *s, const char *data, uint32_t len)
     return stream_send(s, iov, n, bytes);
 }
 
-/* {conn, Conn, Data}: one WebSocket frame (text when Data is UTF-8) to
+/* {conn, Conn, Data}: one WebSocket frame (binary or text: cmd.h) to
  * that connection only, not kept in the history; after what came before
  * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
  * history's). Other streams: to_stream. 1 when written (or queued), 0 when
  * Conn names no open connection, or Data is empty and the stream cannot
  * carry that (a chunked one: an empty chunk ends it; HTTP/1.0: nothing
  * would show). */
-static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
+static uint32_t to_conn(uint64_t id, const char *data, uint32_t len, int binary)
 {
     static const char event[] = "event: conn\n\n";
     batch_flush();
@@ -162,14 +158,14 @@ static uint32_t to_conn(uint64_t id, const char *data, uint32_t len)
         return 0;
     }
     if (!framing_is_websocket(s->framing)) {
-        if (to_stream(s, data, len) != 0)
+        if (to_stream(s, data, len, binary) != 0)
             return 0;
         loop_stats.conn_sent++;
         return 1;
     }
     size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
     char head[16];
-    size_t k = framing_ws_header(head, utf8_valid(data, len) ? 1 : 2, ev + len);
+    size_t k = framing_ws_header(head, binary ? 2 : 1, ev + len);
     struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
     if (stream_send(s, iov, 3, k + ev + len) != 0)
         return 0;
@@ -189,21 +185,21 @@ static int apply(void *body, size_t size, void *ctx)
         probe_applied(c);
     switch (c->kind) {
     case CMD_UNICAST:
-        n = deliver(c->uid, cmd_payload(c), c->payload_len);
+        n = deliver(c->uid, cmd_payload(c), c->payload_len, c->binary);
         if (n == 0 && !uidtable_first(c->uid))
             loop_stats.dropped_no_conn++;
         break;
     case CMD_MULTICAST:
-        n = deliver_many(cmd_uids(c), c->nuids, cmd_payload(c), c->payload_len);
+        n = deliver_many(cmd_uids(c), c->nuids, cmd_payload(c), c->payload_len, c->binary);
         break;
     case CMD_BROADCAST:
-        n = deliver_all(cmd_payload(c), c->payload_len);
+        n = deliver_all(cmd_payload(c), c->payload_len, c->binary);
         break;
     case CMD_KICK:
         kick(c->uid);
         break;
     case CMD_CONN:
-        n = to_conn(c->conn, cmd_payload(c), c->payload_len);
+        n = to_conn(c->conn, cmd_payload(c), c->payload_len, c->binary);
         break;
     case CMD_DRAIN:
         batch_flush();            /* what was sent before goes first */

@@ -1,7 +1,6 @@
 /* Message framings: see framing.h. */
 #include "core/framing.h"
 #include "core/history.h"
-#include "lib/utf8.h"
 
 #include <assert.h>
 #include <string.h>
@@ -126,11 +125,11 @@ static size_t line_break(const char *p, size_t left)
     return 0;
 }
 
-/* A payload that is not UTF-8 cannot be data: lines (text/event-stream is
- * UTF-8 only, a browser would replace its bytes): it goes as one
- * "event: base64" whose data is its base64, lossless, as long-poll's
- * "data_base64". Both functions validate the payload, once each: the body
- * is made once per payload and batch, not per stream. */
+/* A binary message cannot be data: lines (text/event-stream is UTF-8
+ * only, a browser would replace its bytes, and the client must tell it
+ * from text): it goes as one "event: base64" whose data is its base64,
+ * lossless, as long-poll's "data_base64". The body is made once per
+ * payload and batch, not per stream. */
 static const char b64_head[] = "event: base64\ndata: ";
 #define B64_HEAD_LEN (sizeof b64_head - 1)
 
@@ -152,9 +151,9 @@ static size_t data_lines_len(const char *data, uint32_t len)
     return out;
 }
 
-size_t framing_sse_body_len(const char *data, uint32_t len)
+size_t framing_sse_body_len(const char *data, uint32_t len, int binary)
 {
-    if (!utf8_valid(data, len))
+    if (binary)
         return B64_HEAD_LEN + base64_len(len) + 2;
     return data_lines_len(data, len);
 }
@@ -186,12 +185,12 @@ static void base64_event(const char *data, uint32_t len, char *out)
     memcpy(out + n, "\n\n", 2);
 }
 
-void framing_sse_body(const char *data, uint32_t len, char *out)
+void framing_sse_body(const char *data, uint32_t len, int binary, char *out)
 {
-    if (utf8_valid(data, len))
-        data_lines(data, len, out);
-    else
+    if (binary)
         base64_event(data, len, out);
+    else
+        data_lines(data, len, out);
 }
 
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,

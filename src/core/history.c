@@ -29,18 +29,22 @@ _Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per uid
  * uid's entry holds its position instead (8 bytes): such an entry is kept
  * while the shared one is, which is older and leaves first. A uid's entries
  * are chained both ways: back for a resume's start, forward for a replay
- * cursor to step in O(1). */
+ * cursor to step in O(1). Whether a message is binary is a bit of len in
+ * the entry holding its payload (its own, or the shared one): no byte more
+ * per entry, as payloads are far shorter than that bit (16 MiB records). */
 struct entry {
     uint64_t prev;          /* position + 1 of the uid's previous kept message */
     uint64_t next;          /* position + 1 of the uid's next one, 0: none yet */
     uint32_t uid;           /* 0: a shared payload */
     uint32_t seq;
     uint32_t stamp_s;       /* monotonic seconds when kept */
-    uint32_t len;           /* payload bytes, or FILLER, or SHARED_REF | 8 */
+    uint32_t len;           /* payload bytes [| BINARY_MSG], or FILLER, or SHARED_REF | 8 */
 };
 
 #define FILLER UINT32_MAX
 #define SHARED_REF 0x80000000u  /* the payload is the shared entry at this position + 1 */
+#define BINARY_MSG 0x40000000u  /* the payload is a binary message (cmd.h) */
+#define LEN_BYTES (~(SHARED_REF | BINARY_MSG))  /* the bytes in len */
 
 static struct history_config config;
 static struct uid_history *uids;
@@ -121,7 +125,7 @@ static void push_out_oldest(void)
         head += to_end(head);
         return;
     }
-    size_t size = sizeof *e + pad8(e->len & ~SHARED_REF);
+    size_t size = sizeof *e + pad8(e->len & LEN_BYTES);
     if (!head_is_live(e) && move_credit < arena_size / 8)
         move_credit += size;             /* room won back: moves may spend it */
     head += size;
@@ -158,7 +162,7 @@ static size_t move_head_to_tail(void)
     struct entry *e = entry_at(head);
     if (e->len == FILLER || !head_is_live(e))
         return 0;
-    size_t size = sizeof *e + pad8(e->len);
+    size_t size = sizeof *e + pad8(e->len & LEN_BYTES);
     if (to_end(tail) < size || move_credit < size)
         return 0;
     if (size > scratch_size) {
@@ -221,7 +225,7 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
                      size_t body_len)
 {
     size_t size = sizeof(struct entry) + pad8(body_len);
-    if (!arena_size || size > arena_size / 4)
+    if (!arena_size || size > arena_size / 4 || body_len > LEN_BYTES)
         return 0;                             /* a resume across it is a gap */
     make_room(size);
     struct entry *e = entry_at(tail);
@@ -241,16 +245,16 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
     return at;
 }
 
-uint32_t history_append(uint32_t uid, const char *data, uint32_t len)
+uint32_t history_append(uint32_t uid, const char *data, uint32_t len, int binary)
 {
     uint32_t seq = ++uids[uid].seq;
-    keep(uid, seq, len, data, len);
+    keep(uid, seq, len | (binary ? BINARY_MSG : 0), data, len);
     return seq;
 }
 
-uint64_t history_share(const char *data, uint32_t len)
+uint64_t history_share(const char *data, uint32_t len, int binary)
 {
-    return config.per_uid ? keep(0, 0, len, data, len) : 0;
+    return config.per_uid ? keep(0, 0, len | (binary ? BINARY_MSG : 0), data, len) : 0;
 }
 
 uint32_t history_append_shared(uint32_t uid, uint64_t shared)
@@ -324,12 +328,12 @@ int history_resume(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
 static int next_at(uint32_t uid, struct history_cursor *c, uint64_t *at);
 
 int history_next(uint32_t uid, struct history_cursor *c, const char **data, uint32_t *len,
-                 uint32_t *seq)
+                 uint32_t *seq, int *binary)
 {
     uint64_t at;
     int r = next_at(uid, c, &at);
     if (r > 0)
-        *data = history_message(at, len, seq);
+        *data = history_message(at, len, seq, binary);
     return r;
 }
 
@@ -370,7 +374,7 @@ static int next_at(uint32_t uid, struct history_cursor *c, uint64_t *at)
     return 1;
 }
 
-const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq)
+const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq, int *binary)
 {
     const struct entry *e = entry_at(pos);
     *seq = e->seq;
@@ -379,7 +383,8 @@ const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq)
         memcpy(&shared, e + 1, sizeof shared);
         e = entry_at(shared - 1);
     }
-    *len = e->len;
+    *len = e->len & LEN_BYTES;
+    *binary = (e->len & BINARY_MSG) != 0;
     return (const char *)(e + 1);
 }
 

@@ -95,7 +95,7 @@ int replay_fill(struct backlog **out, void *owner, uint8_t framing, uint32_t uid
         struct history_cursor before = r.at;
         const char *data;
         uint32_t len, seq;
-        int k = history_next(uid, &r.at, &data, &len, &seq);
+        int binary, k = history_next(uid, &r.at, &data, &len, &seq, &binary);
         if (k < 0) {                         /* pushed out before we got to it */
             char asked[32];
             replay_id_text(asked, sizeof asked, before.seq - 1);
@@ -108,7 +108,7 @@ int replay_fill(struct backlog **out, void *owner, uint8_t framing, uint32_t uid
             continue;
         }
         int full = 0;
-        size_t n = k > 0 ? t->message(out, owner, framing, data, len, seq, &r, &full) : 0;
+        size_t n = k > 0 ? t->message(out, owner, framing, data, len, binary, seq, &r, &full) : 0;
         if (k > 0 && n == 0 && !full) {
             result = -1;
             break;

@@ -32,6 +32,7 @@ static void count_bad_term(enum term_error e)
     case TERM_BAD_UID: atomic_fetch_add(&cnode_stats.bad_uid, 1); break;
     case TERM_TOO_BIG: atomic_fetch_add(&cnode_stats.too_big, 1); break;
     case TERM_EMPTY: atomic_fetch_add(&cnode_stats.empty, 1); break;
+    case TERM_NOT_UTF8: atomic_fetch_add(&cnode_stats.not_utf8, 1); break;
     default: atomic_fetch_add(&cnode_stats.bad_terms, 1); break;
     }
     log_limited(&bad_term_rl, LOG_INFO, "dropped a message: %s", erl_term_error_str(e));
@@ -88,6 +89,7 @@ int erl_inbound_message(const char *buf, int len, uint32_t *acked)
         return 0;
     *c = (struct cmd){
         .kind = (uint8_t)v.kind,
+        .binary = v.binary,
         .reply_len = (uint16_t)reply_len,
         .uid = v.uid,
         .nuids = v.nuids,

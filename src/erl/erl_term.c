@@ -1,6 +1,7 @@
 /* Validation and extraction of the message terms listed in erl_term.h. */
 #include "erl/erl_term.h"
 #include "core/cmd.h"
+#include "lib/utf8.h"
 
 #include <string.h>
 
@@ -84,12 +85,77 @@ static enum term_error decode_uid_list(const char *buf, int *index, const struct
     return TERM_OK;
 }
 
-/* Data: binary, string or iolist; at most max_message bytes, and not
- * empty unless may_be_empty. */
+/* What Data says it is: {binary, Data}, {text, Data}, or untagged. */
+enum data_type { DATA_UNTAGGED, DATA_TEXT, DATA_BINARY };
+
+/* Past the tag of {binary | text, Data} at *index, to Data; an untagged
+ * Data (any other term) is left where it is. */
+static enum data_type decode_type(const char *buf, int *index)
+{
+    int at = *index, arity;
+    enum data_type t = DATA_UNTAGGED;
+    if (ei_decode_tuple_header(buf, &at, &arity) != 0 || arity != 2)
+        return t;
+    if (atom_is(buf, at, "binary"))
+        t = DATA_BINARY;
+    else if (atom_is(buf, at, "text"))
+        t = DATA_TEXT;
+    if (t != DATA_UNTAGGED && ei_skip_term(buf, &at) == 0)
+        *index = at;
+    return t;
+}
+
+/* Whether the iodata encoded at buf[index..end), which ei_decode_iodata
+ * took, is valid UTF-8 once flattened: its encoding lists the bytes in
+ * order (binaries, strings, byte integers between list headers), so they
+ * are fed to one validation as they lie, without a copy or recursion. */
+static int iodata_utf8(const char *buf, int index, int end)
+{
+    struct utf8_state st = {0};
+    int type, size, ok = 1;
+    long byte = 0;
+    while (ok && index < end && ei_get_type(buf, &index, &type, &size) == 0) {
+        const uint8_t *p = (const uint8_t *)buf + index;
+        if (type == ERL_BINARY_EXT) {
+            ok = utf8_feed(&st, p + 5, (size_t)size);
+            index += 5 + size;
+        } else if (type == ERL_STRING_EXT) {
+            ok = utf8_feed(&st, p + 3, (size_t)size);
+            index += 3 + size;
+        } else if (type == ERL_SMALL_INTEGER_EXT || type == ERL_INTEGER_EXT) {
+            ok = ei_decode_long(buf, &index, &byte) == 0;
+            uint8_t b = (uint8_t)byte;
+            ok = ok && utf8_feed(&st, &b, 1);
+        } else {
+            ok = ei_decode_list_header(buf, &index, NULL) == 0;   /* a list's or nil */
+        }
+    }
+    return ok && index == end && utf8_complete(&st);
+}
+
+/* v->binary for the Data just decoded (it ends at end): as its tag says,
+ * else by its bytes. */
+static enum term_error decide_type(const char *buf, int end, enum data_type type,
+                                   struct term_view *v)
+{
+    if (type == DATA_BINARY) {
+        v->binary = 1;
+        return TERM_OK;
+    }
+    int utf8 = iodata_utf8(buf, v->payload_index, end);
+    if (type == DATA_TEXT && !utf8)
+        return TERM_NOT_UTF8;
+    v->binary = !utf8;
+    return TERM_OK;
+}
+
+/* Data: binary, string or iolist, maybe tagged; at most max_message
+ * bytes, and not empty unless may_be_empty. */
 static enum term_error decode_data(const char *buf, int *index, const struct term_limits *lim,
                                    int may_be_empty, struct term_view *v)
 {
     int size;
+    enum data_type type = decode_type(buf, index);
     v->payload_index = *index;
     if (ei_decode_iodata(buf, index, &size, NULL) != 0)
         return TERM_BAD_SHAPE;
@@ -98,7 +164,7 @@ static enum term_error decode_data(const char *buf, int *index, const struct ter
     if ((uint32_t)size > lim->max_message)
         return TERM_TOO_BIG;
     v->payload_len = (uint32_t)size;
-    return TERM_OK;
+    return decide_type(buf, *index, type, v);
 }
 
 /* A message for uids: an empty one would end a chunked stream. */
@@ -461,6 +527,7 @@ const char *erl_term_error_str(enum term_error e)
     case TERM_TOO_BIG:
         return "payload over --max-message, or uid list too long for one hand-off record";
     case TERM_EMPTY: return "empty payload (it would end the chunked stream)";
+    case TERM_NOT_UTF8: return "{text, Data} whose Data is not valid UTF-8 (send {binary, Data})";
     }
     return "?";
 }

@@ -1,6 +1,5 @@
 /* JSON text of messages: see json_text.h. */
 #include "lib/json_text.h"
-#include "lib/utf8.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -34,9 +33,9 @@ static size_t json_escape(char *out, const char *s, uint32_t len)
 }
 
 size_t json_message(char *out, const char *epoch_hex, uint32_t seq, const char *data,
-                    uint32_t len)
+                    uint32_t len, int binary)
 {
-    int text = utf8_valid(data, len);
+    int text = !binary;
     size_t k = (size_t)sprintf(out, "{\"id\":\"%s:%u\",\"%s\":\"", epoch_hex, seq,
                                text ? "data" : "data_base64");
     if (text)

@@ -118,6 +118,7 @@ static const struct sample {
     {MESSAGES_DROPPED, "bad_uid", "bad_uid"},
     {MESSAGES_DROPPED, "too_big", "too_big"},
     {MESSAGES_DROPPED, "empty", "empty"},
+    {MESSAGES_DROPPED, "not_utf8", "not_utf8"},
     {DELIVERIES, NULL, "deliveries"},
     {BYTES_OUT, NULL, "bytes_out"},
     {HTTP_REJECTED, "not_found", "http_not_found"},

@@ -38,7 +38,8 @@ static void finish_with(struct stream *s, const char *body, size_t len)
         stream_finish(s);
 }
 
-static int poll_answer(struct stream *s, const char *data, uint32_t len, uint32_t seq)
+static int poll_answer(struct stream *s, const char *data, uint32_t len, int binary,
+                       uint32_t seq)
 {
     static char *body;              /* grown to the largest answer, kept */
     static size_t cap;
@@ -56,7 +57,7 @@ static int poll_answer(struct stream *s, const char *data, uint32_t len, uint32_
         cap = need;
     }
     size_t n = (size_t)sprintf(body, "{\"messages\":[");
-    n += json_message(body + n, history_epoch_hex(), seq, data, len);
+    n += json_message(body + n, history_epoch_hex(), seq, data, len, binary);
     n += answer_end(body + n, cap - n, seq);
     finish_with(s, body, n);
     return 1;
@@ -116,7 +117,7 @@ static int poll_replay_open(struct backlog **out, void *owner)
 
 /* A message of the answer, within its budget (the first always). */
 static size_t poll_replay_message(struct backlog **out, void *owner, uint8_t framing,
-                                  const char *data, uint32_t len, uint32_t seq,
+                                  const char *data, uint32_t len, int binary, uint32_t seq,
                                   const struct replay *r, int *over)
 {
     (void)framing;
@@ -126,7 +127,8 @@ static size_t poll_replay_message(struct backlog **out, void *owner, uint8_t fra
         return 0;
     if (comma)
         *at = ',';
-    size_t n = (size_t)comma + json_message(at + comma, history_epoch_hex(), seq, data, len);
+    size_t n = (size_t)comma +
+               json_message(at + comma, history_epoch_hex(), seq, data, len, binary);
     if (comma && n > r->budget) {
         *over = 1;              /* encoded, not committed: the next poll gets it */
         return 0;

@@ -119,19 +119,19 @@ static int sse_replay_gap(struct backlog **out, void *owner, const char *json, s
 }
 
 static size_t sse_replay_message(struct backlog **out, void *owner, uint8_t framing,
-                                 const char *data, uint32_t len, uint32_t seq,
+                                 const char *data, uint32_t len, int binary, uint32_t seq,
                                  const struct replay *r, int *over)
 {
     (void)r;
     (void)over;
     struct framing_prefix prefix;
     framing_prefix(framing, len, seq, &prefix);
-    size_t n = prefix.len + framing_sse_body_len(data, len);
+    size_t n = prefix.len + framing_sse_body_len(data, len, binary);
     char *at = replay_room(out, owner, n);
     if (!at)
         return 0;
     memcpy(at, prefix.bytes, prefix.len);
-    framing_sse_body(data, len, at + prefix.len);
+    framing_sse_body(data, len, binary, at + prefix.len);
     backlog_commit(*out, n);
     return n;
 }

@@ -12,7 +12,6 @@
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/transport_ops.h"
-#include "lib/utf8.h"
 #include "transport/ws_handshake.h"
 #include "transport/ws_reader.h"
 
@@ -131,13 +130,13 @@ static int ws_replay_gap(struct backlog **out, void *owner, const char *json, si
 }
 
 static size_t ws_replay_message(struct backlog **out, void *owner, uint8_t framing,
-                                const char *data, uint32_t len, uint32_t seq,
+                                const char *data, uint32_t len, int binary, uint32_t seq,
                                 const struct replay *r, int *over)
 {
     (void)r;
     (void)over;
     struct framing_prefix prefix;
-    framing_prefix_utf8(framing, len, seq, utf8_valid(data, len), &prefix);
+    framing_prefix_utf8(framing, len, seq, !binary, &prefix);
     size_t n = prefix.len + len;
     char *at = replay_room(out, owner, n);
     if (!at)

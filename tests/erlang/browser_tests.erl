@@ -41,8 +41,9 @@ browser_test_() ->
       end},
      httpdcnode_test_lib:server_test("page with ?uid=N alone: the first transport that works",
                                      #{}, 120, fun first_that_works/1),
-     httpdcnode_test_lib:server_test("client over sse, ws and poll: a payload that is not UTF-8 "
-                                     "arrives as its bytes", #{}, 120, fun not_utf8/1),
+     httpdcnode_test_lib:server_test("client over sse, ws and poll: a binary message, whether "
+                                     "its bytes are not UTF-8 or Erlang said {binary, Data} of "
+                                     "UTF-8, arrives as its bytes", #{}, 120, fun binary/1),
      httpdcnode_test_lib:server_test("client over ws, sse and poll: the server killed, retries "
                                      "after full-jitter waits, back once it is", #{}, 120,
                                      fun server_back/1)].
@@ -162,19 +163,28 @@ first_that_works(S) ->
         no_script_errors(P)
     end).
 
-%% The page's client, one connection per transport: m.bytes is the payload
-%% exactly, m.data its text as EventSource decodes it; UTF-8 has no bytes.
-not_utf8(S) ->
+%% The page's client, one connection per transport: m.bytes is a binary
+%% message exactly, m.data its text as EventSource decodes it; a text
+%% message has no bytes. Binary: bytes that are not UTF-8, or any bytes
+%% Erlang sent as {binary, Data} (a WebSocket binary frame, SSE's base64
+%% event, long-poll's data_base64).
+binary(S) ->
     with_page(S, "", fun(P) ->
         Ts = [{<<"sse">>, 63}, {<<"ws">>, 64}, {<<"poll">>, 65}],
         [connect(P, T, T, U, "{}") || {T, U} <- Ts],
         [wait_status(P, T, fun(St) -> count_state(<<"open">>, St) >= 1 end, open) || {T, _} <- Ts],
-        [begin send(S, {U, <<255, 254, 0, 1>>}), send(S, {U, <<"caf", 16#c3, 16#a9>>}) end
-         || {_, U} <- Ts],
+        [begin
+             send(S, {U, <<255, 254, 0, 1>>}),
+             send(S, {U, <<"caf", 16#c3, 16#a9>>}),
+             send(S, {U, {binary, <<"caf", 16#c3, 16#a9>>}}),
+             send(S, {U, {text, <<"text">>}})
+         end || {_, U} <- Ts],
         [?assertMatch({T, [#{<<"hex">> := <<"fffe0001">>,
                              <<"data">> := <<16#fffd/utf8, 16#fffd/utf8, 0, 1>>},
-                           #{<<"hex">> := null, <<"data">> := <<"caf", 16#c3, 16#a9>>}]},
-                      {T, wait_msgs(P, T, 2)})
+                           #{<<"hex">> := null, <<"data">> := <<"caf", 16#c3, 16#a9>>},
+                           #{<<"hex">> := <<"636166c3a9">>, <<"data">> := <<"caf", 16#c3, 16#a9>>},
+                           #{<<"hex">> := null, <<"data">> := <<"text">>}]},
+                      {T, wait_msgs(P, T, 4)})
          || {T, _} <- Ts],
         no_script_errors(P)
     end).

@@ -61,6 +61,10 @@ static void check_message(uint32_t uid, uint32_t seq, const char *d, uint32_t le
         abort();
 }
 
+/* Whether a message of len bytes is kept as binary: a rule of the model,
+ * so that every length's flag is checked where it comes back. */
+#define BINARY(len) ((int)((len) % 2))
+
 struct client {
     uint32_t uid;
     uint32_t seen;              /* the last id it got */
@@ -74,7 +78,7 @@ static void step(struct client *k, int steps)
         const char *d;
         uint32_t len, seq;
         uint32_t before = k->c.seq;
-        int r = history_next(k->uid, &k->c, &d, &len, &seq);
+        int binary, r = history_next(k->uid, &k->c, &d, &len, &seq, &binary);
         if (r == 0) {
             if (k->c.seq != model_last[k->uid] + 1)
                 abort();            /* caught up means past the newest */
@@ -88,6 +92,8 @@ static void step(struct client *k, int steps)
         if (seq != before)
             abort();                /* no gap told: the id it stood at */
         check_message(k->uid, seq, d, len);
+        if (binary != BINARY(len))
+            abort();                /* given as it was kept */
         k->seen = seq;
     }
 }
@@ -119,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             static char body[20000];
             uint32_t len = op & 0x80 ? 1000 + (uint32_t)arg * 70 : 1 + (uint32_t)arg % 200;
             make_payload(uid, model_last[uid] + 1, len, body);
-            if (history_append(uid, body, len) != model_last[uid] + 1)
+            if (history_append(uid, body, len, BINARY(len)) != model_last[uid] + 1)
                 abort();
             model_add(uid, body, len);
             break;
@@ -127,7 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 2: {                                   /* a multicast to the uids in arg's bits */
             uint32_t len = 1 + (uint32_t)op % 120;
             make_payload(0, arg, len, buf);
-            uint64_t shared = history_share(buf, len);
+            uint64_t shared = history_share(buf, len, BINARY(len));
             for (uint32_t u = 1; u <= UIDS; u++) {
                 if (!(arg & (1u << (u - 1))) || model_last[u] >= MSGS)
                     continue;

@@ -11,6 +11,7 @@
 #include "core/cmd.h"
 #include "guarded.h"
 #include "erl/erl_term.h"
+#include "lib/utf8.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -42,6 +43,8 @@ static void check_view(const struct term_view *v, const struct term_limits *lim)
         abort();
     if (v->has_reply && (v->reply_len <= 0 || v->reply_len > UINT16_MAX))
         abort();
+    if (v->binary > 1)
+        abort();
 }
 
 /* The record handle_message fills, on the heap so ASan bounds it exactly. */
@@ -63,6 +66,8 @@ static void copy_like_handle_message(const char *buf, const struct term_view *v,
     }
     if (v->payload_len)
         erl_term_copy_payload(buf, v, cmd_payload(c));
+    if (!v->binary && !utf8_valid(cmd_payload(c), v->payload_len))
+        abort();                /* text goes out as text: it must be UTF-8 */
     if (reply_len)
         memcpy(cmd_reply(c), buf + v->reply_index, reply_len);
     free(c);

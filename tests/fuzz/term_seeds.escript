@@ -38,7 +38,17 @@ accepted(Pid, Ref) ->
      {"snapshot", {Pid, Ref, snapshot}},
      {"deep-iolist", {3, deep(500, <<"x">>)}},
      {"wide-iolist", {3, lists:duplicate(300, <<"ab">>)}},
-     {"payload-64", {3, binary:copy(<<"p">>, 64)}}].
+     {"payload-64", {3, binary:copy(<<"p">>, 64)}},
+     {"tagged-binary-utf8", {3, {binary, <<"hello">>}}},
+     {"tagged-binary-bytes", {3, {binary, <<255, 0>>}}},
+     {"tagged-text", {3, {text, <<"caf", 16#c3, 16#a9>>}}},
+     {"tagged-text-split", {3, {text, [<<"caf", 16#c3>>, [16#a9]]}}},
+     {"tagged-multicast", {[1, 2], {binary, "xy"}}},
+     {"tagged-broadcast", {broadcast, {binary, [<<"a">>]}}},
+     {"tagged-ack", {Pid, Ref, 7, {binary, <<"x">>}}},
+     {"tagged-conn", {conn, 5, {binary, <<"x">>}}},
+     {"tagged-ack-conn", {Pid, Ref, conn, 5, {text, <<"x">>}}},
+     {"untagged-split-utf8", {3, [<<16#e2, 16#82>>, 16#ac]}}].
 
 refused(Pid, Ref) ->
     [{"uid-zero", {0, <<"x">>}},
@@ -69,6 +79,13 @@ refused(Pid, Ref) ->
      {"payload-export", {1, fun lists:sort/1}},
      {"payload-pid", {1, Pid}},
      {"payload-deep-tuple", {1, deep_tuple(300)}},
+     {"tagged-text-not-utf8", {1, {text, <<"caf", 16#e9>>}}},
+     {"tagged-text-cut", {1, {text, [<<"a">> | <<16#c3>>]}}},
+     {"tagged-empty", {1, {binary, <<>>}}},
+     {"tagged-nested", {1, {binary, {text, <<"x">>}}}},
+     {"tagged-unknown", {1, {bytes, <<"x">>}}},
+     {"tagged-three", {1, {binary, <<"x">>, extra}}},
+     {"tagged-int", {1, {binary, 5}}},
      {"broadcast-int", {broadcast, 1}},
      {"broadcast-empty", {broadcast, <<>>}},
      {"kick-atom", {kick, foo}},

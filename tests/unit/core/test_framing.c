@@ -97,31 +97,37 @@ static void ws_meta_prefixes_the_id(void **state)
 
 /* The body in a buffer of exactly framing_sse_body_len bytes (ASan sees
  * a write past it), compared with want. */
-#define SSE_BODY_IS(data, want) sse_body_is(data, sizeof data - 1, want, sizeof want - 1)
-static void sse_body_is(const char *data, uint32_t len, const char *want, size_t want_len)
+#define SSE_BODY_IS(data, binary, want) \
+    sse_body_is(data, sizeof data - 1, binary, want, sizeof want - 1)
+static void sse_body_is(const char *data, uint32_t len, int binary, const char *want,
+                        size_t want_len)
 {
-    size_t n = framing_sse_body_len(data, len);
+    size_t n = framing_sse_body_len(data, len, binary);
     assert_int_equal(n, want_len);
     char *out = malloc(n);
     assert_non_null(out);
-    framing_sse_body(data, len, out);
+    framing_sse_body(data, len, binary, out);
     assert_memory_equal(out, want, n);
     free(out);
 }
 
-static void sse_bodies_are_utf8_or_base64(void **state)
+static void sse_bodies_are_lines_or_base64(void **state)
 {
     (void)state;
-    SSE_BODY_IS("", "data: \n\n");
-    SSE_BODY_IS("caf\xc3\xa9\r\nx\ry\n", "data: caf\xc3\xa9\ndata: x\ndata: y\ndata: \n\n");
-    SSE_BODY_IS("a\0b", "data: a\0b\n\n");               /* NUL is UTF-8 */
-    /* Not UTF-8: each length modulo 3, and bytes that are line breaks. */
-    SSE_BODY_IS("\xff", "event: base64\ndata: /w==\n\n");
-    SSE_BODY_IS("\xff\x00", "event: base64\ndata: /wA=\n\n");
-    SSE_BODY_IS("\xff\x00\x01", "event: base64\ndata: /wAB\n\n");
-    SSE_BODY_IS("\xff\xfe\x00\x01", "event: base64\ndata: //4AAQ==\n\n");
-    SSE_BODY_IS("\n\xc3\r", "event: base64\ndata: CsMN\n\n");
-    SSE_BODY_IS("\xed\xa0\x80", "event: base64\ndata: 7aCA\n\n");     /* a surrogate */
+    SSE_BODY_IS("", 0, "data: \n\n");
+    SSE_BODY_IS("caf\xc3\xa9\r\nx\ry\n", 0, "data: caf\xc3\xa9\ndata: x\ndata: y\ndata: \n\n");
+    SSE_BODY_IS("a\0b", 0, "data: a\0b\n\n");               /* NUL is UTF-8 */
+    /* Binary: each length modulo 3, and bytes that are line breaks. */
+    SSE_BODY_IS("\xff", 1, "event: base64\ndata: /w==\n\n");
+    SSE_BODY_IS("\xff\x00", 1, "event: base64\ndata: /wA=\n\n");
+    SSE_BODY_IS("\xff\x00\x01", 1, "event: base64\ndata: /wAB\n\n");
+    SSE_BODY_IS("\xff\xfe\x00\x01", 1, "event: base64\ndata: //4AAQ==\n\n");
+    SSE_BODY_IS("\n\xc3\r", 1, "event: base64\ndata: CsMN\n\n");
+    SSE_BODY_IS("\xed\xa0\x80", 1, "event: base64\ndata: 7aCA\n\n");     /* a surrogate */
+    /* Binary whatever its bytes: valid UTF-8 too. */
+    SSE_BODY_IS("hello", 1, "event: base64\ndata: aGVsbG8=\n\n");
+    SSE_BODY_IS("caf\xc3\xa9\n", 1, "event: base64\ndata: Y2Fmw6kK\n\n");
+    SSE_BODY_IS("", 1, "event: base64\ndata: \n\n");
 }
 
 static void utf8_is_checked_strictly(void **state)
@@ -181,7 +187,7 @@ int main(void)
         cmocka_unit_test(ws_frames_are_whole_messages),
         cmocka_unit_test(ws_meta_prefixes_the_id),
         cmocka_unit_test(endings_say_why),
-        cmocka_unit_test(sse_bodies_are_utf8_or_base64),
+        cmocka_unit_test(sse_bodies_are_lines_or_base64),
         cmocka_unit_test(utf8_is_checked_strictly),
         cmocka_unit_test(utf8_pieces_split_characters),
         cmocka_unit_test(the_handshake_answers_as_the_rfc_says),

@@ -42,14 +42,16 @@ static struct history_replay *since(uint32_t uid, uint32_t seq)
     return &rep.r;
 }
 
-static void append_text(uint32_t uid, const char *fmt, uint32_t n)
+static void append_as(uint32_t uid, int binary, const char *fmt, uint32_t n)
 {
     char text[32];
     int len = snprintf(text, sizeof text, fmt, n);
-    history_append(uid, text, (uint32_t)len);
+    history_append(uid, text, (uint32_t)len, binary);
 }
 
-/* The replay's messages, as "a,b,c". */
+static void append_text(uint32_t uid, const char *fmt, uint32_t n) { append_as(uid, 0, fmt, n); }
+
+/* The replay's messages, as "a,b,c" (a binary one as "bin:b"). */
 static const char *replayed(const struct history_replay *r)
 {
     static char out[4096];
@@ -57,8 +59,10 @@ static const char *replayed(const struct history_replay *r)
     out[0] = '\0';
     for (uint32_t i = 0; i < r->n; i++) {
         uint32_t len, seq;
-        const char *m = history_message(r->pos[i], &len, &seq);
-        k += (size_t)snprintf(out + k, sizeof out - k, "%s%.*s", i ? "," : "", (int)len, m);
+        int binary;
+        const char *m = history_message(r->pos[i], &len, &seq, &binary);
+        k += (size_t)snprintf(out + k, sizeof out - k, "%s%s%.*s", i ? "," : "",
+                              binary ? "bin:" : "", (int)len, m);
     }
     return out;
 }
@@ -73,13 +77,14 @@ static const char *walk(uint32_t uid, struct history_cursor *c, int max)
     for (int i = 0; i < max; i++) {
         const char *data;
         uint32_t len, seq;
-        int r = history_next(uid, c, &data, &len, &seq);
+        int binary, r = history_next(uid, c, &data, &len, &seq, &binary);
         if (r == 0)
             break;
         if (r < 0)
             k += (size_t)snprintf(out + k, sizeof out - k, "%s|gap|", k ? "," : "");
         else
-            k += (size_t)snprintf(out + k, sizeof out - k, "%s%.*s", k ? "," : "", (int)len, data);
+            k += (size_t)snprintf(out + k, sizeof out - k, "%s%s%.*s", k ? "," : "",
+                                  binary ? "bin:" : "", (int)len, data);
     }
     return out;
 }
@@ -97,12 +102,13 @@ static void a_cursor_steps_forward_and_reaches_live_messages(void **state)
     assert_int_equal(c.seq, 3);
     const char *data;
     uint32_t len, seq;
-    assert_int_equal(history_next(3, &c, &data, &len, &seq), 1);
+    int binary;
+    assert_int_equal(history_next(3, &c, &data, &len, &seq, &binary), 1);
     assert_int_equal(seq, 3);
     /* Messages that come during the replay are reached too, in order. */
     append_text(3, "m%u", 6);
     assert_string_equal(walk(3, &c, 100), "m4,m5,m6");
-    assert_int_equal(history_next(3, &c, &data, &len, &seq), 0);   /* caught up */
+    assert_int_equal(history_next(3, &c, &data, &len, &seq, &binary), 0);   /* caught up */
     append_text(3, "m%u", 7);
     assert_string_equal(walk(3, &c, 100), "m7");
     /* A first connect, or nothing missed: the cursor is past the newest. */
@@ -156,18 +162,19 @@ static void a_busy_uid_pushes_out_its_own_messages_not_others(void **state)
     (void)state;
     start(4, 120, 65536);
     for (uint32_t i = 1; i <= 3; i++)
-        append_text(2, "quiet %u", i);
+        append_as(2, i == 2, "quiet %u", i);
     /* Uid 1 sends over four arenas' worth: it keeps its newest 4, and uid
-     * 2's messages, still of use, are moved ahead instead of pushed out. */
+     * 2's messages, still of use, are moved ahead instead of pushed out,
+     * a binary one still binary. */
     static char body[100];
     memset(body, 'b', sizeof body);
     for (uint32_t i = 0; i < 2000; i++)
-        history_append(1, body, sizeof body);
+        history_append(1, body, sizeof body, 0);
     assert_true(loop_stats.history_moved > 0);
     assert_true(loop_stats.history_bytes <= 65536);
     struct history_replay *r = since(2, 0);
     assert_false(r->gap);
-    assert_string_equal(replayed(r), "quiet 1,quiet 2,quiet 3");
+    assert_string_equal(replayed(r), "quiet 1,bin:quiet 2,quiet 3");
     r = since(1, 1990);
     assert_true(r->gap);                     /* 1991..1996 are gone: the newest 4 kept */
     assert_int_equal(r->n, 4);
@@ -176,7 +183,7 @@ static void a_busy_uid_pushes_out_its_own_messages_not_others(void **state)
     fake_now += 121;
     uint64_t moved = loop_stats.history_moved;
     for (uint32_t i = 0; i < 2000; i++)
-        history_append(1, body, sizeof body);
+        history_append(1, body, sizeof body, 0);
     r = since(2, 0);
     assert_true(r->gap);
     assert_int_equal(r->n, 0);
@@ -187,9 +194,9 @@ static void ids_count_per_uid_from_one(void **state)
 {
     (void)state;
     start(32, 120, 1 << 20);
-    assert_int_equal(history_append(1, "a", 1), 1);
-    assert_int_equal(history_append(1, "b", 1), 2);
-    assert_int_equal(history_append(2, "c", 1), 1);
+    assert_int_equal(history_append(1, "a", 1, 0), 1);
+    assert_int_equal(history_append(1, "b", 1, 0), 2);
+    assert_int_equal(history_append(2, "c", 1, 0), 1);
     assert_int_equal(history_last_seq(1), 2);
     assert_int_equal(strlen(history_epoch_hex()), 8);
     assert_int_equal(strspn(history_epoch_hex(), "0123456789abcdef"), 8);
@@ -280,7 +287,9 @@ static void the_arena_wraps_and_keeps_the_newest(void **state)
         assert_true(r->n > 5);
         for (uint32_t i = 0; i < r->n; i++) {
             uint32_t len, seq;
-            const char *m = history_message(r->pos[i], &len, &seq);
+            int binary;
+            const char *m = history_message(r->pos[i], &len, &seq, &binary);
+            assert_false(binary);
             /* message i went to uid 1 + i % 3: uid's seq-th one is i = */
             uint32_t n = uid == 1 ? 3 * seq : 3 * (seq - 1) + uid - 1;
             char want[64];
@@ -300,7 +309,7 @@ static void a_message_not_kept_makes_a_gap(void **state)
     start(32, 120, 4096);
     static char big[2048];
     append_text(9, "m%u", 1);
-    history_append(9, big, sizeof big);
+    history_append(9, big, sizeof big, 0);
     append_text(9, "m%u", 3);
     struct history_replay *r = since(9, 1);
     assert_true(r->gap);
@@ -318,7 +327,7 @@ static void a_shared_payload_is_kept_once(void **state)
     start(32, 120, 8192);
     static char big[1000];
     memset(big, 'x', sizeof big);
-    uint64_t shared = history_share(big, sizeof big);
+    uint64_t shared = history_share(big, sizeof big, 0);
     assert_true(shared != 0);
     for (uint32_t uid = 1; uid <= 50; uid++)
         assert_int_equal(history_append_shared(uid, shared), 1);
@@ -328,7 +337,8 @@ static void a_shared_payload_is_kept_once(void **state)
     assert_false(r->gap);
     assert_int_equal(r->n, 1);
     uint32_t len, seq;
-    assert_ptr_equal(history_message(r->pos[0], &len, &seq), entry_at(shared - 1) + 1);
+    int binary;
+    assert_ptr_equal(history_message(r->pos[0], &len, &seq, &binary), entry_at(shared - 1) + 1);
     assert_int_equal(len, sizeof big);
     /* Pushed out by newer messages: the shared payload goes first, and with
      * it every uid's message. */
@@ -340,12 +350,37 @@ static void a_shared_payload_is_kept_once(void **state)
     assert_int_equal(history_append_shared(17, shared), 2);   /* gone: an id only */
 }
 
+/* A message is replayed as it went live, binary or text, whether kept
+ * for its uid or shared by a multicast, and through the arena's laps. */
+static void a_message_keeps_its_type(void **state)
+{
+    (void)state;
+    start(32, 120, 4096);
+    append_as(5, 0, "t%u", 1);
+    append_as(5, 1, "b%u", 2);                 /* valid UTF-8, binary all the same */
+    uint64_t bin = history_share("m3", 2, 1), text = history_share("m4", 2, 0);
+    assert_int_equal(history_append_shared(5, bin), 3);
+    assert_int_equal(history_append_shared(5, text), 4);
+    assert_string_equal(replayed(since(5, 0)), "t1,bin:b2,bin:m3,m4");
+    struct history_cursor c;
+    uint32_t first;
+    assert_int_equal(history_resume(5, 1, history_epoch(), 0, &c, &first), 0);
+    assert_string_equal(walk(5, &c, 100), "t1,bin:b2,bin:m3,m4");
+    /* Many laps of binary and text messages: the sizes stay right. */
+    for (uint32_t i = 1; i <= 3000; i++)
+        append_as(6, i % 2, "lap %u", i);
+    assert_true(loop_stats.history_bytes <= 4096);
+    struct history_replay *r = since(6, 2996);
+    assert_false(r->gap);
+    assert_string_equal(replayed(r), "bin:lap 2997,lap 2998,bin:lap 2999,lap 3000");
+}
+
 static void history_off_gives_ids_only(void **state)
 {
     (void)state;
     start(0, 120, 1 << 20);
-    assert_int_equal(history_append(2, "x", 1), 1);
-    assert_int_equal(history_append(2, "y", 1), 2);
+    assert_int_equal(history_append(2, "x", 1, 0), 1);
+    assert_int_equal(history_append(2, "y", 1, 0), 2);
     assert_int_equal(loop_stats.history_entries, 0);
     struct history_replay *r = since(2, 1);
     assert_true(r->gap);
@@ -356,6 +391,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(ids_count_per_uid_from_one, teardown),
+        cmocka_unit_test_teardown(a_message_keeps_its_type, teardown),
         cmocka_unit_test_teardown(a_returning_client_gets_what_it_missed, teardown),
         cmocka_unit_test_teardown(past_the_per_uid_limit_is_a_gap, teardown),
         cmocka_unit_test_teardown(another_epoch_is_a_gap_with_all_that_is_kept, teardown),

@@ -77,11 +77,13 @@ static size_t drain(int fd, char *buf, size_t size)
     }
 }
 
-static void deliver(struct stream *s, const char *text)
+static void deliver_as(struct stream *s, const char *text, int binary)
 {
     batch_room(1);
-    batch_add(s, text, (uint32_t)strlen(text), 1);
+    batch_add(s, text, (uint32_t)strlen(text), binary, 1);
 }
+
+static void deliver(struct stream *s, const char *text) { deliver_as(s, text, 0); }
 
 static void messages_are_framed_per_stream(void **state)
 {
@@ -127,7 +129,7 @@ static void a_stream_closed_by_a_flush_stays_valid_until_reaped(void **state)
     /* More than the kernel and --max-backlog take: the flush closes it. */
     for (int i = 0; i < 64; i++) {
         batch_room(1);
-        batch_add(stuck, big, sizeof big - 1, 1);
+        batch_add(stuck, big, sizeof big - 1, 0, 1);
     }
     batch_flush();
     assert_int_equal(loop_stats.slow_closed, 1);
@@ -256,7 +258,8 @@ static void the_largest_backlog_goes_past_the_total(void **state)
     close(small_sv[1]);
 }
 
-/* A WebSocket stream: a frame per message, text or binary; the client's
+/* A WebSocket stream: a frame per message, text or binary as the message
+ * is (valid UTF-8 or not: binary all the same when said so); the client's
  * ping answered (read by ws_reader.c through the stream's event), its
  * close answered with its code, and a kick's close 4001. */
 static void websocket_streams_frame_answer_and_close(void **state)
@@ -270,11 +273,12 @@ static void websocket_streams_frame_answer_and_close(void **state)
     struct stream *t = live_stream(32, b, 0);
     s->framing = t->framing = FRAMING_WS;
     deliver(s, "caf\xc3\xa9");
-    deliver(s, "caf\xe9");
+    deliver_as(s, "caf\xe9", 1);
+    deliver_as(s, "ok", 1);
     batch_flush();
     char buf[64];
-    assert_int_equal(drain(a[1], buf, sizeof buf), 13);
-    assert_memory_equal(buf, "\x81\x05" "caf\xc3\xa9" "\x82\x04" "caf\xe9", 13);
+    assert_int_equal(drain(a[1], buf, sizeof buf), 17);
+    assert_memory_equal(buf, "\x81\x05" "caf\xc3\xa9" "\x82\x04" "caf\xe9" "\x82\x02" "ok", 17);
     /* A masked ping "hi" (mask 1,2,3,4), then a masked close 1001. */
     assert_int_equal(send(a[1], "\x89\x82\x01\x02\x03\x04" "\x69\x6b", 8, 0), 8);
     assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);

@@ -323,6 +323,168 @@ static void conn_and_ack_terms(void **state)
 
 static enum term_error parse_message(const char *msg, int len);
 
+/* Data tagged {binary, Data} or {text, Data} inside {Uid, _}, after x's
+ * tuple header and uid: begins x up to there. */
+static void begin_tagged(const char *tag)
+{
+    begin();
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, tag);
+}
+
+/* Untagged Data is text when valid UTF-8, else binary; {binary, Data} is
+ * binary whatever its bytes, {text, Data} text and must be UTF-8. */
+static void data_says_binary_or_text(void **state)
+{
+    (void)state;
+    struct term_view v;
+    assert_int_equal(pair_int_bin(5, "hello", &v), TERM_OK);
+    assert_false(v.binary);
+    assert_int_equal(pair_int_bin(5, "caf\xe9", &v), TERM_OK);
+    assert_true(v.binary);
+
+    begin_tagged("binary");
+    ei_x_encode_binary(&x, "hello", 5);
+    v = parse_payload("hello");
+    assert_int_equal(v.kind, CMD_UNICAST);
+    assert_int_equal(v.uid, 5);
+    assert_true(v.binary);
+
+    begin_tagged("binary");
+    ei_x_encode_binary(&x, "\xff\x01", 2);
+    assert_true(parse_payload("\xff\x01").binary);
+
+    begin_tagged("text");
+    ei_x_encode_binary(&x, "caf\xc3\xa9", 5);
+    assert_false(parse_payload("caf\xc3\xa9").binary);
+
+    begin_tagged("text");
+    ei_x_encode_string(&x, "abc");
+    assert_false(parse_payload("abc").binary);
+
+    begin_tagged("text");
+    ei_x_encode_binary(&x, "caf\xe9", 4);
+    assert_int_equal(parse(&v), TERM_NOT_UTF8);
+    begin_tagged("text");
+    ei_x_encode_binary(&x, "\xed\xa0\x80", 3);      /* a surrogate */
+    assert_int_equal(parse(&v), TERM_NOT_UTF8);
+
+    /* An iolist is judged as its bytes flattened: a character split
+     * across parts is whole, a part ending mid-character is not. */
+    begin_tagged("text");                     /* {5, {text, [<<"caf", 195>>, [169]]}} */
+    ei_x_encode_list_header(&x, 2);
+    ei_x_encode_binary(&x, "caf\xc3", 4);
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_long(&x, 0xa9);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_empty_list(&x);
+    assert_false(parse_payload("caf\xc3\xa9").binary);
+    begin();                                  /* {5, [<<195>>, "x"]}: not UTF-8 */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_list_header(&x, 2);
+    ei_x_encode_binary(&x, "\xc3", 1);
+    ei_x_encode_string(&x, "x");
+    ei_x_encode_empty_list(&x);
+    assert_true(parse_payload("\xc3x").binary);
+    begin();                                  /* {5, [<<"a">> | <<195>>]}: cut at the end */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_binary(&x, "a", 1);
+    ei_x_encode_binary(&x, "\xc3", 1);
+    assert_true(parse_payload("a\xc3").binary);
+    /* {5, {text, [195 | [169]]}} with 195 as INTEGER_EXT, as ei accepts. */
+    static const char int_ext[] = "\x83\x68\x02\x61\x05\x68\x02\x77\x04text"
+                                  "\x6c\x00\x00\x00\x02\x62\x00\x00\x00\xc3\x61\xa9\x6a";
+    assert_int_equal(parse_message(int_ext, (int)sizeof int_ext - 1), TERM_OK);
+
+    /* Refused: an empty, a nested, an unknown or a malformed tag. */
+    begin_tagged("binary");
+    ei_x_encode_binary(&x, "", 0);
+    assert_int_equal(parse(&v), TERM_EMPTY);
+    begin_tagged("binary");
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "text");
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    begin_tagged("bytes");
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    begin_tagged("binary");
+    ei_x_encode_long(&x, 7);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    begin();                                  /* {5, {binary, <<"x">>, extra}} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "binary");
+    ei_x_encode_binary(&x, "x", 1);
+    ei_x_encode_atom(&x, "extra");
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    begin();                                  /* {5, {<<"binary">>, <<"x">>}} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_binary(&x, "binary", 6);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    char big[66];
+    memset(big, 'a', 65);
+    big[65] = '\0';
+    begin_tagged("binary");
+    ei_x_encode_binary(&x, big, 65);
+    assert_int_equal(parse(&v), TERM_TOO_BIG);
+}
+
+/* Every form that carries Data takes the tag. */
+static void every_data_form_takes_the_tag(void **state)
+{
+    (void)state;
+    struct term_view v;
+    ei_cnode ec;
+    erlang_pid pid;
+    erlang_ref ref;
+    assert_true(ei_connect_init(&ec, "unit", "cookie", 1) >= 0);
+    assert_int_equal(ei_make_pid(&ec, &pid), 0);
+    assert_int_equal(ei_make_ref(&ec, &ref), 0);
+    for (int form = 0; form < 6; form++) {
+        begin();
+        if (form >= 3) {                      /* the acknowledged ones */
+            ei_x_encode_tuple_header(&x, form == 5 ? 5 : 4);
+            ei_x_encode_pid(&x, &pid);
+            ei_x_encode_ref(&x, &ref);
+        } else {
+            ei_x_encode_tuple_header(&x, form == 2 ? 3 : 2);
+        }
+        switch (form) {
+        case 0: ei_x_encode_atom(&x, "broadcast"); break;
+        case 1: case 4:                        /* [1, 2]: a multicast */
+            ei_x_encode_list_header(&x, 2);
+            ei_x_encode_long(&x, 1);
+            ei_x_encode_long(&x, 2);
+            ei_x_encode_empty_list(&x);
+            break;
+        case 2: case 5:
+            ei_x_encode_atom(&x, "conn");
+            ei_x_encode_long(&x, 7);
+            break;
+        case 3: ei_x_encode_long(&x, 9); break;
+        }
+        ei_x_encode_tuple_header(&x, 2);
+        ei_x_encode_atom(&x, "binary");
+        ei_x_encode_binary(&x, "ok", 2);
+        v = parse_payload("ok");
+        static const enum cmd_kind kinds[] = {CMD_BROADCAST, CMD_MULTICAST, CMD_CONN,
+                                              CMD_UNICAST, CMD_MULTICAST, CMD_CONN};
+        assert_int_equal(v.kind, kinds[form]);
+        assert_true(v.binary);
+        assert_int_equal(v.has_reply, form >= 3);
+    }
+}
+
 /* {drain, Seconds} in 0..3600 and {drain, cancel}; anything else a bad shape. */
 static void drain_terms(void **state)
 {
@@ -677,6 +839,8 @@ int main(void)
         cmocka_unit_test(broadcast_kick_stats_and_acknowledged),
         cmocka_unit_test(drain_terms),
         cmocka_unit_test(conn_and_ack_terms),
+        cmocka_unit_test(data_says_binary_or_text),
+        cmocka_unit_test(every_data_form_takes_the_tag),
         cmocka_unit_test(bad_uids),
         cmocka_unit_test(bad_payloads),
         cmocka_unit_test(bad_shapes),

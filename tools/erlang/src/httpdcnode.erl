@@ -5,7 +5,11 @@
 %% its own presence, or a node of role client, which forwards each call to a
 %% master (httpdcnode_client). A uid is a positive integer; a
 %% message is a non-empty binary or iolist, or a list of Unicode characters
-%% (sent as UTF-8) when it holds any character above 255.
+%% (sent as UTF-8) when it holds any character above 255. Untagged, it
+%% reaches the browser as text when it is valid UTF-8, else as binary;
+%% {binary, Data} makes it binary whatever its bytes (a WebSocket binary
+%% frame, an SSE base64 event, long-poll's data_base64: bytes in the
+%% browser client), {text, Data} text (badarg unless valid UTF-8).
 -module(httpdcnode).
 -compile({no_auto_import, [nodes/0]}).
 
@@ -16,14 +20,14 @@
          online/1, online_uids/1, nodes/0, stats/0, stats/1, app_stats/0]).
 -export([reply/2, reply_sync/2, reply_sync/3]).
 -export([token/2, token_url/3]).
--export([to_binary/1, group_by_node/2]).
+-export([to_binary/1, to_wire/1, group_by_node/2]).
 -export([relay_sync/3]).
 -export_type([uid/0, msg/0, conn/0]).
 
 -define(TIMEOUT, 5000).
 
 -type uid() :: pos_integer().
--type msg() :: binary() | iolist() | string().
+-type msg() :: binary() | iolist() | string() | {binary, iodata()} | {text, unicode:chardata()}.
 %% One client connection: its C-node and its id there (from the inbox's
 %% handle_in, httpdcnode_handler). An id names one stream of one run of
 %% that C-node, never one of a later run; 0 names none (a POST /send/N
@@ -47,7 +51,7 @@ stop() ->
 %% chunked stream, which cannot carry it).
 -spec reply(conn(), msg() | <<>>) -> ok.
 reply({CNode, Id}, Msg) when is_atom(CNode), is_integer(Id), Id >= 0 ->
-    {any, CNode} ! {conn, Id, any_binary(Msg)},
+    {any, CNode} ! {conn, Id, wire(Msg, true)},
     ok.
 
 %% Like reply/2, but waits: {ok, 1} when written, {ok, 0} when Conn is
@@ -59,7 +63,7 @@ reply_sync(Conn, Msg) ->
 
 reply_sync({CNode, Id}, Msg, Timeout) when is_atom(CNode), is_integer(Id), Id >= 0 ->
     Ref = make_ref(),
-    {any, CNode} ! {self(), Ref, conn, Id, any_binary(Msg)},
+    {any, CNode} ! {self(), Ref, conn, Id, wire(Msg, true)},
     receive {Ref, N} -> {ok, N}
     after Timeout -> {ok, 0}
     end.
@@ -71,7 +75,7 @@ reply_sync({CNode, Id}, Msg, Timeout) when is_atom(CNode), is_integer(Id), Id >=
 %% never seen, or gone for longer, is dropped and counted (stats/0: app).
 -spec send(uid(), msg()) -> ok.
 send(Uid, Msg) when is_integer(Uid), Uid > 0 ->
-    Bin = to_binary(Msg),
+    Bin = to_wire(Msg),
     case client() of
         true -> httpdcnode_client:cast(?MODULE, send, [Uid, Bin]);
         false ->
@@ -92,7 +96,7 @@ send_sync(Uid, Msg) ->
     send_sync(Uid, Msg, ?TIMEOUT).
 
 send_sync(Uid, Msg, Timeout) when is_integer(Uid), Uid > 0 ->
-    Bin = to_binary(Msg),
+    Bin = to_wire(Msg),
     case client() of
         true -> httpdcnode_client:call(?MODULE, send_sync, [Uid, Bin, Timeout], Timeout);
         false ->
@@ -115,7 +119,7 @@ send_sync(Uid, Msg, Timeout) when is_integer(Uid), Uid > 0 ->
 %% send/2): one Erlang message per C-node.
 -spec multicast([uid()], msg()) -> ok.
 multicast(Uids, Msg) when is_list(Uids) ->
-    Bin = to_binary(Msg),
+    Bin = to_wire(Msg),
     case client() of
         true -> httpdcnode_client:cast(?MODULE, multicast, [Uids, Bin]);
         false ->
@@ -134,7 +138,7 @@ multicast_sync(Uids, Msg) ->
     multicast_sync(Uids, Msg, ?TIMEOUT).
 
 multicast_sync(Uids, Msg, Timeout) when is_list(Uids) ->
-    Bin = to_binary(Msg),
+    Bin = to_wire(Msg),
     case client() of
         true -> httpdcnode_client:call(?MODULE, multicast_sync, [Uids, Bin, Timeout], Timeout);
         false ->
@@ -153,7 +157,7 @@ multicast_sync(Uids, Msg, Timeout) when is_list(Uids) ->
 %% Sends Msg to every stream on every known C-node.
 -spec broadcast(msg()) -> ok.
 broadcast(Msg) ->
-    Bin = to_binary(Msg),
+    Bin = to_wire(Msg),
     case client() of
         true -> httpdcnode_client:cast(?MODULE, broadcast, [Bin]);
         false ->
@@ -241,9 +245,9 @@ token_url(BaseUrl, Uid, TtlSeconds) ->
 
 %%% Building blocks (exported for tests and for router)
 
-%% Message as the binary the C-nodes take. Raises badarg for an empty or
-%% malformed message.
--spec to_binary(msg()) -> binary().
+%% Message as the binary the C-nodes take (the data of a tagged one:
+%% to_wire/1). Raises badarg for an empty or malformed message.
+-spec to_binary(binary() | iolist() | string()) -> binary().
 to_binary(Msg) ->
     case any_binary(Msg) of
         <<>> -> error(badarg, [Msg]);
@@ -259,6 +263,29 @@ any_binary(Msg) when is_list(Msg) ->
     end;
 any_binary(Msg) ->
     error(badarg, [Msg]).
+
+%% Message as the C-nodes take it: a binary, or {binary | text, Binary} for
+%% a tagged one. {text, Data} takes Data as Unicode characters (chardata:
+%% binaries in UTF-8, integers code points) and raises badarg unless it is
+%% valid and not empty (the C-node would drop text that is not UTF-8: a
+%% text frame must be); otherwise badarg as to_binary/1.
+-spec to_wire(msg()) -> binary() | {binary | text, binary()}.
+to_wire(Msg) ->
+    wire(Msg, false).
+
+%% to_wire/1, the message empty or not as MayBeEmpty says (a reply may be).
+wire({binary, Data}, MayBeEmpty) ->
+    {binary, data(Data, MayBeEmpty)};
+wire({text, Data}, MayBeEmpty) ->
+    case catch unicode:characters_to_binary(Data) of
+        Bin when is_binary(Bin), MayBeEmpty orelse Bin =/= <<>> -> {text, Bin};
+        _ -> error(badarg, [{text, Data}])
+    end;
+wire(Msg, MayBeEmpty) ->
+    data(Msg, MayBeEmpty).
+
+data(Msg, true) -> any_binary(Msg);
+data(Msg, false) -> to_binary(Msg).
 
 chars_to_binary(Chars) ->
     case unicode:characters_to_binary(Chars) of
