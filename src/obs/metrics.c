@@ -14,7 +14,7 @@ enum family {
     BYTES_OUT, HTTP_REJECTED, REPLIES_DROPPED, ERLANG_CONNECTS, ERLANG_REFUSED,
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
-    CONN_SENT, CONN_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED, FAMILIES
+    CONN_SENT, CONN_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED, ERLANG_SILENT, FAMILIES
 };
 
 static const struct {
@@ -70,6 +70,8 @@ static const struct {
                           "Presence messages not sent to a master that was not reading."},
     [CONN_EVENTS_DROPPED] = {"conn_events_dropped_total", "counter",
                              "Connection presence (conn_up, conn_down) lost: too many queued."},
+    [ERLANG_SILENT] = {"erlang_masters_silent_total", "counter",
+                       "Links to masters dropped: nothing came from them for --erl-tick-seconds."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -145,6 +147,7 @@ static const struct sample {
     {CONN_DROPPED, NULL, "conn_dropped"},
     {PRESENCE_DROPPED, NULL, "presence_dropped"},
     {CONN_EVENTS_DROPPED, NULL, "conn_events_dropped"},
+    {ERLANG_SILENT, NULL, "erl_silent_masters"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 
