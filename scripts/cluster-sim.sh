@@ -1,0 +1,491 @@
+#!/usr/bin/env bash
+# make cluster-sim: the cluster across hosts simulated on this machine, with
+# the kernel's own network faults, and every message checked.
+#
+# Each host is a network namespace with its own address on one bridge (the
+# bridge in a namespace of its own: nothing of the machine's own network is
+# touched): masters m1 (10.77.0.1) and m2 (.2) with the application, long
+# names (m1@10.77.0.1), net_ticktime TICK; C-nodes c1 (.11) and c2 (.12)
+# (--master m1,m2 --presence httpdcnode_presence --erl-tick-seconds TICK);
+# nginx (scripts/nginx.conf.example, plain HTTP, bodies not re-chunked: the
+# load client reads SSE as the C-nodes send it) on fe (.20); the SSE
+# clients (tools/httpclient --record) on cl (.31); the controller (hidden
+# Erlang node, tools/erlang/bench/simctl.erl) on ctl (.40). Each host runs
+# its own epmd. Messages come from msggen on a master through the
+# application (httpdcnode:send/2), each numbered ("n=N;"), so the checker
+# (scripts/cluster-sim-check.py) knows what each client should have got.
+#
+# Faults, on the bridge's namespace (iptables FORWARD, which bridged
+# packets pass): drop (iptables -j DROP both ways between two hosts, or all
+# of a host's traffic: a silent partition), cut (the same between the two
+# masters), loss (-m statistic 1 %), latency (tc netem 20 ms +- 5 ms where
+# the kernel has netem, else tools/netdelay on an NFQUEUE queue: the same
+# delay, order kept), freeze (SIGSTOP of every process of a host).
+#
+# Per scenario: sent, delivered, lost_without_gap, duplicated, out_of_order,
+# gaps (told), detection_s (the fault seen: the C-node dropped the link, or
+# the masters each other), convergence_s (from the heal until presence, or
+# the subscriptions, agree again; null when they never did within the bound).
+# Result: OUT/result.json; a BENCHMARKS.md section (between
+# <!-- cluster-sim --> markers, full run only).
+#
+# The machine is restored when the run ends or is killed: every namespace
+# (with its bridge, veths and rules) is deleted and every process in it
+# ended, by a trap; after a SIGKILL of the runner, the next run removes what
+# it left (namespaces hsimPID-*, PID no longer a cluster-sim) first.
+#
+# Environment:
+#   CLUSTER_SIM_SMALL=1  the small run of make test: two short scenarios
+#                        (silent partition master-C-node, frozen master),
+#                        TICK 4; asserts detection within 1.25 TICK + 2 s and 0
+#                        duplicated; lost_without_gap only reported
+#   CLUSTER_SIM_TICK     net_ticktime and --erl-tick-seconds (default 8; small 4)
+#   CLUSTER_SIM_DIR      output directory (default build/cluster-sim; small:
+#                        build/cluster-sim/test)
+#   HTTPDCNODE_BINDIR    where httpdcnode and httpclient are (default .)
+#   NETDELAY             the netdelay binary (default build/netdelay)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+RUN=cluster-sim
+
+case "${1:-}" in
+  "") ;;
+  -h | --help) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "$RUN: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
+
+SMALL=${CLUSTER_SIM_SMALL:-0}
+BIN=${HTTPDCNODE_BINDIR:-.}
+NETDELAY=${NETDELAY:-build/netdelay}
+if [[ $SMALL == 1 ]]; then
+  TICK=${CLUSTER_SIM_TICK:-4}
+  OUT=${CLUSTER_SIM_DIR:-$ROOT/build/cluster-sim/test}
+else
+  TICK=${CLUSTER_SIM_TICK:-8}
+  OUT=${CLUSTER_SIM_DIR:-$ROOT/build/cluster-sim}
+fi
+PFX="hsim$$"
+NET=10.77.0
+declare -A ADDR=([m1]=1 [m2]=2 [c1]=11 [c2]=12 [fe]=20 [cl]=31 [ctl]=40)
+HOSTS=(m1 m2 c1 c2 fe cl ctl)
+M1="m1@$NET.1" M2="m2@$NET.2" C1="c1@$NET.11" C2="c2@$NET.12"
+MASTERS="$M1,$M2"
+START=$(date +%s)
+
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+now_ms() { date +%s%3N; }
+ns() { echo "$PFX-$1"; }
+# (backgrounded, call ip netns exec itself: $! is then the process, which
+# ip netns exec becomes, not a subshell)
+inns() { local h=$1; shift; ip netns exec "$(ns "$h")" "$@"; }
+
+# --- restoring the machine ---------------------------------------------------
+# Ends every process in the namespaces of prefix $1 (all of them ours: only
+# this script makes hsim* namespaces), then deletes the namespaces.
+teardown_prefix() {
+  local p=$1 n pids left i
+  local names
+  names=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$p-" || true)
+  [[ -z $names ]] && return 0
+  for n in $names; do
+    pids=$(ip netns pids "$n" 2>/dev/null | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    [[ -n ${pids// /} ]] && { kill -CONT $pids 2>/dev/null; kill -TERM $pids 2>/dev/null; }
+  done
+  for i in $(seq 1 30); do
+    left=0
+    for n in $names; do [[ -n $(ip netns pids "$n" 2>/dev/null) ]] && left=1; done
+    ((left == 0)) && break
+    sleep 0.1
+  done
+  for n in $names; do
+    pids=$(ip netns pids "$n" 2>/dev/null | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    [[ -n ${pids// /} ]] && kill -KILL $pids 2>/dev/null
+  done
+  for n in $names; do ip netns del "$n" 2>/dev/null; done
+}
+
+# What a run killed by SIGKILL left: its runner is gone (or is not a cluster-sim).
+clean_stale() {
+  local n id
+  for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^hsim[0-9]+-sw$' || true); do
+    id=${n#hsim}
+    id=${id%%-*}
+    if [[ -r /proc/$id/cmdline ]] && tr '\0' ' ' <"/proc/$id/cmdline" | grep -q cluster-sim; then
+      continue
+    fi
+    log "removing the namespaces and processes a killed run ($id) left"
+    teardown_prefix "hsim$id"
+  done
+}
+
+finish() {
+  local rc=$?
+  trap - EXIT INT TERM
+  teardown_prefix "$PFX"
+  exit "$rc"
+}
+
+# --- the hosts ---------------------------------------------------------------
+make_hosts() {
+  ip netns add "$(ns sw)" || die "ip netns add: this needs root"
+  inns sw ip link set lo up
+  inns sw ip link add br0 type bridge
+  inns sw ip link set br0 up
+  # bridged IPv4 goes through this namespace's iptables (faults live there)
+  inns sw sysctl -q -w net.bridge.bridge-nf-call-iptables=1 || die "no br_netfilter"
+  local h
+  for h in "${HOSTS[@]}"; do
+    ip netns add "$(ns "$h")"
+    ip -n "$(ns sw)" link add "v-$h" type veth peer name eth0 netns "$(ns "$h")"
+    ip -n "$(ns sw)" link set "v-$h" master br0
+    ip -n "$(ns sw)" link set "v-$h" up
+    ip -n "$(ns "$h")" addr add "$NET.${ADDR[$h]}/24" dev eth0
+    ip -n "$(ns "$h")" link set eth0 up
+    ip -n "$(ns "$h")" link set lo up
+  done
+}
+
+# ctl ARGS...: one simctl command from the controller host; its JSON line.
+# Each its own node name: several may run at once, from subshells.
+ctl() {
+  inns ctl timeout 120 erl -name "ctl_${BASHPID}_$RANDOM@$NET.40" -hidden -setcookie "$COOKIE" -noshell \
+    -kernel net_ticktime "$TICK" -pa "$ROOT/tools/erlang/ebin" \
+    -eval 'simctl:cli()' -extra "$@" 2>>"$OUT/logs/ctl.log"
+}
+
+start_master() {
+  local h=$1
+  mkdir -p "$OUT/run/$h"
+  inns "$h" erl -name "$h@$NET.${ADDR[$h]}" -setcookie "$COOKIE" -noshell \
+    -kernel net_ticktime "$TICK" -pa "$ROOT/tools/erlang/ebin" \
+    -mnesia dir "\"$OUT/run/$h/mnesia\"" </dev/null >>"$OUT/logs/$h.log" 2>&1 &
+}
+
+start_cnode() {
+  local h=$1
+  inns "$h" "$BIN/httpdcnode" --listen 0.0.0.0:8000 --name "$h@$NET.${ADDR[$h]}" \
+    --master "$MASTERS" --cookie-file "$OUT/cookie" --presence httpdcnode_presence \
+    --erl-tick-seconds "$TICK" --history 4096 --history-bytes 268435456 \
+    </dev/null >>"$OUT/logs/$h.log" 2>&1 &
+}
+
+start_nginx() {
+  local dir=$OUT/run/fe
+  mkdir -p "$dir"
+  sed -e "s|@STATE_DIR@|$dir|g" -e "s|listen @LISTEN@ ssl http2;|listen $NET.20:8080;|" \
+      -e '/^ *ssl_/d' -e '/^ *http2_/d' \
+      -e 's|^\( *\)proxy_buffering off;|&\n\1chunked_transfer_encoding off;|' \
+      -e "s|@NODE1@|$NET.11:8000|" -e "s|@NODE2@|$NET.12:8000|" \
+      scripts/nginx.conf.example >"$dir/nginx.conf"
+  inns fe nginx -c "$dir/nginx.conf" -p "$dir" -g 'daemon off; master_process off;' \
+    </dev/null >>"$OUT/logs/fe.log" 2>&1 &
+}
+
+# cstat HOST KEY: a counter of the C-node on HOST (asked inside its namespace,
+# so that it answers whatever fault cuts it off).
+cstat() {
+  inns "$1" curl -s -m 2 http://127.0.0.1:8001/stats |
+    python3 -c "import json,sys; print(json.load(sys.stdin).get('$2', ''))" 2>/dev/null
+}
+
+wait_for() {   # wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds
+  local until=$(($(date +%s) + $1)) what=$2
+  shift 2
+  until "$@"; do
+    (($(date +%s) >= until)) && die "$what: not within the bound"
+    sleep 0.2
+  done
+}
+
+epmd_has() { inns "$1" epmd -names 2>/dev/null | grep -q "^name $2 "; }
+masters_linked() { [[ $(cstat "$1" erl_masters) == 2 ]]; }
+
+# --- faults (iptables in the bridge's namespace) ------------------------------
+fw() { inns sw iptables -w "$@"; }
+drop_between() { fw -I FORWARD -s "$NET.${ADDR[$1]}" -d "$NET.${ADDR[$2]}" -j DROP
+                 fw -I FORWARD -s "$NET.${ADDR[$2]}" -d "$NET.${ADDR[$1]}" -j DROP; }
+isolate() { fw -I FORWARD -s "$NET.${ADDR[$1]}" -j DROP; fw -I FORWARD -d "$NET.${ADDR[$1]}" -j DROP; }
+heal() { fw -F FORWARD; }
+loss() { fw -I FORWARD -m statistic --mode random --probability "$1" -j DROP; }
+freeze() { local p; p=$(ip netns pids "$(ns "$1")" | tr '\n' ' '); kill -"$2" $p; }
+
+LAT_TOOL=""
+latency_on() {   # latency_on MS JITTER
+  local h
+  if [[ -z $LAT_TOOL ]]; then
+    if inns sw tc qdisc add dev "v-m1" root netem delay 1ms 2>/dev/null; then
+      inns sw tc qdisc del dev "v-m1" root; LAT_TOOL=netem
+    else
+      LAT_TOOL=netdelay
+    fi
+  fi
+  if [[ $LAT_TOOL == netem ]]; then
+    # on every port of the bridge, towards each host: each packet delayed once
+    for h in "${HOSTS[@]}"; do inns sw tc qdisc add dev "v-$h" root netem delay "$1ms" "$2ms"; done
+  else
+    [[ -x $NETDELAY ]] || die "$NETDELAY missing (make all)"
+    ip netns exec "$(ns sw)" "$NETDELAY" --queue 7 --delay "$1" --jitter "$2" 2>>"$OUT/logs/netdelay.log" &
+    NETDELAY_PID=$!
+    sleep 0.3
+    fw -I FORWARD -j NFQUEUE --queue-num 7
+  fi
+}
+latency_off() {
+  local h
+  heal
+  if [[ $LAT_TOOL == netem ]]; then
+    for h in "${HOSTS[@]}"; do inns sw tc qdisc del dev "v-$h" root 2>/dev/null; done
+  elif [[ -n ${NETDELAY_PID:-} ]]; then
+    kill -TERM "$NETDELAY_PID"; wait "$NETDELAY_PID" 2>/dev/null; NETDELAY_PID=""
+  fi
+}
+
+# --- one scenario -------------------------------------------------------------
+SCEN=()        # the scenarios' JSON objects
+CHECKS=()      # "PASS|FAIL name: text"
+UIDBASE=1000
+
+check() { local v=FAIL; [[ $2 == 1 ]] && v=PASS; CHECKS+=("$v $1: $3"); log "$v $1: $3"; }
+
+# scenario NAME FAULT RATE SECONDS CLIENTS FAULT_FN HEAL_FN DETECT_FN CONVERGE_FN
+#   FAULT_FN at a third of SECONDS; HEAL_FN after FAULT_LEN (global) seconds;
+#   DETECT_FN (polled during the fault) succeeds once the fault is seen;
+#   CONVERGE_FN prints the seconds from the heal until things agree (or null).
+scenario() {
+  local name=$1 fault=$2 rate=$3 secs=$4 nclients=$5 f_on=$6 f_off=$7 detect=$8 converge=$9
+  local first=$((UIDBASE + 1)) last=$((UIDBASE + nclients)) dir=$OUT/$name
+  UIDBASE=$((UIDBASE + 1000))
+  mkdir -p "$dir"
+  rm -f "$dir/record"
+  log "== $name: $fault, $rate msg/s for $secs s, $nclients SSE clients (uids $first-$last)"
+  ip netns exec "$(ns cl)" "$BIN/httpclient" --proto sse --host "$NET.20" -p 8080 -n "$nclients" --uid-base "$first" \
+    --hold 100000 --max-time 600 --reconnect-lost 300 --reconnect-cap 3000 --record "$dir/record" \
+    --json -q >"$dir/client.json" 2>"$dir/client.err" &
+  local cpid=$!
+  local on
+  on=$(ctl online "$MASTERS" "$first" "$last" 30000)
+  [[ $on == *'"timeout"'* || -z $on ]] && die "$name: clients not online on both masters: $on"
+  local count=$((rate * secs))
+  ctl load "${LOADM:-$M1}" "$first" "$last" "$rate" "$count" "${PROCS:-1}" >"$dir/load.json" &
+  local lpid=$!
+  local t_fault t_heal detection=null convergence=null
+  sleep $((secs / 3))
+  if [[ $f_on != none ]]; then
+    t_fault=$(now_ms)
+    $f_on
+    local end=$((t_fault + FAULT_LEN * 1000))
+    while (($(now_ms) < end)); do
+      if [[ $detection == null && $detect != none ]] && $detect; then
+        detection=$(python3 -c "print(round(($(now_ms) - $t_fault) / 1000, 2))")
+        log "   fault seen after $detection s"
+      fi
+      sleep 0.2
+    done
+    $f_off
+    t_heal=$(now_ms)
+    log "   healed after $FAULT_LEN s"
+    [[ $converge != none ]] && convergence=$($converge "$t_heal" "$first" "$last")
+  fi
+  # the load ends by itself (its count); bounded in any case
+  local until=$(($(date +%s) + secs + 120))
+  while kill -0 "$lpid" 2>/dev/null && (($(date +%s) < until)); do sleep 0.5; done
+  kill -0 "$lpid" 2>/dev/null && { kill "$lpid"; log "   the load did not end in time"; }
+  wait "$lpid" 2>/dev/null
+  local sent
+  sent=$(python3 -c "import json; print(json.load(open('$dir/load.json'))['sent'])" 2>/dev/null)
+  [[ -z $sent ]] && { log "   no result from the load: $(cat "$dir/load.json")"; sent=0; }
+  # quiet: nothing more arrives for 3 s (30 s at most)
+  local prev=-1 cur stable=0
+  until=$(($(date +%s) + 30))
+  while (($(date +%s) < until && stable < 15)); do
+    cur=$(wc -l <"$dir/record" 2>/dev/null || echo 0)
+    if [[ $cur == "$prev" ]]; then stable=$((stable + 1)); else stable=0; fi
+    prev=$cur
+    sleep 0.2
+  done
+  kill -TERM "$cpid" 2>/dev/null
+  wait "$cpid" 2>/dev/null
+  # what each part counted, for the report and for looking into a loss
+  local h
+  for h in c1 c2; do inns "$h" curl -s -m 2 http://127.0.0.1:8001/stats >"$dir/$h.stats"; done
+  ctl app_stats "$M1" >"$dir/m1.app_stats"
+  ctl app_stats "$M2" >"$dir/m2.app_stats"
+  local chk
+  chk=$(python3 scripts/cluster-sim-check.py --record "$dir/record" --load "$first-$last:$sent")
+  local extra=${SCEN_EXTRA:-}
+  SCEN_EXTRA=""
+  local json
+  json=$(python3 - "$name" "$fault" "$detection" "$convergence" "$dir/client.json" "$chk" "$rate" "$extra" <<'EOF'
+import json, sys
+name, fault, det, conv, client, chk, rate, extra = sys.argv[1:]
+c = json.loads(chk)
+try:
+    cl = json.load(open(client))
+except Exception:
+    cl = {}
+o = {"name": name, "fault": fault, "sent": c["sent"], "delivered": c["delivered"],
+     "lost": c["lost"], "lost_without_gap": c["lost_without_gap"], "duplicated": c["duplicated"],
+     "out_of_order": c["out_of_order"], "gaps": c["gaps"], "unexpected": c["unexpected"],
+     "detection_s": None if det == "null" else float(det),
+     "convergence_s": None if conv in ("null", "") else float(conv),
+     "rate": int(rate), "lat_p50_ms": round(cl.get("lat_p50_us", 0) / 1000, 2),
+     "lat_p99_ms": round(cl.get("lat_p99_us", 0) / 1000, 2)}
+if extra:
+    o.update(json.loads(extra))
+print(json.dumps(o))
+EOF
+)
+  log "   $json"
+  SCEN+=("$json")
+  LAST_JSON=$json
+}
+
+# --- what each fault does, how it is seen, when it is over --------------------
+FAULT_LEN=20
+part_m1_c1() { drop_between m1 c1; }
+seen_c1_dropped_m1() { [[ $(cstat c1 erl_silent_masters) -gt ${SILENT0:-0} ]]; }
+cut_masters() { drop_between m1 m2; }
+# Once the masters dropped each other: a subscription written on each side.
+seen_masters_apart() {
+  [[ $(ctl sees "$M1" "$M2") == *'"sees":false'* ]] || return 1
+  ctl subs "$M1" add 1002 100 >/dev/null
+  ctl subs "$M1" remove 1001 100 >/dev/null
+  ctl subs "$M2" add 1003 100 >/dev/null
+}
+isolate_c1() { isolate c1; }
+seen_c1_alone() { [[ $(cstat c1 erl_masters) == 0 ]]; }
+freeze_m1() { freeze m1 STOP; }
+thaw_m1() { freeze m1 CONT; }
+seen_m1_dropped() { [[ $(cstat c1 erl_silent_masters) -gt ${SILENT0:-0} && $(cstat c2 erl_silent_masters) -gt ${SILENT2:-0} ]]; }
+
+# converge_online T_HEAL FIRST LAST: seconds from the heal until both masters
+# have every uid online again (null past 60 s).
+converge_online() {
+  local r
+  r=$(ctl online "$MASTERS" "$2" "$3" 60000)
+  python3 -c "
+import json; r = json.loads('''$r''' or '{}')
+print('null' if r.get('timeout') or 'at_ms' not in r else round((r['at_ms'] - $1) / 1000, 2))"
+}
+
+# After the cut: how long until both masters answer the merge rule's result.
+converge_subs() {
+  local r
+  r=$(ctl subscribers "$MASTERS" 100 1002,1003 20000)
+  SUBS_JSON=$r
+  python3 -c "
+import json; r = json.loads('''$r''' or '{}')
+print('null' if r.get('timeout') or 'at_ms' not in r else round((r['at_ms'] - $1) / 1000, 2))"
+}
+
+# --- the run ---------------------------------------------------------------------
+[[ $(id -u) == 0 ]] || die "needs root (network namespaces, iptables)"
+for f in "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/simctl.beam tools/erlang/ebin/msggen.beam; do
+  [[ -e $f ]] || die "$f missing: run 'make all' first"
+done
+command -v nginx >/dev/null || die "nginx missing (scripts/install-deps.sh)"
+clean_stale
+trap finish EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+rm -rf "$OUT/logs" "$OUT/run"
+mkdir -p "$OUT/logs" "$OUT/run"
+COOKIE="sim_$$_${RANDOM}${RANDOM}"
+(umask 077; printf '%s' "$COOKIE" >"$OUT/cookie")
+
+log "hosts: $(ns '*'), $NET.0/24 on a bridge; tick time $TICK s"
+make_hosts
+for h in m1 m2 c1 c2 ctl; do inns "$h" epmd -daemon; done
+start_master m1
+start_master m2
+wait_for 20 "master m1 up" epmd_has m1 m1
+wait_for 20 "master m2 up" epmd_has m2 m2
+start_cnode c1
+start_cnode c2
+start_nginx
+wait_for 20 "c1 linked to both masters" masters_linked c1
+wait_for 20 "c2 linked to both masters" masters_linked c2
+r=$(ctl start_app "$MASTERS" "$C1,$C2" 30000) || die "the application did not start: $r"
+log "application up on both masters: $r"
+# the subscription the cut scenario changes, before any cut
+ctl subs "$M1" add 1001 100 >/dev/null
+
+SILENT0=$(cstat c1 erl_silent_masters)
+SILENT2=$(cstat c2 erl_silent_masters)
+if [[ $SMALL == 1 ]]; then
+  FAULT_LEN=$((TICK * 3))
+  scenario master_cnode_partition drop 200 $((FAULT_LEN + 9)) 40 part_m1_c1 heal seen_c1_dropped_m1 converge_online
+  det=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['detection_s'])")
+  dup=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['duplicated'])")
+  check "partition detected" "$(python3 -c "print(int('$det' != 'None' and float('$det') <= 1.25 * $TICK + 2))")" \
+    "c1 dropped its link to m1 $det s into the silent partition (bound 1.25 x $TICK + 2 s)"
+  check "partition no duplicate" "$([[ $dup == 0 ]] && echo 1 || echo 0)" "$dup duplicated"
+  SILENT0=$(cstat c1 erl_silent_masters)
+  SILENT2=$(cstat c2 erl_silent_masters)
+  LOADM=$M2 scenario master_frozen freeze 200 $((FAULT_LEN + 9)) 40 freeze_m1 thaw_m1 seen_m1_dropped converge_online
+  det=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['detection_s'])")
+  dup=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['duplicated'])")
+  lwg=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['lost_without_gap'])")
+  check "freeze detected" "$(python3 -c "print(int('$det' != 'None' and float('$det') <= 1.25 * $TICK + 2))")" \
+    "both C-nodes dropped their links to the frozen m1 within $det s (bound 1.25 x $TICK + 2 s)"
+  check "freeze nothing lost" "$([[ $dup == 0 && $lwg == 0 ]] && echo 1 || echo 0)" \
+    "messages through m2 while m1 was frozen: $lwg lost without a gap, $dup duplicated"
+else
+  FAULT_LEN=30
+  scenario master_cnode_partition drop 1000 60 100 part_m1_c1 heal seen_c1_dropped_m1 converge_online
+  FAULT_LEN=20
+  SCEN_EXTRA=""
+  scenario master_master_cut cut 1000 45 100 cut_masters heal seen_masters_apart converge_subs
+  # after the heal: the merge rule says 100's subscribers are 1002 and 1003
+  r1=$(ctl route "$M1" 100 5); r2=$(ctl route "$M2" 100 5)
+  SCEN[-1]=$(python3 - "${SCEN[-1]}" "${SUBS_JSON:-{\}}" "$r1" "$r2" <<'EOF'
+import json, sys
+o = json.loads(sys.argv[1])
+s = json.loads(sys.argv[2] or "{}")
+routes = [json.loads(x or "{}") for x in sys.argv[3:5]]
+o["subscribers_after_heal"] = {"m1": s.get("a"), "m2": s.get("b"), "want": s.get("want")}
+o["router_after_heal"] = [{"master": m, "reached": r.get("reached"), "want": 2 * r.get("sends", 0)}
+                          for m, r in zip(("m1", "m2"), routes)]
+print(json.dumps(o))
+EOF
+)
+  FAULT_LEN=30
+  SILENT0=$(cstat c1 erl_silent_masters)
+  scenario cnode_isolated drop 1000 60 100 isolate_c1 heal seen_c1_alone converge_online
+  FAULT_LEN=20
+  SILENT0=$(cstat c1 erl_silent_masters)
+  SILENT2=$(cstat c2 erl_silent_masters)
+  LOADM=$M2 scenario master_frozen freeze 1000 45 100 freeze_m1 thaw_m1 seen_m1_dropped converge_online
+  FAULT_LEN=20
+  lossy() { loss 0.01; }
+  scenario loss_1pct loss 1000 45 100 lossy heal none none
+  PROCS=2 scenario latency_0ms latency 20000 15 200 none none none none
+  base=$LAST_JSON
+  FAULT_LEN=15
+  lat_on() { latency_on 20 5; }
+  PROCS=2 scenario latency_20ms latency 20000 20 200 lat_on latency_off none none
+  SCEN[-1]=$(python3 - "${SCEN[-1]}" "$base" "$LAT_TOOL" <<'EOF'
+import json, sys
+o, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+o["latency_tool"] = sys.argv[3]
+o["against_0ms"] = {"lat_p50_ms": b["lat_p50_ms"], "lat_p99_ms": b["lat_p99_ms"]}
+print(json.dumps(o))
+EOF
+)
+fi
+
+# --- the report -------------------------------------------------------------------
+printf '%s\n' "${SCEN[@]}" | python3 -c '
+import json, sys
+s = [json.loads(l) for l in sys.stdin if l.strip()]
+json.dump({"tick_s": '"$TICK"', "scenarios": s}, open("'"$OUT"'/result.json", "w"), indent=1)'
+log "result: $OUT/result.json"
+p=0; f=0
+for c in "${CHECKS[@]}"; do [[ $c == PASS* ]] && p=$((p + 1)) || f=$((f + 1)); done
+echo "$RUN: took $(($(date +%s) - START)) s"
+echo "$RUN: $p passed, $f failed"
+((f == 0))
