@@ -40,6 +40,7 @@
 #                        TICK 4; asserts detection within 1.25 TICK + 2 s and 0
 #                        duplicated; lost_without_gap only reported
 #   CLUSTER_SIM_TICK     net_ticktime and --erl-tick-seconds (default 8; small 4)
+#   CLUSTER_SIM_RATE     the small run's msg/s (default 200)
 #   CLUSTER_SIM_DIR      output directory (default build/cluster-sim; small:
 #                        build/cluster-sim/test)
 #   HTTPDCNODE_BINDIR    where httpdcnode and httpclient are (default .)
@@ -51,7 +52,7 @@ RUN=cluster-sim
 
 case "${1:-}" in
   "") ;;
-  -h | --help) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "$RUN: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -283,6 +284,11 @@ scenario() {
         detection=$(python3 -c "print(round(($(now_ms) - $t_fault) / 1000, 2))")
         log "   fault seen after $detection s"
       fi
+      # DETECT2 (optional): the same fault seen from the other side
+      if [[ -n ${DETECT2:-} && -z ${SCEN_EXTRA:-} ]] && $DETECT2; then
+        SCEN_EXTRA="{\"master_detection_s\": $(python3 -c "print(round(($(now_ms) - $t_fault) / 1000, 2))")}"
+        log "   seen by the master: $SCEN_EXTRA"
+      fi
       sleep 0.2
     done
     $f_off
@@ -316,24 +322,28 @@ scenario() {
   ctl app_stats "$M2" >"$dir/m2.app_stats"
   local chk
   chk=$(python3 scripts/cluster-sim-check.py --record "$dir/record" --load "$first-$last:$sent")
+  [[ -n ${DETECT2:-} && -z ${SCEN_EXTRA:-} ]] && SCEN_EXTRA='{"master_detection_s": null}'
   local extra=${SCEN_EXTRA:-}
   SCEN_EXTRA=""
   local json
-  json=$(python3 - "$name" "$fault" "$detection" "$convergence" "$dir/client.json" "$chk" "$rate" "$extra" <<'EOF'
+  json=$(python3 - "$name" "$fault" "$detection" "$convergence" "$dir/client.json" "$chk" "$rate" "$extra" "$dir/load.json" <<'EOF'
 import json, sys
-name, fault, det, conv, client, chk, rate, extra = sys.argv[1:]
+name, fault, det, conv, client, chk, rate, extra, load = sys.argv[1:]
 c = json.loads(chk)
-try:
-    cl = json.load(open(client))
-except Exception:
-    cl = {}
+def read(f):
+    try:
+        return json.load(open(f))
+    except (OSError, ValueError):
+        return {}
+cl, ld = read(client), read(load)
 o = {"name": name, "fault": fault, "sent": c["sent"], "delivered": c["delivered"],
      "lost": c["lost"], "lost_without_gap": c["lost_without_gap"], "duplicated": c["duplicated"],
      "out_of_order": c["out_of_order"], "gaps": c["gaps"], "unexpected": c["unexpected"],
      "detection_s": None if det == "null" else float(det),
      "convergence_s": None if conv in ("null", "") else float(conv),
      "rate": int(rate), "lat_p50_ms": round(cl.get("lat_p50_us", 0) / 1000, 2),
-     "lat_p99_ms": round(cl.get("lat_p99_us", 0) / 1000, 2)}
+     "lat_p99_ms": round(cl.get("lat_p99_us", 0) / 1000, 2),
+     "load_burst_p99": ld.get("burst_p99"), "load_burst_max": ld.get("burst_max")}
 if extra:
     o.update(json.loads(extra))
 print(json.dumps(o))
@@ -348,13 +358,17 @@ EOF
 FAULT_LEN=20
 part_m1_c1() { drop_between m1 c1; }
 seen_c1_dropped_m1() { [[ $(cstat c1 erl_silent_masters) -gt ${SILENT0:-0} ]]; }
+seen_m1_dropped_c1() { [[ $(ctl sees "$M1" "$C1") == *'"sees":false'* ]]; }
 cut_masters() { drop_between m1 m2; }
-# Once the masters dropped each other: a subscription written on each side.
+# Once the masters dropped each other: a subscription written on each side
+# (publisher PUB, a uid nobody is): on m1 SUB_NEW1 added and SUB_OLD removed,
+# on m2 SUB_NEW2 added.
+PUB=900000
 seen_masters_apart() {
   [[ $(ctl sees "$M1" "$M2") == *'"sees":false'* ]] || return 1
-  ctl subs "$M1" add 1002 100 >/dev/null
-  ctl subs "$M1" remove 1001 100 >/dev/null
-  ctl subs "$M2" add 1003 100 >/dev/null
+  ctl subs "$M1" add "$SUB_NEW1" "$PUB" >/dev/null
+  ctl subs "$M1" remove "$SUB_OLD" "$PUB" >/dev/null
+  ctl subs "$M2" add "$SUB_NEW2" "$PUB" >/dev/null
 }
 isolate_c1() { isolate c1; }
 seen_c1_alone() { [[ $(cstat c1 erl_masters) == 0 ]]; }
@@ -362,24 +376,33 @@ freeze_m1() { freeze m1 STOP; }
 thaw_m1() { freeze m1 CONT; }
 seen_m1_dropped() { [[ $(cstat c1 erl_silent_masters) -gt ${SILENT0:-0} && $(cstat c2 erl_silent_masters) -gt ${SILENT2:-0} ]]; }
 
-# converge_online T_HEAL FIRST LAST: seconds from the heal until both masters
-# have every uid online again (null past 60 s).
-converge_online() {
-  local r
-  r=$(ctl online "$MASTERS" "$2" "$3" 60000)
-  python3 -c "
-import json; r = json.loads('''$r''' or '{}')
-print('null' if r.get('timeout') or 'at_ms' not in r else round((r['at_ms'] - $1) / 1000, 2))"
+# since_heal T_HEAL JSON: seconds from the heal to a simctl wait's at_ms
+# (null when it timed out).
+since_heal() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    r = json.loads(sys.argv[2])
+except ValueError:
+    r = {}
+print("null" if r.get("timeout") or "at_ms" not in r else round((r["at_ms"] - int(sys.argv[1])) / 1000, 2))
+EOF
 }
 
-# After the cut: how long until both masters answer the merge rule's result.
+# converge_online T_HEAL FIRST LAST: seconds from the heal until both masters
+# have every uid online again (null past 60 s).
+converge_online() { since_heal "$1" "$(ctl online "$MASTERS" "$2" "$3" 60000)"; }
+
+# After the cut: how long until both masters answer the merge rule's
+# result (the latest write wins: SUB_NEW1 and SUB_NEW2, not SUB_OLD); then
+# router:send from each master while the clients still record.
 converge_subs() {
-  local r
-  r=$(ctl subscribers "$MASTERS" 100 1002,1003 20000)
-  SUBS_JSON=$r
-  python3 -c "
-import json; r = json.loads('''$r''' or '{}')
-print('null' if r.get('timeout') or 'at_ms' not in r else round((r['at_ms'] - $1) / 1000, 2))"
+  local r dir=$OUT/master_master_cut
+  r=$(ctl subscribers "$MASTERS" "$PUB" "$SUB_NEW1,$SUB_NEW2" 20000)
+  printf '%s' "$r" >"$dir/subscribers.json"
+  ctl route "$M1" "$PUB" 5 >"$dir/route_m1.json"
+  ctl route "$M2" "$PUB" 5 >"$dir/route_m2.json"
+  since_heal "$1" "$r"
 }
 
 # --- the run ---------------------------------------------------------------------
@@ -411,14 +434,12 @@ wait_for 20 "c1 linked to both masters" masters_linked c1
 wait_for 20 "c2 linked to both masters" masters_linked c2
 r=$(ctl start_app "$MASTERS" "$C1,$C2" 30000) || die "the application did not start: $r"
 log "application up on both masters: $r"
-# the subscription the cut scenario changes, before any cut
-ctl subs "$M1" add 1001 100 >/dev/null
 
 SILENT0=$(cstat c1 erl_silent_masters)
 SILENT2=$(cstat c2 erl_silent_masters)
 if [[ $SMALL == 1 ]]; then
   FAULT_LEN=$((TICK * 3))
-  scenario master_cnode_partition drop 200 $((FAULT_LEN + 9)) 40 part_m1_c1 heal seen_c1_dropped_m1 converge_online
+  DETECT2=seen_m1_dropped_c1 scenario master_cnode_partition drop "${CLUSTER_SIM_RATE:-200}" $((FAULT_LEN + 9)) 40 part_m1_c1 heal seen_c1_dropped_m1 converge_online
   det=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['detection_s'])")
   dup=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['duplicated'])")
   check "partition detected" "$(python3 -c "print(int('$det' != 'None' and float('$det') <= 1.25 * $TICK + 2))")" \
@@ -436,20 +457,40 @@ if [[ $SMALL == 1 ]]; then
     "messages through m2 while m1 was frozen: $lwg lost without a gap, $dup duplicated"
 else
   FAULT_LEN=30
-  scenario master_cnode_partition drop 1000 60 100 part_m1_c1 heal seen_c1_dropped_m1 converge_online
+  DETECT2=seen_m1_dropped_c1 scenario master_cnode_partition drop 1000 60 100 part_m1_c1 heal seen_c1_dropped_m1 converge_online
   FAULT_LEN=20
   SCEN_EXTRA=""
+  # the subscription the cut changes, written (and copied to m2) before it
+  SUB_OLD=$((UIDBASE + 1)) SUB_NEW1=$((UIDBASE + 2)) SUB_NEW2=$((UIDBASE + 3))
+  ctl subs "$M1" add "$SUB_OLD" "$PUB" >/dev/null
+  ctl subscribers "$MASTERS" "$PUB" "$SUB_OLD" 10000 >/dev/null
   scenario master_master_cut cut 1000 45 100 cut_masters heal seen_masters_apart converge_subs
-  # after the heal: the merge rule says 100's subscribers are 1002 and 1003
-  r1=$(ctl route "$M1" 100 5); r2=$(ctl route "$M2" 100 5)
-  SCEN[-1]=$(python3 - "${SCEN[-1]}" "${SUBS_JSON:-{\}}" "$r1" "$r2" <<'EOF'
+  SCEN[-1]=$(python3 - "${SCEN[-1]}" "$OUT/master_master_cut" "$SUB_OLD" "$SUB_NEW1" "$SUB_NEW2" <<'EOF'
 import json, sys
-o = json.loads(sys.argv[1])
-s = json.loads(sys.argv[2] or "{}")
-routes = [json.loads(x or "{}") for x in sys.argv[3:5]]
+o, d = json.loads(sys.argv[1]), sys.argv[2]
+old, new1, new2 = (int(x) for x in sys.argv[3:6])
+def load(f):
+    try:
+        return json.load(open(f"{d}/{f}"))
+    except (OSError, ValueError):
+        return {}
+s = load("subscribers.json")
 o["subscribers_after_heal"] = {"m1": s.get("a"), "m2": s.get("b"), "want": s.get("want")}
-o["router_after_heal"] = [{"master": m, "reached": r.get("reached"), "want": 2 * r.get("sends", 0)}
-                          for m, r in zip(("m1", "m2"), routes)]
+# the router's messages (no number) each subscriber's stream got
+got = {}
+for line in open(f"{d}/record"):
+    p = line.split()
+    if p[0] == "m" and p[3] == "-1":
+        got[int(p[1])] = got.get(int(p[1]), 0) + 1
+routes = [load("route_m1.json"), load("route_m2.json")]
+sends = sum(r.get("sends", 0) for r in routes)
+o["router_after_heal"] = {"sends": sends, "reached": sum(r.get("reached", 0) for r in routes),
+                          "added_on_m1_got": got.get(new1, 0), "added_on_m2_got": got.get(new2, 0),
+                          "removed_on_m1_got": got.get(old, 0)}
+# each router send must reach both subscribers added during the cut
+o["sent"] += 2 * sends
+o["delivered"] += min(sends, got.get(new1, 0)) + min(sends, got.get(new2, 0))
+o["lost_without_gap"] += max(0, sends - got.get(new1, 0)) + max(0, sends - got.get(new2, 0))
 print(json.dumps(o))
 EOF
 )
@@ -465,9 +506,10 @@ EOF
   scenario loss_1pct loss 1000 45 100 lossy heal none none
   PROCS=2 scenario latency_0ms latency 20000 15 200 none none none none
   base=$LAST_JSON
-  FAULT_LEN=15
-  lat_on() { latency_on 20 5; }
-  PROCS=2 scenario latency_20ms latency 20000 20 200 lat_on latency_off none none
+  # on for the whole of the load: every message measured crosses it
+  latency_on 20 5
+  PROCS=2 scenario latency_20ms latency 20000 15 200 none none none none
+  latency_off
   SCEN[-1]=$(python3 - "${SCEN[-1]}" "$base" "$LAT_TOOL" <<'EOF'
 import json, sys
 o, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -484,6 +526,68 @@ import json, sys
 s = [json.loads(l) for l in sys.stdin if l.strip()]
 json.dump({"tick_s": '"$TICK"', "scenarios": s}, open("'"$OUT"'/result.json", "w"), indent=1)'
 log "result: $OUT/result.json"
+# The BENCHMARKS.md section (full run): replaced between its markers.
+if [[ $SMALL != 1 ]]; then
+  python3 - "$OUT/result.json" "$(git rev-parse --short HEAD 2>/dev/null)" >"$OUT/section.md" <<'EOF2'
+import json, sys, time
+r = json.load(open(sys.argv[1]))
+def f(v, unit=""):
+    return "—" if v is None else f"{v}{unit}"
+print("<!-- cluster-sim -->")
+print("## 11. A cluster across simulated hosts (`make cluster-sim`)\n")
+print(f"Measured by `make cluster-sim` (`scripts/cluster-sim.sh`) on "
+      f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {sys.argv[2]}: each host a "
+      f"network namespace on one bridge (masters m1, m2 with the application; C-nodes c1, c2; "
+      f"nginx; the SSE clients; the controller), `net_ticktime` and `--erl-tick-seconds` "
+      f"{r['tick_s']}. Messages through the application (`httpdcnode:send/2`, msggen `--via app "
+      f"--seq`), each numbered; the checker compares them with what every client received "
+      f"(`httpclient --record`). lost without gap: never received, and the client was told of no "
+      f"gap there. detection: the fault seen (the C-node dropped the link, or the masters each "
+      f"other); convergence: from the heal until presence (the subscriptions, for the cut) agreed "
+      f"again. Raw figures: `build/cluster-sim/result.json`.\n")
+print("| scenario | fault | msg/s | sent | delivered | lost without gap | duplicated | out of order | gaps told | detection | convergence | p50 / p99 |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for s in r["scenarios"]:
+    print(f"| {s['name']} | {s['fault']} | {s['rate']:,} | {s['sent']:,} | {s['delivered']:,} | "
+          f"{s['lost_without_gap']:,} | {s['duplicated']} | {s['out_of_order']} | {s['gaps']} | "
+          f"{f(s['detection_s'], ' s')} | {f(s['convergence_s'], ' s')} | "
+          f"{s['lat_p50_ms']} / {s['lat_p99_ms']} ms |")
+print()
+for s in r["scenarios"]:
+    if "subscribers_after_heal" in s:
+        a, r = s["subscribers_after_heal"], s["router_after_heal"]
+        print(f"{s['name']}: subscriptions to one publisher written on both "
+              f"sides while apart (on m1 one added and one removed, on m2 one added). After the heal "
+              f"`get_subscribers` was [{a['m1']}] on m1 and [{a['m2']}] on m2; the latest write "
+              f"wins says [{a['want']}]. {r['sends']} `router:send` after the heal (half on each "
+              f"master): the one added on m1 got {r['added_on_m1_got']}, the one added on m2 "
+              f"{r['added_on_m2_got']}, the one removed on m1 {r['removed_on_m1_got']} (should be "
+              f"0); the missing ones count in lost without gap.\n")
+    if "master_detection_s" in s:
+        m = s["master_detection_s"]
+        side = (f"m1 dropped its side {m} s in (its `net_ticktime`)" if m is not None else
+                "m1 never dropped its side while the partition lasted: it kept writing into the "
+                "dead link (with 20 msg/s through it, tick 4 s, it dropped it after 3.5 s)")
+        print(f"{s['name']}: c1 dropped its side of the link {s['detection_s']} s into the "
+              f"partition (`--erl-tick-seconds`); {side}. The messages lost are those m1 sent "
+              f"into the dead link for c1's uids before c1 redialled; no client was told "
+              f"(the numbering and resend of part 2 is not there yet).\n")
+    if "against_0ms" in s:
+        b = s["against_0ms"]
+        print(f"{s['name']}: 20 ms ± 5 ms on every packet between hosts ({s['latency_tool']}), "
+              f"for the whole load: p50 / p99 {s['lat_p50_ms']} / {s['lat_p99_ms']} ms against "
+              f"{b['lat_p50_ms']} / {b['lat_p99_ms']} ms without. A message crosses three hops "
+              f"(m1 to the C-node, to nginx, to the client: 60 ms at least); the rest is queueing: "
+              f"msggen sent in bursts (p99 {s['load_burst_p99']}, at most {s['load_burst_max']} "
+              f"messages at once: the 2 cores carry every host, the delay included), and each burst "
+              f"crosses TCP windows with a 40-ms round trip.\n")
+print("<!-- /cluster-sim -->")
+EOF2
+  # shellcheck source=bench/section.sh
+  source scripts/bench/section.sh
+  benchmarks_section cluster-sim "$OUT/section.md" "$OUT"
+  log "BENCHMARKS.md section 11 written"
+fi
 p=0; f=0
 for c in "${CHECKS[@]}"; do [[ $c == PASS* ]] && p=$((p + 1)) || f=$((f + 1)); done
 echo "$RUN: took $(($(date +%s) - START)) s"

@@ -74,18 +74,27 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
     return 0;
 }
 
-/* Accepts what is due (all when everything is); the ms until the next is. */
+/* Accepts what is due (all when everything is), in one verdict for all of
+ * them (the packets are held in queue order, so the ids due are those up
+ * to the last one due); the ms until the next is due, -1 when none is held. */
 static int release(int everything)
 {
     int64_t now = now_us();
+    uint32_t last = 0;
+    int any = 0, wait = -1;
     while (head != tail) {
         struct held *h = &ring[head & (HOLD_MAX - 1)];
-        if (!everything && h->due_us > now)
-            return (int)((h->due_us - now + 999) / 1000);
-        nfq_set_verdict(qh, h->id, NF_ACCEPT, 0, NULL);
+        if (!everything && h->due_us > now) {
+            wait = (int)((h->due_us - now + 999) / 1000);
+            break;
+        }
+        last = h->id;
+        any = 1;
         head++;
     }
-    return -1;
+    if (any)
+        nfq_set_verdict_batch(qh, last, NF_ACCEPT);
+    return wait;
 }
 
 static void on_signal(int sig)
@@ -155,12 +164,18 @@ int main(int argc, char **argv)
             break;
         if (r <= 0)
             continue;
-        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0)
-            nfq_handle_packet(h, buf, (int)n);
-        else if (n < 0 && errno == ENOBUFS)
-            fprintf(stderr, "netdelay: the kernel lost notifications (ENOBUFS): those "
-                            "packets wait for the queue's end\n");
+        /* Everything waiting, then the verdicts: one wake-up per burst. */
+        for (int k = 0; k < 256; k++) {
+            ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) {
+                nfq_handle_packet(h, buf, (int)n);
+                continue;
+            }
+            if (n < 0 && errno == ENOBUFS)
+                fprintf(stderr, "netdelay: the kernel lost notifications (ENOBUFS): those "
+                                "packets wait for the queue's end\n");
+            break;
+        }
     }
     release(1);
     fprintf(stderr, "netdelay: %llu packets, %llu dropped, max held %llu\n",
