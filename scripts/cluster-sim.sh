@@ -37,7 +37,8 @@
 # Environment:
 #   CLUSTER_SIM_SMALL=1  the small run of make test: two short scenarios
 #                        (silent partition master-C-node, frozen master),
-#                        TICK 4; asserts detection within 1.25 TICK + 2 s and 0
+#                        TICK 4; asserts detection within 1.25 TICK + 2 s (times
+#                        $HTTPDTEST_TIME_SCALE for the 2 s) and 0
 #                        duplicated; lost_without_gap only reported
 #   CLUSTER_SIM_TICK     net_ticktime and --erl-tick-seconds (default 8; small 4)
 #   CLUSTER_SIM_RATE     the small run's msg/s (default 200)
@@ -73,6 +74,7 @@ HOSTS=(m1 m2 c1 c2 fe cl ctl)
 M1="m1@$NET.1" M2="m2@$NET.2" C1="c1@$NET.11" C2="c2@$NET.12"
 MASTERS="$M1,$M2"
 START=$(date +%s)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
@@ -438,12 +440,14 @@ log "application up on both masters: $r"
 SILENT0=$(cstat c1 erl_silent_masters)
 SILENT2=$(cstat c2 erl_silent_masters)
 if [[ $SMALL == 1 ]]; then
+  # what a judgement may be late by, plus the polling: 2 s, longer on a slow run
+  SLACK=$(python3 -c "print(round(2 * float('${HTTPDTEST_TIME_SCALE:-1}'), 1))")
   FAULT_LEN=$((TICK * 3))
   DETECT2=seen_m1_dropped_c1 scenario master_cnode_partition drop "${CLUSTER_SIM_RATE:-200}" $((FAULT_LEN + 9)) 40 part_m1_c1 heal seen_c1_dropped_m1 converge_online
   det=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['detection_s'])")
   dup=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['duplicated'])")
-  check "partition detected" "$(python3 -c "print(int('$det' != 'None' and float('$det') <= 1.25 * $TICK + 2))")" \
-    "c1 dropped its link to m1 $det s into the silent partition (bound 1.25 x $TICK + 2 s)"
+  check "partition detected" "$(python3 -c "print(int('$det' != 'None' and float('$det') <= 1.25 * $TICK + $SLACK))")" \
+    "c1 dropped its link to m1 $det s into the silent partition (bound 1.25 x $TICK + $SLACK s)"
   check "partition no duplicate" "$([[ $dup == 0 ]] && echo 1 || echo 0)" "$dup duplicated"
   SILENT0=$(cstat c1 erl_silent_masters)
   SILENT2=$(cstat c2 erl_silent_masters)
@@ -451,8 +455,8 @@ if [[ $SMALL == 1 ]]; then
   det=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['detection_s'])")
   dup=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['duplicated'])")
   lwg=$(python3 -c "import json; print(json.loads('''$LAST_JSON''')['lost_without_gap'])")
-  check "freeze detected" "$(python3 -c "print(int('$det' != 'None' and float('$det') <= 1.25 * $TICK + 2))")" \
-    "both C-nodes dropped their links to the frozen m1 within $det s (bound 1.25 x $TICK + 2 s)"
+  check "freeze detected" "$(python3 -c "print(int('$det' != 'None' and float('$det') <= 1.25 * $TICK + $SLACK))")" \
+    "both C-nodes dropped their links to the frozen m1 within $det s (bound 1.25 x $TICK + $SLACK s)"
   check "freeze nothing lost" "$([[ $dup == 0 && $lwg == 0 ]] && echo 1 || echo 0)" \
     "messages through m2 while m1 was frozen: $lwg lost without a gap, $dup duplicated"
 else
@@ -524,7 +528,9 @@ fi
 printf '%s\n' "${SCEN[@]}" | python3 -c '
 import json, sys
 s = [json.loads(l) for l in sys.stdin if l.strip()]
-json.dump({"tick_s": '"$TICK"', "scenarios": s}, open("'"$OUT"'/result.json", "w"), indent=1)'
+json.dump({"tick_s": '"$TICK"', "loadavg_start": "'"$LOAD0"'",
+           "loadavg_end": "'"$(cut -d' ' -f1-3 /proc/loadavg)"'", "scenarios": s},
+          open("'"$OUT"'/result.json", "w"), indent=1)'
 log "result: $OUT/result.json"
 # The BENCHMARKS.md section (full run): replaced between its markers.
 if [[ $SMALL != 1 ]]; then
@@ -544,7 +550,10 @@ print(f"Measured by `make cluster-sim` (`scripts/cluster-sim.sh`) on "
       f"(`httpclient --record`). lost without gap: never received, and the client was told of no "
       f"gap there. detection: the fault seen (the C-node dropped the link, or the masters each "
       f"other); convergence: from the heal until presence (the subscriptions, for the cut) agreed "
-      f"again. Raw figures: `build/cluster-sim/result.json`.\n")
+      f"again. Raw figures: `build/cluster-sim/result.json`. The machine's load average "
+      f"(1, 5, 15 min) was {r['loadavg_start']} at the start and {r['loadavg_end']} at the end: "
+      f"every host shares its 2 cores (and so does whatever else runs on it), which the "
+      f"latencies show.\n")
 print("| scenario | fault | msg/s | sent | delivered | lost without gap | duplicated | out of order | gaps told | detection | convergence | p50 / p99 |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for s in r["scenarios"]:
@@ -569,9 +578,12 @@ for s in r["scenarios"]:
                 "m1 never dropped its side while the partition lasted: it kept writing into the "
                 "dead link (with 20 msg/s through it, tick 4 s, it dropped it after 3.5 s)")
         print(f"{s['name']}: c1 dropped its side of the link {s['detection_s']} s into the "
-              f"partition (`--erl-tick-seconds`); {side}. The messages lost are those m1 sent "
-              f"into the dead link for c1's uids before c1 redialled; no client was told "
-              f"(the numbering and resend of part 2 is not there yet).\n")
+              f"partition (`--erl-tick-seconds`); {side}. The sender on m1 waited once the dead "
+              f"link's buffers were full (Erlang suspends a process that sends to a busy "
+              f"distribution port), for every uid alike, until c1's redial after the heal "
+              f"replaced the link: its largest burst was {s['load_burst_max']} messages. The "
+              f"messages lost are those that filled the dead link; no client was told of them "
+              f"(the C-node never saw them, so no id was given).\n")
     if "against_0ms" in s:
         b = s["against_0ms"]
         print(f"{s['name']}: 20 ms ± 5 ms on every packet between hosts ({s['latency_tool']}), "
