@@ -27,6 +27,7 @@ struct options {
     char name[256];            /* --name alive@host, this C-node */
     char masters[MASTERS_MAX][256]; /* --master: nodes to connect out to */
     uint32_t n_masters;        /* 0: none (--master "") */
+    uint32_t erl_tick_seconds; /* a master silent this long is dropped (net_ticktime) */
     char cookie[256];          /* --cookie-file, --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */
     int cookie_in_argv;        /* --cookie: visible in ps, main warns once */
     char presence[256];        /* --presence NAME on the master, "" for none */

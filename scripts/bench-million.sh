@@ -80,6 +80,8 @@ CORES=$(nproc)
 
 BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
 source scripts/bench/lib.sh
+# shellcheck source=bench/section.sh
+source scripts/bench/section.sh
 log() { printf '%s bench-million: %s\n' "$(date +%T)" "$*" >&2; }
 
 START=$(date +%s)
@@ -1084,13 +1086,7 @@ if [[ ${MILLION_PUBLISH:-1} == 1 ]]; then
   section >"$WORK/section.md"
   cp "$WORK/connect.png" bench/million-connect.png 2>/dev/null
   cp "$WORK/memory.png" bench/million-memory.png 2>/dev/null
-  if grep -q '^<!-- bench-million -->$' BENCHMARKS.md; then
-    awk -v sec="$WORK/section.md" '/^<!-- bench-million -->$/ { while ((getline l < sec) > 0) print l; skip = 1; next }
-      /^<!-- \/bench-million -->$/ { skip = 0; next } !skip' BENCHMARKS.md >"$WORK/BENCHMARKS.md" &&
-      cp "$WORK/BENCHMARKS.md" BENCHMARKS.md
-  else
-    { echo; cat "$WORK/section.md"; } >>BENCHMARKS.md
-  fi
+  benchmarks_section bench-million "$WORK/section.md" "$WORK"
   log "wrote its section of BENCHMARKS.md and bench/million-*.png"
 fi
 echo "bench-million: report in $WORK/report.md, took $(($(date +%s) - START)) s"

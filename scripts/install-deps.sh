@@ -13,7 +13,8 @@ packages=(
   chromium                                  # the demo page in a real browser (tests)
   nginx openssl                             # scripts/nginx.conf.example in front of C-nodes, its test certificate
   iproute2 procps                           # ss (CLOSE-WAIT checks), ps/pgrep in scripts
-  iptables                                  # a test drops a client's packets (vanished peer)
+  iptables                                  # a test drops a client's packets (vanished peer); make cluster-sim's faults
+  libnetfilter-queue-dev                    # make cluster-sim: latency where the kernel has no netem (tools/netdelay)
   gnuplot-nox                               # plots in `make bench`
   prometheus                                # a real Prometheus scrapes /metrics in a test
   clang libclang-rt-14-dev                  # libFuzzer harnesses (`make fuzz`)

@@ -5,7 +5,8 @@
 # the docs' link check (scripts/check-docs.py), then every EUnit
 # module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
 # `make bench` (scripts/bench.sh --smoke), a 60-s `make soak`, a small
-# `make storm`, a small `make bench-million` and a small `make bench-process`.
+# `make storm`, a small `make bench-million`, a small `make bench-process` and a
+# small `make cluster-sim`.
 # Ends with one line "tests: N passed, M failed"; exits non-zero when a test
 # failed or a runner crashed or ran out of time.
 #   UNIT_TIMEOUT  seconds for one cmocka binary (default 120)
@@ -24,6 +25,7 @@
 #   STORM         0: no reconnect storm
 #   MILLION       0: no small bench-million
 #   BENCH_PROCESS 0: no small bench-process
+#   CLUSTER_SIM   0: no small cluster-sim
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -246,6 +248,18 @@ BENCH_PROCESS_SIZES=20000 BENCH_PROCESS_REPEATS=1 BENCH_PROCESS_DIR="$PWD/build/
   BENCH_PROCESS_BIN="$TEST_BUILD/benchprocess" timeout --kill-after=10 120 scripts/bench-process.sh </dev/null 2>&1 |
   tee "$work/bproc.out"
 count_result "bench-process" "$work/bproc.out"
+fi
+
+# --- cluster-sim, small: hosts in network namespaces, two faults (make cluster-sim: six) ---
+# A silent partition between master m1 and C-node c1 under 200 msg/s through
+# m1, then m1 frozen (SIGSTOP) while messages go through m2; tick time 4 s:
+# each dropped link seen within 1.25 ticks + 2 s, no message twice, nothing
+# lost while m1 is frozen. Report in build/cluster-sim/test/result.json.
+if [[ ${CLUSTER_SIM:-1} != 0 ]]; then
+echo "== cluster-sim (small)"
+CLUSTER_SIM_SMALL=1 NETDELAY="$TEST_BUILD/netdelay" timeout --kill-after=10 180 scripts/cluster-sim.sh \
+  </dev/null 2>&1 | tee "$work/csim.out"
+count_result "cluster-sim" "$work/csim.out"
 fi
 
 end_leftovers

@@ -28,6 +28,10 @@ static const char usage_text[] =
     "                           then ~/.erlang.cookie (also mode 0600)\n"
     "  --cookie COOKIE          the cookie itself: visible to every user in ps,\n"
     "                           prefer --cookie-file\n"
+    "  --erl-tick-seconds S     a master link that brings nothing, not even a tick,\n"
+    "                           for S seconds (up to 1.25 S) is dropped and dialled\n"
+    "                           again; set it to the masters' net_ticktime\n"
+    "                           (default 60, Erlang's; 1 to 3600)\n"
     "  --presence NAME          send {httpdcnode, Node, hello, Info} and\n"
     "                           {httpdcnode, Node, up|down|snapshot|snapshot_more, Uids}\n"
     "                           to the process registered as NAME on each master\n"
@@ -95,7 +99,7 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
-       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL };
+       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -104,6 +108,7 @@ static const struct option long_opts[] = {
     {"master", required_argument, NULL, OPT_MASTER},
     {"cookie", required_argument, NULL, OPT_COOKIE},
     {"cookie-file", required_argument, NULL, OPT_COOKIE_FILE},
+    {"erl-tick-seconds", required_argument, NULL, OPT_ERL_TICK},
     {"presence", required_argument, NULL, OPT_PRESENCE},
     {"inbox", required_argument, NULL, OPT_INBOX},
     {"presence-conns", no_argument, NULL, OPT_PRESENCE_CONNS},
@@ -259,6 +264,7 @@ static void set_defaults(struct options *o)
     strcpy(o->name, "c1@localhost");
     strcpy(o->masters[0], "httpdmaster@localhost");
     o->n_masters = 1;
+    o->erl_tick_seconds = 60;
     o->max_users = DEFAULT_MAX_USERS;
     o->max_message = 65536;
     o->max_conns_per_uid = 8;
@@ -332,6 +338,11 @@ int options_parse(struct options *o, int argc, char **argv)
             break;
         case OPT_COOKIE_FILE:
             cookie_file = optarg;
+            break;
+        case OPT_ERL_TICK:
+            if (parse_u32(optarg, 1, 3600, &o->erl_tick_seconds))
+                return bad("--erl-tick-seconds", optarg,
+                           "expected 1 to 3600 seconds (the masters' net_ticktime)");
             break;
         case OPT_PRESENCE:
             if (!*optarg || copy_str(o->presence, sizeof o->presence, optarg))

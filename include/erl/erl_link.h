@@ -11,12 +11,15 @@
 
 struct erl_socket;
 
-/* About 320 bytes each, ERL_LINK_MAX of them (parked records apart). */
+/* About 336 bytes each, ERL_LINK_MAX of them (parked records apart). */
 struct erl_link {
     int fd;
     const struct erl_socket *sock;   /* its buffered socket (erl_socket.h) */
     int is_master;
     int broken;          /* a send failed or timed out: drop it, send no more */
+    int silent;          /* broken because nothing came from it (erl_link_judge_masters) */
+    unsigned quiet;      /* judgements in a row that found nothing read from it */
+    uint64_t rx_seen;    /* the socket's bytes read at the last judgement */
     /* Presence, masters only (erl_send.c): */
     int awaiting;        /* asked for a snapshot: gets the next one, no changes before it */
     int in_snapshot;     /* got this snapshot's first piece: gets the rest */
@@ -45,6 +48,19 @@ void erl_link_tick_all(void);
 
 #define ERL_LINK_TICK_REST_MS 1000
 void erl_link_close_all(void);
+
+/* A master link is judged as net_ticktime judges nodes: the C-node thread
+ * calls this every 1/ERL_LINK_QUIET_JUDGEMENTS of the tick time
+ * (--erl-tick-seconds). A master that sent nothing, not even a tick
+ * (masters tick every net_ticktime/4 when they have nothing else to
+ * send), over ERL_LINK_QUIET_JUDGEMENTS judgements in a row (a silence of
+ * 1 to 1.25 tick times) is marked broken and silent, and counted: a
+ * partition that drops packets, or a frozen peer, gives no reset, and
+ * without this the link would be kept for ever. Bytes the kernel holds
+ * for us unread (the reader was waiting on the event loop) clear it.
+ * Returns the links so marked. */
+#define ERL_LINK_QUIET_JUDGEMENTS 4
+int erl_link_judge_masters(void);
 
 /* Bytes sent to a link and not yet taken by its peer, past which nothing
  * optional (presence) is sent to it: a master that stops reading holds

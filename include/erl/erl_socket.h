@@ -11,6 +11,7 @@
 #define HTTPDCNODE_ERL_SOCKET_H
 
 #include <ei.h>
+#include <stdint.h>
 
 /* Longest any single socket operation waits, whatever ei asks for. */
 #define ERL_SOCKET_MAX_WAIT_MS 5000
@@ -26,6 +27,8 @@ const struct erl_socket *erl_socket_find(int fd);
 /* 1 when bytes already read from s wait in its buffer (0 for NULL). Only
  * the thread that owns the connection may ask. */
 int erl_socket_buffered(const struct erl_socket *s);
+/* Bytes read from s's peer since it was made (0 for NULL); the owner's. */
+uint64_t erl_socket_rx_bytes(const struct erl_socket *s);
 /* The next ei_accept_tmo on this thread takes fd, a connection accepted
  * already (non-blocking), instead of accepting one itself. It owns fd
  * from then on, failed or not. */

@@ -79,6 +79,7 @@
     X(erl_nodes)        /* Erlang connections up now */                       \
     X(erl_masters)      /* of them, to --master nodes (POST /send/N needs one) */ \
     X(erl_refused)      /* connections closed: every handshake thread busy */ \
+    X(erl_silent_masters) /* master links dropped: nothing came for --erl-tick-seconds */ \
     X(presence_dropped) /* presence messages not sent to a master not reading */ \
     X(in_no_master)     /* client messages lost: no master linked to send them to */ \
     X(in_park_dropped)  /* client messages lost: 4 MiB parked for inboxes not acknowledging */ \

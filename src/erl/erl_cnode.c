@@ -155,7 +155,23 @@ static void drop_broken_links(void)
 {
     for (int i = erl_link_count() - 1; i >= 0; i--)
         if (erl_link_at(i)->broken)
-            drop_link(i, "a send failed");
+            drop_link(i, erl_link_at(i)->silent ? "silent past --erl-tick-seconds"
+                                                : "a send failed");
+}
+
+/* The masters' links are judged every quarter of --erl-tick-seconds
+ * (erl_link_judge_masters); returns the ms until the next judgement. */
+static int64_t next_judgement_ms;
+
+static int judge_links(int64_t now)
+{
+    int64_t every = (int64_t)options->erl_tick_seconds * 1000 / ERL_LINK_QUIET_JUDGEMENTS;
+    if (now >= next_judgement_ms) {
+        next_judgement_ms = now + every;
+        if (erl_link_judge_masters() > 0)
+            drop_broken_links();
+    }
+    return next_judgement_ms - now;
 }
 
 void erl_cnode_trim_xbuf(ei_x_buff *x)
@@ -203,6 +219,8 @@ static void poll_once(void)
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = erl_setup_ready_fd(), .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox), .events = POLLIN};
+    /* First: a judgement may drop links, which reorders them. */
+    int64_t judge_in = judge_links(clock_now_ms());
     int first_link = nfds, nlinks = erl_link_count();
     /* A link whose bytes already sit in its read buffer is ready now,
      * whatever its socket says: do not sleep on it. */
@@ -216,7 +234,10 @@ static void poll_once(void)
     /* A master that presence was dropped for is looked at every
      * REPAIR_CHECK_MS (not by POLLOUT: its socket may take bytes while it
      * still holds too many unsent). */
-    int ready = poll(fds, (nfds_t)nfds, buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000);
+    int wait = buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000;
+    if (judge_in < wait)
+        wait = (int)judge_in;
+    int ready = poll(fds, (nfds_t)nfds, wait);
     if (repair)
         check_repairs();
     erl_send_check_windows();

@@ -27,7 +27,9 @@ int erl_link_add(int fd, const char *node, int is_master)
     l->fd = fd;
     l->sock = erl_socket_find(fd);
     l->is_master = is_master;
-    l->broken = 0;
+    l->broken = l->silent = 0;
+    l->quiet = 0;
+    l->rx_seen = erl_socket_rx_bytes(l->sock);
     l->awaiting = l->in_snapshot = l->repair = 0;
     l->in_unacked = 0;
     l->in_stuck = 0;
@@ -111,6 +113,36 @@ void erl_link_close_all(void)
 {
     while (nlinks > 0)
         erl_link_remove(nlinks - 1);
+}
+
+int erl_link_judge_masters(void)
+{
+    int marked = 0;
+    for (int i = 0; i < nlinks; i++) {
+        struct erl_link *l = &links[i];
+        if (!l->is_master || l->broken)
+            continue;
+        uint64_t rx = erl_socket_rx_bytes(l->sock);
+        if (rx != l->rx_seen) {
+            l->rx_seen = rx;
+            l->quiet = 0;
+            continue;
+        }
+        if (++l->quiet < ERL_LINK_QUIET_JUDGEMENTS)
+            continue;
+        int unread = 0;
+        if (ioctl(l->fd, FIONREAD, &unread) == 0 && unread > 0) {
+            l->quiet = 0;          /* it spoke; we were not reading */
+            continue;
+        }
+        log_msg(LOG_INFO, "nothing from master %s, not even a tick, for %u judgements "
+                          "(--erl-tick-seconds): the link is dead",
+                l->node, l->quiet);
+        atomic_fetch_add(&cnode_stats.erl_silent_masters, 1);
+        l->broken = l->silent = 1;
+        marked++;
+    }
+    return marked;
 }
 
 int erl_link_has_room(const struct erl_link *l)

@@ -22,6 +22,7 @@ struct erl_socket {
     int fd;
     uint32_t rpos, rlen;    /* unread bytes are rbuf[rpos..rlen) */
     int64_t deadline_ms;    /* end of the handshake in progress, 0 after it */
+    uint64_t rx_bytes;      /* read from the peer so far (erl_link.c judges silence by it) */
     char rbuf[READ_BUF];
 };
 
@@ -70,6 +71,8 @@ const struct erl_socket *erl_socket_find(int fd)
 
 int erl_socket_buffered(const struct erl_socket *s) { return s && s->rpos < s->rlen; }
 
+uint64_t erl_socket_rx_bytes(const struct erl_socket *s) { return s ? s->rx_bytes : 0; }
+
 void erl_socket_hand_accepted(int fd) { handed_fd = fd; }
 
 static struct erl_socket *wrap(int fd)
@@ -80,6 +83,7 @@ static struct erl_socket *wrap(int fd)
     s->fd = fd;
     s->rpos = s->rlen = 0;
     s->deadline_ms = 0;
+    s->rx_bytes = 0;
     if (remember(s) != 0) {
         free(s);
         return NULL;
@@ -236,6 +240,7 @@ static int cb_read(void *ctx, char *buf, ssize_t *len, unsigned tmo)
             }
             s->rpos = 0;
             s->rlen = (uint32_t)n;
+            s->rx_bytes += (uint64_t)n;
             break;
         }
         if (errno != EAGAIN && errno != EINTR)

@@ -15,7 +15,7 @@ enum family {
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
-    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, FAMILIES
+    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, FAMILIES
 };
 
 static const struct {
@@ -84,6 +84,8 @@ static const struct {
     [INBOX_WINDOWS_STUCK] = {"inbox_windows_stuck", "gauge",
                              "Master links whose inbox window is full with no acknowledgement "
                              "for 5 s."},
+    [ERLANG_SILENT] = {"erlang_masters_silent_total", "counter",
+                       "Links to masters dropped: nothing came from them for --erl-tick-seconds."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -168,6 +170,7 @@ static const struct sample {
     {INBOX_RESETS, NULL, "in_resets"},
     {INBOX_RESET_UNACKED, NULL, "in_reset_unacked"},
     {INBOX_WINDOWS_STUCK, NULL, "in_windows_stuck"},
+    {ERLANG_SILENT, NULL, "erl_silent_masters"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

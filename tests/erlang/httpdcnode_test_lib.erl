@@ -611,7 +611,8 @@ start_master(Node) -> start_master(Node, #{}).
 %% Starts (or starts again) the master Node: a plain `erl -sname`, with
 %% this suite's beams on its path; it halts when this test node goes.
 %% Opts: forwarder => {Name, Dest}: from boot on, a process registered as
-%% Name on the master forwards what it gets to Dest (see start_forwarder).
+%% Name on the master forwards what it gets to Dest (see start_forwarder);
+%% ticktime => S: its net_ticktime (default Erlang's, 60).
 start_master(Node, Opts) when is_atom(Node) ->
     [Alive, _Host] = string:split(atom_to_list(Node), "@"),
     ok = wait_name_free(Alive, 10000),
@@ -623,9 +624,14 @@ start_master(Node, Opts) when is_atom(Node) ->
               {Name, Dest} ->
                   io_lib:format("{ok, _} = ~p:start_forwarder(~p, ~p), ", [?MODULE, Name, Dest])
           end,
+    %% start/2: the list form would ignore -kernel net_ticktime.
     Boot = lists:flatten([?WATCH_STDIN, ", ", Fwd,
-                          io_lib:format("{ok, _} = net_kernel:start([~p, shortnames])", [Node])]),
-    Args = ["-setcookie", cookie(), "-noshell", "-pa", ebin_dir(), "-eval", Boot],
+                          io_lib:format("{ok, _} = net_kernel:start(~p, #{name_domain => shortnames})", [Node])]),
+    Tick = case maps:get(ticktime, Opts, default) of
+               default -> [];
+               Secs -> ["-kernel", "net_ticktime", integer_to_list(Secs)]
+           end,
+    Args = ["-setcookie", cookie(), "-noshell", "-pa", ebin_dir(), "-eval", Boot] ++ Tick,
     Proc = spawn_os(os:find_executable("erl"), Args, Log, Alive, exec),
     M = #{node => Node, proc => Proc, log => Log, opts => Opts},
     try

@@ -8,6 +8,15 @@ payload_is_t_equals_ns_semicolon_pad_test() ->
     ?assertEqual(<<"t=1700000000123456789;">>, msggen:payload(1700000000123456789, <<>>)),
     ?assertEqual(<<"t=5;xxx">>, msggen:payload(5, <<"xxx">>)).
 
+%% --seq: the message's number after the stamp, for httpclient --record.
+payload_with_seq_has_n_after_the_stamp_test() ->
+    ?assertEqual(<<"t=5;n=0;">>, msggen:payload(5, 0, <<>>)),
+    ?assertEqual(<<"t=5;n=123;xx">>, msggen:payload(5, 123, <<"xx">>)).
+
+parse_args_seq_and_via_app_test() ->
+    ?assertMatch({run, #{seq := true, via := app}},
+                 msggen:parse_args(["--seq", "--via", "app", "--count", "3"])).
+
 due_follows_rate_times_elapsed_test() ->
     ?assertEqual(0, msggen:due(1000, 0, 100)),
     ?assertEqual(0, msggen:due(1000, 999, 100)),

@@ -1,5 +1,6 @@
 /* Connection lifecycle: see conn.h. */
 #include "conn.h"
+#include "record.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -173,6 +174,9 @@ void conn_message(struct conn *c, const struct msg_info *m)
     }
     if (g_set->o->proto != PROTO_CHUNKED)
         check_id(c, m);
+    if (g_set->o->record)
+        record_message(opts_uid_of(g_set->o, global_of(c)), m->has_id, m->epoch, m->seq,
+                       m->has_n, m->n);
     c->msgs++;
     if (g_set->o->reconnect_after && c->msgs >= g_set->o->reconnect_after &&
         !(c->flags & CF_RECONNECTED))
@@ -181,6 +185,8 @@ void conn_message(struct conn *c, const struct msg_info *m)
 
 void conn_gap(struct conn *c)
 {
+    if (g_set->o->record)
+        record_gap(opts_uid_of(g_set->o, global_of(c)));
     g_set->st->gaps++;
     ids_gap(&c->ids);
 }
@@ -250,6 +256,8 @@ void conn_answer(struct conn *c, int gap)
 {
     g_set->st->polls++;
     if (gap) {
+        if (g_set->o->record)
+            record_gap(opts_uid_of(g_set->o, global_of(c)));
         g_set->st->gaps++;
         ids_gap(&c->ids);   /* for a next answer's first id too: it may repeat the jump */
     } else if (c->flags & CF_JUMP) {

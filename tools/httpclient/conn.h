@@ -60,6 +60,8 @@ struct msg_info {
     uint32_t epoch, seq;
     int has_ts;
     uint64_t ts;
+    int has_n;                  /* "n=N;" followed the stamp (--record writes it) */
+    uint32_t n;
 };
 
 /* All connections of one worker process. */

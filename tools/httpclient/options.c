@@ -89,6 +89,11 @@ void opts_usage(FILE *out)
 "      --no-read        stop reading each stream after its welcome: a client\n"
 "                       that never reads, for the server's --max-backlog\n"
 "      --json           print the summary as one JSON line on stdout\n"
+"      --record FILE    append a line for each message received, \"m UID\n"
+"                       EPOCH:SEQ N\" (N from \"n=N;\" after the stamp, -1\n"
+"                       without), and for each gap told, \"g UID\"; a\n"
+"                       connection's lines keep their order (a checker compares\n"
+"                       them with what was sent: scripts/cluster-sim.sh)\n"
 "      --hist-out FILE  each second, the latency histogram so far to FILE\n"
 "                       (replaced whole): a line \"HIGH_US COUNT\" per bucket\n"
 "                       that holds samples, then \"max US\"; several clients'\n"
@@ -301,7 +306,7 @@ static int finish_request(struct client_opts *o, char **headers, size_t nheaders
 
 enum {
     O_HOST = 256, O_PATH, O_UID_BASE, O_UIDS, O_SRC, O_PENDING, O_TIMEOUT, O_HOLD,
-    O_UNTIL, O_MAX_TIME, O_JSON, O_HIST_OUT, O_CHURN, O_CHURN_RESET, O_NO_READ, O_PROTO,
+    O_UNTIL, O_MAX_TIME, O_JSON, O_HIST_OUT, O_RECORD, O_CHURN, O_CHURN_RESET, O_NO_READ, O_PROTO,
     O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL, O_RECONNECT_LOST, O_RECONNECT_CAP, O_SEND_RATE,
     O_REQUEST_RATE
 };
@@ -336,6 +341,7 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         {"header", required_argument, NULL, 'H'},
         {"json", no_argument, NULL, O_JSON},
         {"hist-out", required_argument, NULL, O_HIST_OUT},
+        {"record", required_argument, NULL, O_RECORD},
         {"churn", required_argument, NULL, O_CHURN},
         {"churn-reset", required_argument, NULL, O_CHURN_RESET},
         {"no-read", no_argument, NULL, O_NO_READ},
@@ -441,6 +447,9 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
             break;
         case O_JSON:
             o->json = 1;
+            break;
+        case O_RECORD:
+            o->record = optarg;
             break;
         case O_HIST_OUT:
             o->hist_out = optarg;

@@ -38,6 +38,7 @@ struct client_opts {
     double timeout;                     /* connect + welcome, per connection */
     int json;
     int quiet;
+    const char *record;                 /* --record: each message and gap received, a line each */
     const char *hist_out;               /* --hist-out: the latency histogram, each second */
 
     double churn;                       /* disconnects (each then reconnected) per second */

@@ -111,6 +111,8 @@ static void close_container(struct poll_parser *p, const struct poll_callbacks *
         m.seq = p->id.seq;
         m.has_ts = stamp_found(&p->ts);
         m.ts = p->ts.ts;
+        m.has_n = p->ts.has_n;
+        m.n = p->ts.n;
         cb->on_message(ctx, &m);
     }
     if (p->depth == D_LIST)
@@ -153,8 +155,8 @@ static void string_end(struct poll_parser *p)
 {
     if (reading(p, D_MESSAGE, K_ID))
         p->flags |= id_ok(&p->id) ? FL_HAVE_ID : FL_BAD_ID;
-    else if (reading(p, D_MESSAGE, K_DATA) && stamp_open(&p->ts))
-        p->ts.phase = STAMP_NONE;
+    else if (reading(p, D_MESSAGE, K_DATA))
+        stamp_settle(&p->ts);
     else if (reading(p, D_ANSWER, K_NEXT) && id_ok(&p->id))
         p->flags |= FL_HAVE_NEXT;
     p->state = S_AFTER;

@@ -21,6 +21,8 @@ struct poll_message {
     uint32_t epoch, seq;
     int has_ts;
     uint64_t ts;
+    int has_n;              /* "n=N;" after the stamp */
+    uint32_t n;
 };
 
 struct poll_callbacks {

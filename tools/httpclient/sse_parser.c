@@ -47,6 +47,8 @@ static void dispatch(struct sse_parser *p, sse_event_fn on_event, void *ctx)
         ev.seq = p->id.seq;
         ev.has_ts = stamp_found(&p->ts);
         ev.ts = p->ts.ts;
+        ev.has_n = p->ts.has_n;
+        ev.n = p->ts.n;
         ev.has_retry = (seen & SEEN_RETRY) != 0;
         if (on_event)
             on_event(ctx, &ev);
@@ -109,8 +111,7 @@ static void field_end(struct sse_parser *p)
     switch (p->field) {
     case F_DATA:
         /* Only the first data line may carry the stamp: it is settled. */
-        if (stamp_open(&p->ts))
-            p->ts.phase = STAMP_NONE;
+        stamp_settle(&p->ts);
         break;
     case F_ID:
         if (id_ok(&p->id))

@@ -27,6 +27,8 @@ struct sse_event {
     uint32_t epoch, seq;
     int has_ts;
     uint64_t ts;
+    int has_n;              /* "n=N;" after the stamp */
+    uint32_t n;
     int has_retry;
 };
 

@@ -1,5 +1,6 @@
 /* Incremental scanners shared by the transport parsers: the publisher's
- * "t=<ns>;" stamp at the start of a payload, and a message id
+ * "t=<ns>;" stamp at the start of a payload (and the "n=<number>;" that
+ * may follow it), and a message id
  * "EPOCH:SEQ" (8 hex digits, ':', decimal). Each takes one byte at a time,
  * so a parser can feed them as bytes arrive and never buffers. */
 #ifndef HTTPCLIENT_STAMP_H
@@ -9,20 +10,29 @@
 
 /* 2^64 > 10^19: ns since the epoch has 19 digits until the year 2286. */
 #define STAMP_MAX_DIGITS 19
+/* "n=<number>;" right after the stamp: a message number (msggen --seq),
+ * below 10^9. */
+#define STAMP_N_MAX_DIGITS 9
 
-enum { STAMP_T, STAMP_EQ, STAMP_DIGITS, STAMP_FOUND, STAMP_NONE };
+/* t, =, digits, ;, then the optional n, =, digits, ;. */
+enum { STAMP_T, STAMP_EQ, STAMP_DIGITS, STAMP_N, STAMP_N_EQ, STAMP_N_DIGITS, STAMP_FOUND,
+       STAMP_NONE };
 
 struct stamp_scan {
     uint64_t ts;
+    uint32_t n;             /* the message number, when has_n */
     uint8_t phase;
     uint8_t digits;
+    uint8_t has_n;
 };
 
 static inline void stamp_start(struct stamp_scan *s)
 {
     s->ts = 0;
+    s->n = 0;
     s->phase = STAMP_T;
     s->digits = 0;
+    s->has_n = 0;
 }
 
 /* Whether more bytes can still change the outcome. */
@@ -31,9 +41,19 @@ static inline int stamp_open(const struct stamp_scan *s)
     return s->phase < STAMP_FOUND;
 }
 
+/* The stamp was read (what may follow it is not needed for that). */
 static inline int stamp_found(const struct stamp_scan *s)
 {
-    return s->phase == STAMP_FOUND;
+    return s->phase >= STAMP_N && s->phase <= STAMP_FOUND;
+}
+
+/* The text that could hold the stamp ended: settled either way. */
+static inline void stamp_settle(struct stamp_scan *s)
+{
+    if (s->phase < STAMP_N)
+        s->phase = STAMP_NONE;
+    else if (s->phase < STAMP_FOUND)
+        s->phase = STAMP_FOUND;
 }
 
 static inline void stamp_byte(struct stamp_scan *s, unsigned c)
@@ -50,7 +70,23 @@ static inline void stamp_byte(struct stamp_scan *s, unsigned c)
             s->ts = s->ts * 10 + (c - '0');
             s->digits++;
         } else {
-            s->phase = c == ';' && s->digits ? STAMP_FOUND : STAMP_NONE;
+            s->phase = c == ';' && s->digits ? STAMP_N : STAMP_NONE;
+        }
+        break;
+    case STAMP_N:
+        s->phase = c == 'n' ? STAMP_N_EQ : STAMP_FOUND;
+        break;
+    case STAMP_N_EQ:
+        s->phase = c == '=' ? STAMP_N_DIGITS : STAMP_FOUND;
+        s->digits = 0;
+        break;
+    case STAMP_N_DIGITS:
+        if (c >= '0' && c <= '9' && s->digits < STAMP_N_MAX_DIGITS) {
+            s->n = s->n * 10 + (c - '0');
+            s->digits++;
+        } else {
+            s->has_n = c == ';' && s->digits;
+            s->phase = STAMP_FOUND;
         }
         break;
     default:

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "record.h"
 #include "stats.h"
 
 /* Opening pace: the schedule is checked every tick against the start time,
@@ -69,6 +70,7 @@ static void send_report(struct worker *w, int final)
     w->st.final = (uint32_t)final;
     w->st.rss_bytes = read_rss();
     w->st.cpu_us = cpu_us();
+    record_flush();
     /* Progress reports are skipped rather than waited for if the parent lags:
      * each one carries the totals. The final one is waited for. */
     ssize_t n;
@@ -284,6 +286,11 @@ int worker_run(const struct client_opts *o, unsigned id, unsigned procs, int soc
     w.base = event_base_new();
     if (!w.base)
         return 1;
+    if (o->record && record_open(o->record) != 0) {
+        fprintf(stderr, "httpclient: worker %u: cannot open --record %s: %s\n", id, o->record,
+                strerror(errno));
+        return 1;
+    }
     size_t n = worker_share(o, id, procs);
     w.st.planned = n;
     if (conn_set_init(&w.cs, w.base, o, &w.st, n, id, procs)) {

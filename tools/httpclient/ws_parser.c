@@ -567,6 +567,8 @@ static void message_done(struct ws_parser *p, const struct ws_callbacks *cb, voi
     m.seq = p->u.fr.id.seq;
     m.has_ts = stamp_found(&p->u.fr.ts);
     m.ts = p->u.fr.ts.ts;
+    m.has_n = p->u.fr.ts.has_n;
+    m.n = p->u.fr.ts.n;
     p->msg = 0;
     if (cb->on_message)
         cb->on_message(ctx, &m);

@@ -1,5 +1,6 @@
 /* The load client's Server-Sent Events parser (tools/httpclient/sse_parser.c):
- * fields, line endings, ids, the gap event and the stamp, fed in pieces of
+ * fields, line endings, ids, the gap event and the stamp (with its message
+ * number), fed in pieces of
  * every size; what is not UTF-8 is an error. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,11 +29,11 @@ static void on_event(void *ctx, const struct sse_event *ev)
 
 static const char stream[] =
     "retry: 3000\n\n"
-    "id: 4fb91385:1\ndata: t=1700000000123456789;hello\n\n"
+    "id: 4fb91385:1\ndata: t=1700000000123456789;n=77;hello\n\n"
     ": heartbeat\n\n"
     "id: 4fb91385:2\r\ndata: line1\r\ndata: t=5;line2\r\n\r\n"
     "event: gap\ndata: {\"last\":\"4fb91385:2\",\"first\":\"4fb91385:9\"}\n\n"
-    "id:4fb91385:9\rdata:t=42;x\r\r"
+    "id:4fb91385:9\rdata:t=42;n=5\r\r"
     "id: zz\ndata: x\n\n"
     "event: other\ndata: y\n\n"
     "data\n\n"
@@ -52,6 +53,8 @@ static void check_events(const struct seen *s)
     assert_int_equal(s->ev[1].seq, 1);
     assert_true(s->ev[1].has_ts);
     assert_true(s->ev[1].ts == 1700000000123456789ull);
+    assert_true(s->ev[1].has_n);                /* msggen --seq's message number */
+    assert_int_equal(s->ev[1].n, 77);
     assert_false(s->ev[1].has_retry);
     /* the heartbeat is not reported; CRLF lines; a stamp on the second line is none */
     assert_int_equal(s->ev[2].type, SSE_MESSAGE);
@@ -65,6 +68,7 @@ static void check_events(const struct seen *s)
     assert_int_equal(s->ev[4].seq, 9);
     assert_true(s->ev[4].has_ts);
     assert_int_equal(s->ev[4].ts, 42);
+    assert_false(s->ev[4].has_n);               /* the line ended before its ';' */
     /* a malformed id */
     assert_int_equal(s->ev[5].type, SSE_MESSAGE);
     assert_false(s->ev[5].has_id);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "erl/erl_link.h"
+#include "obs/stats.h"
 
 static size_t take_next;    /* the next send takes at most this many bytes (0: all) */
 static int pretend;         /* ...and reports them taken without writing them */
@@ -98,12 +99,64 @@ static void a_partial_tick_that_cannot_be_completed_breaks_the_link(void **state
     assert_int_equal(got, filled);
 }
 
+/* The same pair as a master's link (nothing read from it: not ei's socket). */
+static int setup_master(void **state)
+{
+    (void)state;
+    ei_init();
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, pair), 0);
+    assert_int_equal(erl_link_add(pair[0], "master@localhost", 1), 0);
+    return 0;
+}
+
+static void a_silent_master_is_judged_dead_at_the_last_judgement(void **state)
+{
+    (void)state;
+    uint64_t before = atomic_load(&cnode_stats.erl_silent_masters);
+    for (int i = 1; i < ERL_LINK_QUIET_JUDGEMENTS; i++) {
+        assert_int_equal(erl_link_judge_masters(), 0);
+        assert_false(erl_link_at(0)->broken);
+    }
+    assert_int_equal(erl_link_judge_masters(), 1);
+    assert_true(erl_link_at(0)->broken);
+    assert_true(erl_link_at(0)->silent);
+    assert_int_equal(atomic_load(&cnode_stats.erl_silent_masters), before + 1);
+    assert_int_equal(erl_link_judge_masters(), 0);      /* judged once */
+}
+
+static void bytes_unread_in_the_kernel_keep_a_master_alive(void **state)
+{
+    (void)state;
+    for (int i = 1; i < ERL_LINK_QUIET_JUDGEMENTS; i++)
+        erl_link_judge_masters();
+    assert_int_equal(write(pair[1], "\0\0\0\0", 4), 4);   /* a tick, not read yet */
+    assert_int_equal(erl_link_judge_masters(), 0);
+    assert_false(erl_link_at(0)->broken);
+    /* Still unread: it spoke, but that was then; silence counts anew. */
+    for (int i = 1; i < ERL_LINK_QUIET_JUDGEMENTS; i++)
+        assert_int_equal(erl_link_judge_masters(), 0);
+}
+
+static void a_node_that_is_not_a_master_is_not_judged(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3 * ERL_LINK_QUIET_JUDGEMENTS; i++)
+        assert_int_equal(erl_link_judge_masters(), 0);
+    assert_false(erl_link_at(0)->broken);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_partial_tick_is_completed, setup, teardown),
         cmocka_unit_test_setup_teardown(a_partial_tick_that_cannot_be_completed_breaks_the_link,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(a_silent_master_is_judged_dead_at_the_last_judgement,
+                                        setup_master, teardown),
+        cmocka_unit_test_setup_teardown(bytes_unread_in_the_kernel_keep_a_master_alive,
+                                        setup_master, teardown),
+        cmocka_unit_test_setup_teardown(a_node_that_is_not_a_master_is_not_judged, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("erl_link", tests, NULL, NULL);
 }

@@ -2,7 +2,11 @@
 %% (or through router:send/2) at a given rate, from one or more processes.
 %%
 %% Each payload is <<"t=", SystemTimeNs, ";", Pad>>, built at send time, so
-%% a client can take now - t as the message's latency.
+%% a client can take now - t as the message's latency. With seq => true it
+%% is <<"t=", Ns, ";n=", N, ";", Pad>>, N the message's number in the run
+%% (0, 1, ...; in sequential order its uid is First + N rem the range's
+%% size), so a checker can tell which messages a client missed
+%% (httpclient --record, scripts/cluster-sim.sh).
 %%
 %% Pacing: every sender compares the messages it has sent with the number
 %% due since its start (rate * elapsed) and sends the difference in one burst,
@@ -21,7 +25,7 @@
 
 -export([run/1, once/1, cli/0, main/1, usage/0]).
 %% Pure parts, exported for the tests.
--export([payload/2, due/3, wake_ms/3, split/2, rate_share/2, uids_for/5, burst_percentile/2,
+-export([payload/2, payload/3, due/3, wake_ms/3, split/2, rate_share/2, uids_for/5, burst_percentile/2,
          parse_args/1, to_json/1]).
 
 -define(CONNECT_TIMEOUT, 5000).
@@ -36,7 +40,8 @@
                   multicast => single | pos_integer(),
                   pad => non_neg_integer(),
                   procs => pos_integer(),
-                  via => direct | router,
+                  via => direct | router | app,
+                  seq => boolean(),
                   sync => boolean()}.
 
 %%% ---------------------------------------------------------------- run ----
@@ -104,7 +109,7 @@ send_all(Opts) ->
                         burst_figures(Bursts)),
     R1 = case Via of
              router -> Result#{deliveries => Deliveries};
-             direct -> Result
+             _ -> Result
          end,
     case maps:get(sync, Opts) andalso Via =:= direct of
         true ->
@@ -121,24 +126,24 @@ send_all(Opts) ->
 defaults(Opts) ->
     maps:merge(#{node => undefined, count => 1000, rate => max, uids => {1, 1},
                  order => sequential, multicast => single, pad => 0, procs => 1,
-                 via => direct, sync => false},
+                 via => direct, seq => false, sync => false},
                Opts).
 
 check(#{node := Node, count := Count, rate := Rate, uids := {First, Last}, order := Order,
         multicast := Multi, pad := Pad, procs := Procs, via := Via})
-  when is_atom(Node), (Node =/= undefined orelse Via =:= router),
+  when is_atom(Node), (Node =/= undefined orelse Via =/= direct),
        is_integer(Count), Count >= 0,
        (Rate =:= max orelse (is_number(Rate) andalso Rate > 0)),
        is_integer(First), is_integer(Last), First >= 1, Last >= First,
        (Order =:= random orelse Order =:= sequential),
        (Multi =:= single orelse (is_integer(Multi) andalso Multi >= 1)),
        is_integer(Pad), Pad >= 0, is_integer(Procs), Procs >= 1,
-       (Via =:= direct orelse Via =:= router) ->
+       (Via =:= direct orelse Via =:= router orelse Via =:= app) ->
     ok;
 check(Opts) ->
     erlang:error({bad_options, Opts}).
 
-connect(router, _Node) ->
+connect(Via, _Node) when Via =:= router; Via =:= app ->
     ok;
 connect(direct, Node) when Node =:= node() ->
     ok;
@@ -231,13 +236,21 @@ send_range(Ctx, From, To) when From >= To ->
     Ctx;
 send_range(#{opts := Opts, pad := Pad, index := I, procs := Procs} = Ctx, From, To) ->
     #{uids := Range, order := Order, multicast := Multi} = Opts,
-    Uids = uids_for(Order, Range, Multi, I + From * Procs, rand),
-    Data = payload(os:system_time(nanosecond), Pad),
+    N = I + From * Procs,
+    Uids = uids_for(Order, Range, Multi, N, rand),
+    Data = case maps:get(seq, Opts) of
+               true -> payload(os:system_time(nanosecond), N, Pad);
+               false -> payload(os:system_time(nanosecond), Pad)
+           end,
     send_to(Ctx, Uids, Data),
     send_range(Ctx, From + 1, To).
 
 send_to(#{opts := #{via := direct, node := Node}}, Uids, Data) ->
     erlang:send({any, Node}, {Uids, Data});
+send_to(#{opts := #{via := app}}, Uids, Data) when is_list(Uids) ->
+    ok = httpdcnode:multicast(Uids, Data);
+send_to(#{opts := #{via := app}}, Uid, Data) ->
+    ok = httpdcnode:send(Uid, Data);
 send_to(#{opts := #{via := router}} = Ctx, Uids, Data) when is_list(Uids) ->
     lists:foldl(fun(U, C) -> send_to(C, U, Data) end, Ctx, Uids);
 send_to(#{opts := #{via := router}, deliveries := D} = Ctx, Uid, Data) ->
@@ -298,6 +311,12 @@ deliveries(Stats) ->
 payload(NowNs, Pad) ->
     <<"t=", (integer_to_binary(NowNs))/binary, ";", Pad/binary>>.
 
+%% The same with the message's number N after the stamp (seq => true).
+-spec payload(integer(), non_neg_integer(), binary()) -> binary().
+payload(NowNs, N, Pad) ->
+    <<"t=", (integer_to_binary(NowNs))/binary, ";n=", (integer_to_binary(N))/binary, ";",
+      Pad/binary>>.
+
 %% Messages due ElapsedUs after the start at Rate per second, at most Total.
 -spec due(number(), integer(), non_neg_integer()) -> non_neg_integer().
 due(Rate, ElapsedUs, Total) ->
@@ -350,7 +369,9 @@ usage() ->
     "  --multicast K        each message {[Uid x K], Data} (default {Uid, Data})\n"
     "  --pad BYTES          payload padding after \"t=<ns>;\" (default 0)\n"
     "  --procs P            sending processes (default 1)\n"
-    "  --via direct|router  send to the C-node, or with router:send/2\n"
+    "  --via direct|router|app  send to the C-node, with router:send/2, or with\n"
+    "                       httpdcnode:send/2 (the application, on this node)\n"
+    "  --seq                \"n=N;\" after the stamp: the message's number in the run\n"
     "  --sync               after the last message, wait for a stats reply\n"
     "  --once               one message to every uid of --uids, acknowledged\n"
     "  --broadcast          one {broadcast, Data}, timed until handled\n"
@@ -425,6 +446,8 @@ parse_args(["--once" | T], {_, Opts}) ->
     parse_args(T, {once, Opts});
 parse_args(["--broadcast" | T], {_, Opts}) ->
     parse_args(T, {once, Opts#{broadcast => true}});
+parse_args(["--seq" | T], {Mode, Opts}) ->
+    parse_args(T, {Mode, Opts#{seq => true}});
 parse_args(["--sync" | T], {Mode, Opts}) ->
     parse_args(T, {Mode, Opts#{sync => true}});
 parse_args([Flag, Value | T], {Mode, Opts}) ->
@@ -453,6 +476,7 @@ option("--pad", V, O) -> O#{pad => int(V, 0, "--pad")};
 option("--procs", V, O) -> O#{procs => int(V, 1, "--procs")};
 option("--via", "direct", O) -> O#{via => direct};
 option("--via", "router", O) -> O#{via => router};
+option("--via", "app", O) -> O#{via => app};
 option("--sname", V, O) -> O#{sname => V};
 option("--cookie", V, O) -> O#{cookie => V};
 option(Flag, V, _) -> throw({bad_arg, "bad option " ++ Flag ++ " " ++ V}).
