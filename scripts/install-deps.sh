@@ -18,6 +18,7 @@ packages=(
   prometheus                                # a real Prometheus scrapes /metrics in a test
   clang libclang-rt-14-dev                  # libFuzzer harnesses (`make fuzz`)
   valgrind                                  # make check-all
+  help2man lintian                          # make install's manual, make deb's check (dpkg-dev: build-essential)
 )
 
 missing=()
