@@ -17,6 +17,9 @@ EV_LIBS   = $(shell pkg-config --libs libevent libevent_pthreads)
 # file in Debian.
 CRYPTO_CFLAGS = $(shell pkg-config --cflags libcrypto)
 CRYPTO_LIBS   = $(shell pkg-config --libs libcrypto)
+# jansson: the JSON of subscriber JWTs.
+JANSSON_CFLAGS = $(shell pkg-config --cflags jansson)
+JANSSON_LIBS   = $(shell pkg-config --libs jansson)
 WSLAY_LIBS    = -lwslay
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -38,9 +41,9 @@ BINP  := $(BUILD)/bin/
 CFLAGS ?= -O1 -g
 SAN_FLAGS := -fsanitize=$(strip $(SANITIZE)) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(HARDEN_CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) \
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(HARDEN_CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) \
              -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
-LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
+LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
 # Server sources, by layer (src/<layer>/, headers in include/<layer>/):
 # everything but main.c also goes into the unit tests. Objects mirror
@@ -177,7 +180,7 @@ FUZZ_CC      ?= clang
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=all $(WARN) -Iinclude
 FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp \
-                build/fuzz/fuzz_history
+                build/fuzz/fuzz_history build/fuzz/fuzz_jwt
 
 build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/erl/erl_term.c include/erl/erl_term.h \
                       include/core/cmd.h | build
@@ -196,6 +199,14 @@ build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/http/uid.c include/http/uid.h | b
 build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c src/core/history.c include/core/history.h | build
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $<
+
+# Both token forms, JWTs through jansson; signed JSON reaches the claims.
+FUZZ_AUTH_SRC := src/auth/auth_token.c src/auth/auth_jwt.c src/auth/auth_key.c
+build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c tests/fuzz/guarded.h $(FUZZ_AUTH_SRC) \
+                     $(wildcard include/auth/*.h) | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) -o $@ $< $(FUZZ_AUTH_SRC) \
+	    $(CRYPTO_LIBS) $(JANSSON_LIBS)
 
 build/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(wildcard tools/httpclient/resp_parser.*) | build
 	@mkdir -p build/fuzz

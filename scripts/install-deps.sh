@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential pkg-config libevent-dev   # server and load client
   libssl-dev libwslay-dev                   # libcrypto (token HMAC, WebSocket handshake), WebSocket frames
+  libjansson-dev                            # the JSON of subscriber JWTs
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests

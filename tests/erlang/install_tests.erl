@@ -342,7 +342,8 @@ deb_control(#{unpacked := U}) ->
     ?assertEqual(list_to_binary(app_vsn()), Field("Version")),
     Depends = Field("Depends"),
     [?assertNotEqual({Lib, nomatch}, {Lib, binary:match(Depends, Lib)})
-     || Lib <- [<<"libevent-2.1">>, <<"libssl3">>, <<"libwslay1">>, <<"adduser">>]],
+     || Lib <- [<<"libevent-2.1">>, <<"libssl3">>, <<"libwslay1">>, <<"libjansson4">>,
+                <<"adduser">>]],
     [?assertEqual({Script, {0, <<>>}}, {Script, sh("sh -n '" ++ U ++ "/DEBIAN/" ++ Script ++ "'")})
      || Script <- ["postinst", "prerm", "postrm"]],
     %% postinst makes what the unit reads, the service user owning it
