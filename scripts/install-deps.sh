@@ -20,6 +20,7 @@ packages=(
   clang libclang-rt-14-dev                  # libFuzzer harnesses (`make fuzz`)
   valgrind                                  # make check-all
   help2man lintian                          # make install's manual, make deb's check (dpkg-dev: build-essential)
+  elixir                                    # mix test of the Elixir wrapper (tools/elixir)
 )
 
 missing=()
