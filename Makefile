@@ -32,8 +32,9 @@ ifeq ($(strip $(SANITIZE)),)
 BUILD := build
 BINP  :=
 CFLAGS ?= -O2 -g
-# Debian's hardening, as in its packages (lintian checks the package's binary).
-HARDEN_CFLAGS  := -D_FORTIFY_SOURCE=2
+# Debian's hardening, as in its packages (lintian checks the package's binary);
+# _FORTIFY_SOURCE only where it works, in an optimised build.
+HARDEN_CFLAGS   = $(if $(filter -O1 -O2 -O3 -Os -Og,$(CFLAGS)),-D_FORTIFY_SOURCE=2)
 HARDEN_LDFLAGS := -Wl,-z,relro,-z,now
 else
 BUILD := build-$(subst $(comma),-,$(strip $(SANITIZE)))
