@@ -17,6 +17,9 @@ EV_LIBS   = $(shell pkg-config --libs libevent libevent_pthreads)
 # file in Debian.
 CRYPTO_CFLAGS = $(shell pkg-config --cflags libcrypto)
 CRYPTO_LIBS   = $(shell pkg-config --libs libcrypto)
+# jansson: the JSON of subscriber JWTs.
+JANSSON_CFLAGS = $(shell pkg-config --cflags jansson)
+JANSSON_LIBS   = $(shell pkg-config --libs jansson)
 WSLAY_LIBS    = -lwslay
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -29,15 +32,19 @@ ifeq ($(strip $(SANITIZE)),)
 BUILD := build
 BINP  :=
 CFLAGS ?= -O2 -g
+# Debian's hardening, as in its packages (lintian checks the package's binary);
+# _FORTIFY_SOURCE only where it works, in an optimised build.
+HARDEN_CFLAGS   = $(if $(filter -O1 -O2 -O3 -Os -Og,$(CFLAGS)),-D_FORTIFY_SOURCE=2)
+HARDEN_LDFLAGS := -Wl,-z,relro,-z,now
 else
 BUILD := build-$(subst $(comma),-,$(strip $(SANITIZE)))
 BINP  := $(BUILD)/bin/
 CFLAGS ?= -O1 -g
 SAN_FLAGS := -fsanitize=$(strip $(SANITIZE)) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) \
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(HARDEN_CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) \
              -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
-LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
+LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
 # Server sources, by layer (src/<layer>/, headers in include/<layer>/):
 # everything but main.c also goes into the unit tests. Objects mirror
@@ -75,7 +82,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run ws-echo install clean check-ei cluster-sim
+.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor $(BUILD)/netdelay \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
@@ -109,7 +116,7 @@ $(BUILD)/client/%.o: tools/httpclient/%.c | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Itools/httpclient -MMD -MP -c -o $@ $<
 
 $(SERVER): $(BUILD)/main.o $(SRV_LIB_OBJ)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_SERVER)
+	$(CC) $(ALL_CFLAGS) $(HARDEN_LDFLAGS) -o $@ $^ $(LDLIBS_SERVER)
 
 # The latency histogram is shared with the server's probe.
 $(CLIENT): $(CLIENT_OBJ) $(BUILD)/lib/histogram.o
@@ -179,7 +186,7 @@ FUZZ_CC      ?= clang
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=all $(WARN) -Iinclude
 FUZZ_BIN     := build/fuzz/fuzz_term build/fuzz/fuzz_uid build/fuzz/fuzz_uri build/fuzz/fuzz_resp \
-                build/fuzz/fuzz_history
+                build/fuzz/fuzz_history build/fuzz/fuzz_jwt
 
 build/fuzz/fuzz_term: tests/fuzz/fuzz_term.c tests/fuzz/guarded.h src/erl/erl_term.c include/erl/erl_term.h \
                       include/core/cmd.h src/lib/utf8.c include/lib/utf8.h | build
@@ -199,6 +206,14 @@ build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/http/uid.c include/http/uid.h | b
 build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c src/core/history.c include/core/history.h | build
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $<
+
+# Both token forms, JWTs through jansson; signed JSON reaches the claims.
+FUZZ_AUTH_SRC := src/auth/auth_token.c src/auth/auth_jwt.c src/auth/auth_key.c
+build/fuzz/fuzz_jwt: tests/fuzz/fuzz_jwt.c tests/fuzz/guarded.h $(FUZZ_AUTH_SRC) \
+                     $(wildcard include/auth/*.h) | build
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) -o $@ $< $(FUZZ_AUTH_SRC) \
+	    $(CRYPTO_LIBS) $(JANSSON_LIBS)
 
 build/fuzz/fuzz_resp: tests/fuzz/fuzz_resp.c $(wildcard tools/httpclient/resp_parser.*) | build
 	@mkdir -p build/fuzz
@@ -276,9 +291,52 @@ ws-echo: deps
 	$(MAKE) all
 	scripts/ws-echo.sh
 
-install: httpdcnode
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 httpdcnode $(DESTDIR)$(PREFIX)/bin/httpdcnode
+# make install: PREFIX (default /usr/local) and DESTDIR, as usual. The unit
+# goes where systemd looks for PREFIX's units, its ExecStart naming the
+# binary installed; the Erlang application where erl finds it by itself for
+# PREFIX=/usr (else ERL_LIBS=PREFIX/lib/erlang/lib); the browser client in
+# DATADIR; the examples and the docs in DOCDIR. These directories may be
+# given on make's command line, never from the environment (erl sets BINDIR).
+BINDIR     = $(PREFIX)/bin
+MANDIR     = $(PREFIX)/share/man
+DATADIR    = $(PREFIX)/share/httpdcnode
+DOCDIR     = $(PREFIX)/share/doc/httpdcnode
+UNITDIR    = $(PREFIX)/lib/systemd/system
+ERLLIBDIR  = $(PREFIX)/lib/erlang/lib
+APP_EBIN  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam) $(ERL_APPF)
+MANPAGE   := $(BUILD)/httpdcnode.1
+EXAMPLES  := $(ERL_EXAMPLE) scripts/nginx.conf.example sysctl.conf.example
+
+# The manual is --help's text (help2man) with scripts/httpdcnode.h2m's sections,
+# dated by the last commit.
+$(MANPAGE): $(SERVER) scripts/httpdcnode.h2m
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) help2man --no-info --section=1 --include=scripts/httpdcnode.h2m --output=$@ $(abspath $(SERVER))
+
+install: $(SERVER) $(APP_EBIN) $(MANPAGE)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) \
+	    $(DESTDIR)$(ERLLIBDIR)/httpdcnode-$(VERSION)/ebin $(DESTDIR)$(DATADIR) \
+	    $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/examples
+	install -m 755 $(SERVER) $(DESTDIR)$(BINDIR)/httpdcnode
+	install -m 644 $(MANPAGE) $(DESTDIR)$(MANDIR)/man1/httpdcnode.1
+	sed 's|^ExecStart=/usr/local/bin/httpdcnode|ExecStart=$(BINDIR)/httpdcnode|' \
+	    scripts/httpdcnode.service >$(DESTDIR)$(UNITDIR)/httpdcnode.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/httpdcnode.service
+	install -m 644 $(APP_EBIN) $(DESTDIR)$(ERLLIBDIR)/httpdcnode-$(VERSION)/ebin
+	install -m 644 web/httpdcnode.js $(DESTDIR)$(DATADIR)
+	install -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)
+	install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)/docs
+	install -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/examples
+
+# make deb: a Debian package of what make install installs (PREFIX=/usr),
+# built with dpkg-deb and checked with lintian (scripts/deb.sh), in
+# $(BUILD)/deb. DEB_MAINTAINER defaults to git's user.
+DEB_DIR        := $(BUILD)/deb
+DEB_MAINTAINER ?= $(shell git config user.name) <$(shell git config user.email)>
+deb: $(SERVER) $(APP_EBIN) $(MANPAGE)
+	rm -rf $(DEB_DIR)
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEB_DIR))/root PREFIX=/usr \
+	    UNITDIR=/lib/systemd/system
+	scripts/deb.sh $(DEB_DIR) $(VERSION) "$(DEB_MAINTAINER)"
 
 clean:
 	rm -rf build build-* httpdcnode httpclient writefloor wakefloor tools/erlang/ebin/*.beam tools/erlang/ebin/*.app

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 out=build/fuzz
-harnesses=(term uid uri resp history)
+harnesses=(term uid uri resp history jwt)
 
 # The term harness starts from real encoded terms: written by a real node.
 if ! escript tests/fuzz/term_seeds.escript "$out/seeds/term"; then

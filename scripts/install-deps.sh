@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential pkg-config libevent-dev   # server and load client
   libssl-dev libwslay-dev                   # libcrypto (token HMAC, WebSocket handshake), WebSocket frames
+  libjansson-dev                            # the JSON of subscriber JWTs
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests
@@ -19,6 +20,8 @@ packages=(
   prometheus                                # a real Prometheus scrapes /metrics in a test
   clang libclang-rt-14-dev                  # libFuzzer harnesses (`make fuzz`)
   valgrind                                  # make check-all
+  help2man lintian                          # make install's manual, make deb's check (dpkg-dev: build-essential)
+  elixir                                    # mix test of the Elixir wrapper (tools/elixir)
 )
 
 missing=()

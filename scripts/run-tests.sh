@@ -3,7 +3,8 @@
 # repository root): each cmocka binary build/tests/<layer>/test_* (they
 # mirror tests/unit/<layer>/), the layer check (scripts/check-layers.py),
 # the docs' link check (scripts/check-docs.py), then every EUnit
-# module build/tests/ebin/*_tests.beam on one Erlang test node, then a tiny
+# module build/tests/ebin/*_tests.beam on one Erlang test node, the Elixir
+# wrapper's mix test (tools/elixir), then a tiny
 # `make bench` (scripts/bench.sh --smoke), a 60-s `make soak`, a small
 # `make storm`, a small `make bench-million`, a small `make bench-process` and a
 # small `make cluster-sim`.
@@ -26,6 +27,7 @@
 #   MILLION       0: no small bench-million
 #   BENCH_PROCESS 0: no small bench-process
 #   CLUSTER_SIM   0: no small cluster-sim
+#   ELIXIR        0: no mix test of the Elixir wrapper
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -188,6 +190,34 @@ if [[ ${#beams[@]} -gt 0 ]]; then
     failed=$((failed + f))
     if [[ $rc -ne 0 && $f -eq 0 ]]; then
       echo "run-tests: the Erlang test node exited with status $rc"
+      failed=$((failed + 1))
+    fi
+  fi
+fi
+
+# --- The Elixir wrapper (tools/elixir): its mix test, offline -----------------
+# Against the real binary, with the EUnit helpers of build/tests/ebin; built
+# in $TEST_BUILD/elixir, not in the tree. Counted from ExUnit's last line.
+if [[ ${ELIXIR:-1} != 0 ]]; then
+  echo "== mix test (tools/elixir)"
+  if ! command -v mix >/dev/null; then
+    echo "run-tests: mix not found: install elixir (scripts/install-deps.sh does)"
+    failed=$((failed + 1))
+  else
+    (cd tools/elixir && MIX_BUILD_ROOT="$PWD/../../$TEST_BUILD/elixir" \
+       timeout --kill-after=10 300 mix test --warnings-as-errors) </dev/null 2>&1 |
+      tee "$work/mix.out"
+    rc=${PIPESTATUS[0]}
+    if [[ $(grep -E '^([0-9]+ doctests?, )?[0-9]+ tests?, [0-9]+ failures?' "$work/mix.out" |
+            tail -n1) =~ ([0-9]+)\ tests?,\ ([0-9]+)\ failures? ]]; then
+      passed=$((passed + BASH_REMATCH[1] - BASH_REMATCH[2]))
+      failed=$((failed + BASH_REMATCH[2]))
+      if [[ $rc -ne 0 && ${BASH_REMATCH[2]} -eq 0 ]]; then
+        echo "run-tests: mix test exited with status $rc"
+        failed=$((failed + 1))
+      fi
+    else
+      echo "run-tests: mix test ended without results (status $rc)"
       failed=$((failed + 1))
     fi
   fi

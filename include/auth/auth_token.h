@@ -1,12 +1,16 @@
-/* Signed subscriber tokens. A request for uid N carries exp=EXP&sig=HEX in
- * its query, or "Authorization: Bearer N.EXP.HEX" (which wins when both are
- * there), HEX being HMAC-SHA256(secret, "N:EXP") in hex, EXP Unix seconds.
- * The check is a pure function of its inputs: no evhttp, no clock. */
+/* Signed subscriber tokens. A request for uid N carries either a JWT
+ * (auth_jwt.h) as token=JWT in its query or "Authorization: Bearer JWT",
+ * or the older form: exp=EXP&sig=HEX in its query, or "Authorization:
+ * Bearer N.EXP.HEX", HEX being HMAC-SHA256(secret, "N:EXP") in hex, EXP
+ * Unix seconds. The header wins when both are there. The check is a pure
+ * function of its inputs: no evhttp, no clock. */
 #ifndef HTTPDCNODE_AUTH_TOKEN_H
 #define HTTPDCNODE_AUTH_TOKEN_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "auth/auth_key.h"
 
 enum auth_outcome { AUTH_OK = 0, AUTH_MISSING, AUTH_EXPIRED, AUTH_BAD };
 
@@ -16,12 +20,11 @@ struct auth_verdict {
     int64_t exp;                /* AUTH_OK: the token's exp, Unix seconds */
 };
 
-/* The secret, ready to sign: one per thread that checks (the loop). */
-struct auth_key;
-
-/* NULL when libcrypto cannot set up HMAC-SHA256 (or len is 0). */
-struct auth_key *auth_key_new(const void *secret, size_t len);
-void auth_key_free(struct auth_key *key);
+/* The reasons both forms give. */
+#define AUTH_REASON_OTHER_UID "Token is for another uid"
+#define AUTH_REASON_FORGED "Token signature does not match"
+#define AUTH_REASON_EXPIRED "Token expired: get a fresh one"
+#define AUTH_REASON_MAC_FAILED "Token could not be checked (HMAC failed in the server)"
 
 /* May a request for uid open its stream at Unix time now? query is the raw
  * query string (NULL for none); authorization the Authorization header

@@ -55,6 +55,9 @@ static ssize_t read_all(int fd, unsigned char *buf, size_t size)
 int auth_secret_read(const char *path, unsigned char *out, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 && errno == ENOENT)
+        return refuse(path, "No such file or directory; create it: head -c 32 /dev/urandom "
+                            "| base64 > FILE && chmod 600 FILE (docs/security.md)");
     if (fd < 0)
         return refuse(path, strerror(errno));
     if (check_file(path, fd) != 0) {

@@ -1,90 +1,44 @@
 /* Signed subscriber tokens: finding the token in a request, checking it. */
 #include "auth/auth_token.h"
+#include "auth/auth_jwt.h"
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#define MAC_BYTES 32
+#define MAC_BYTES AUTH_MAC_BYTES
 #define SIG_HEX (2 * MAC_BYTES)
 /* 18 digits cannot overflow int64_t; Unix seconds need 10 until 2286. */
 #define EXP_DIGITS_MAX 18
 
-/* One HMAC context keyed once and re-initialised per check: no fetch of the
- * algorithm and no key schedule per request. */
-struct auth_key {
-    EVP_MAC *mac;
-    EVP_MAC_CTX *ctx;
-};
-
-/* The token's three parts, pointing into the request; uid is NULL when the
- * token came from the query (the path names the uid). */
+/* The token's parts, pointing into the request: a JWT (jwt set), or the
+ * older form's three parts, uid NULL when it came from the query (the path
+ * names the uid). */
 struct token_text {
-    const char *uid, *exp, *sig;
-    size_t uid_len, exp_len, sig_len;
+    const char *jwt, *uid, *exp, *sig;
+    size_t jwt_len, uid_len, exp_len, sig_len;
 };
 
-static const char NO_TOKEN[] = "No token: add exp=EXP&sig=HMAC to the query, "
-                               "or send Authorization: Bearer UID.EXP.HMAC";
+static const char NO_TOKEN[] = "No token: add token=JWT (or exp=EXP&sig=HMAC) to the query, "
+                               "or send Authorization: Bearer JWT";
 static const char BAD_PAIR[] = "Malformed token: exp and sig go together, once each";
-static const char BAD_BEARER[] = "Malformed token: expected Authorization: Bearer UID.EXP.HMAC";
+static const char BAD_JWT_PARAM[] = "Malformed token: token=JWT once, without exp and sig";
+static const char BAD_BEARER[] = "Malformed token: expected Authorization: Bearer JWT "
+                                 "(or UID.EXP.HMAC)";
 static const char BAD_EXP[] = "Malformed token: exp must be Unix seconds in plain decimal";
 static const char BAD_SIG[] = "Malformed token: sig must be 64 hex digits (HMAC-SHA256)";
-static const char OTHER_UID[] = "Token is for another uid";
-static const char FORGED[] = "Token signature does not match";
-static const char EXPIRED[] = "Token expired: get a fresh one";
-static const char MAC_FAILED[] = "Token could not be checked (HMAC failed in the server)";
-
-struct auth_key *auth_key_new(const void *secret, size_t len)
-{
-    if (len == 0)
-        return NULL;
-    struct auth_key *k = OPENSSL_zalloc(sizeof *k);
-    if (!k)
-        return NULL;
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-        OSSL_PARAM_construct_end(),
-    };
-    k->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    k->ctx = k->mac ? EVP_MAC_CTX_new(k->mac) : NULL;
-    if (!k->ctx || !EVP_MAC_init(k->ctx, secret, len, params)) {
-        auth_key_free(k);
-        return NULL;
-    }
-    return k;
-}
-
-void auth_key_free(struct auth_key *key)
-{
-    if (!key)
-        return;
-    EVP_MAC_CTX_free(key->ctx);
-    EVP_MAC_free(key->mac);
-    OPENSSL_free(key);
-}
-
-static int mac_of(struct auth_key *key, const char *msg, size_t len, unsigned char out[MAC_BYTES])
-{
-    size_t n = 0;
-    return EVP_MAC_init(key->ctx, NULL, 0, NULL) &&
-                   EVP_MAC_update(key->ctx, (const unsigned char *)msg, len) &&
-                   EVP_MAC_final(key->ctx, out, &n, MAC_BYTES) && n == MAC_BYTES
-               ? 0
-               : -1;
-}
+static const char OTHER_UID[] = AUTH_REASON_OTHER_UID;
+static const char FORGED[] = AUTH_REASON_FORGED;
+static const char EXPIRED[] = AUTH_REASON_EXPIRED;
+static const char MAC_FAILED[] = AUTH_REASON_MAC_FAILED;
 
 int auth_token_sign(struct auth_key *key, uint32_t uid, int64_t exp, char hex[SIG_HEX + 1])
 {
     char msg[48];
     int len = snprintf(msg, sizeof msg, "%u:%lld", uid, (long long)exp);
     unsigned char mac[MAC_BYTES];
-    if (mac_of(key, msg, (size_t)len, mac) != 0)
+    if (auth_key_mac(key, msg, (size_t)len, mac) != 0)
         return -1;
     for (int i = 0; i < MAC_BYTES; i++)
         snprintf(hex + 2 * i, 3, "%02x", mac[i]);
@@ -93,14 +47,14 @@ int auth_token_sign(struct auth_key *key, uint32_t uid, int64_t exp, char hex[SI
 
 /* --- finding the token ---------------------------------------------------- */
 
-/* Takes one query parameter "exp" or "sig" into *val; others are ignored.
- * -1 when it comes a second time. */
+/* Takes one query parameter name ("exp", "sig", "token") into *val; others
+ * are ignored. -1 when it comes a second time. */
 static int take_param(const char *p, size_t n, const char *name, const char **val,
                       size_t *val_len)
 {
     const char *eq = memchr(p, '=', n);
     size_t name_len = eq ? (size_t)(eq - p) : n;
-    if (name_len != 3 || memcmp(p, name, 3) != 0)
+    if (name_len != strlen(name) || memcmp(p, name, name_len) != 0)
         return 0;
     if (*val)
         return -1;
@@ -115,11 +69,15 @@ static const char *token_from_query(const char *query, struct token_text *t)
     for (const char *p = query; p && *p;) {
         const char *amp = strchr(p, '&');
         size_t n = amp ? (size_t)(amp - p) : strlen(p);
+        if (take_param(p, n, "token", &t->jwt, &t->jwt_len) != 0)
+            return BAD_JWT_PARAM;
         if (take_param(p, n, "exp", &t->exp, &t->exp_len) != 0 ||
             take_param(p, n, "sig", &t->sig, &t->sig_len) != 0)
             return BAD_PAIR;
         p += n + (amp != NULL);
     }
+    if (t->jwt)
+        return t->exp || t->sig ? BAD_JWT_PARAM : NULL;
     if (!t->exp && !t->sig)
         return NO_TOKEN;
     return t->exp && t->sig ? NULL : BAD_PAIR;
@@ -140,12 +98,19 @@ static const char *bearer_credentials(const char *h)
     return h;
 }
 
-/* "UID.EXP.HEX", trailing blanks allowed. */
+/* A JWT, or "UID.EXP.HEX" (told apart by the uid's digits: a JWT's header
+ * is base64url of '{', "ey..."); trailing blanks allowed. */
 static const char *token_from_bearer(const char *cred, struct token_text *t)
 {
     size_t n = strlen(cred);
     while (n > 0 && is_space(cred[n - 1]))
         n--;
+    if (n == 0)
+        return BAD_BEARER;
+    if (cred[0] < '0' || cred[0] > '9') {
+        *t = (struct token_text){.jwt = cred, .jwt_len = n};
+        return NULL;
+    }
     const char *dot1 = memchr(cred, '.', n);
     const char *dot2 = dot1 ? memchr(dot1 + 1, '.', n - (size_t)(dot1 + 1 - cred)) : NULL;
     if (!dot2 || memchr(dot2 + 1, '.', n - (size_t)(dot2 + 1 - cred)))
@@ -224,7 +189,7 @@ static struct auth_verdict check_token(struct auth_key *key, uint32_t uid,
         return refuse(AUTH_BAD, BAD_SIG);
     /* The message is "N:EXP" with EXP exactly as received (validated above). */
     int len = snprintf(msg, sizeof msg, "%u:%.*s", uid, (int)t->exp_len, t->exp);
-    if (mac_of(key, msg, (size_t)len, expected) != 0)
+    if (auth_key_mac(key, msg, (size_t)len, expected) != 0)
         return refuse(AUTH_BAD, MAC_FAILED);
     if (CRYPTO_memcmp(given, expected, MAC_BYTES) != 0)
         return refuse(AUTH_BAD, FORGED);
@@ -242,5 +207,5 @@ struct auth_verdict auth_token_check(struct auth_key *key, uint32_t uid, const c
     const char *err = cred ? token_from_bearer(cred, &t) : token_from_query(query, &t);
     if (err)
         return refuse(err == NO_TOKEN ? AUTH_MISSING : AUTH_BAD, err);
-    return check_token(key, uid, &t, now);
+    return t.jwt ? auth_jwt_check(key, uid, t.jwt, t.jwt_len, now) : check_token(key, uid, &t, now);
 }

@@ -1,8 +1,10 @@
 %% Subscriber tokens against the real binary: one server started with
 %% --auth-secret-file for the token cases, one without for the eviction
 %% attack in open mode, and bad command lines.
-%% Signatures are made here with crypto:mac directly, and once each by
-%% httpdcnode:token/2, httpdcnode:token_url/3 and `openssl dgst -hmac`.
+%% Signatures of the older form are made here with crypto:mac directly, and
+%% once each by httpdcnode:token/2, httpdcnode:token_url/3 and `openssl dgst
+%% -hmac`; JWTs by the application (httpdcnode_token:jwt/2,3 and sign_jwt/2),
+%% those no application makes (alg none, HS512) here.
 -module(auth_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -19,9 +21,15 @@
 -define(PAIR, <<"Malformed token: exp and sig go together, once each">>).
 -define(BAD_EXP, <<"Malformed token: exp must be Unix seconds in plain decimal">>).
 -define(BAD_SIG, <<"Malformed token: sig must be 64 hex digits (HMAC-SHA256)">>).
--define(BAD_BEARER, <<"Malformed token: expected Authorization: Bearer UID.EXP.HMAC">>).
--define(MISSING, <<"No token: add exp=EXP&sig=HMAC to the query, "
-                   "or send Authorization: Bearer UID.EXP.HMAC">>).
+-define(BAD_BEARER, <<"Malformed token: expected Authorization: Bearer JWT (or UID.EXP.HMAC)">>).
+-define(MISSING, <<"No token: add token=JWT (or exp=EXP&sig=HMAC) to the query, "
+                   "or send Authorization: Bearer JWT">>).
+-define(NOT_YET, <<"Token not valid yet (its nbf is later): check the clocks">>).
+-define(ALG, <<"Token algorithm must be HS256">>).
+-define(JWT_SHAPE, <<"Malformed token: a JWT is three base64url parts joined by dots">>).
+-define(JWT_HEADER, <<"Malformed token: the JWT header is not a JSON object">>).
+-define(JWT_LONG, <<"Malformed token: a JWT has at most 4096 characters">>).
+-define(JWT_SUB, <<"Malformed token: sub must be the uid as a decimal string">>).
 
 %%% ---------------------------------------------------------------- fixtures
 
@@ -53,7 +61,13 @@ cases() ->
      {"GET /poll/N needs a token too", fun poll_token/1},
      {"GET /ws/N needs a token too", fun ws_token/1},
      {"eviction attack with tokens: the attacker gets 403, the victim keeps receiving",
-      fun attack_with_tokens/1}].
+      fun attack_with_tokens/1},
+     {"JWTs of httpdcnode_token:jwt/2 open /test, /sse, /poll and /ws, as token= and as "
+      "Authorization: Bearer", fun jwt_every_transport/1},
+     {"JWT refusals on every transport: expired, nbf later, forged, another uid's, alg none, "
+      "HS512, too long: 403 with the reason, counted", fun jwt_refused/1},
+     {"a JWT and a token of the older form on one request: the header's wins",
+      fun jwt_header_wins/1}].
 
 case_test(Label, Ctx = #{s := S}, Fun) ->
     {Label, {timeout, 30, fun() -> httpdcnode_test_lib:logged(S, fun(_) -> Fun(Ctx) end) end}}.
@@ -266,7 +280,7 @@ malformed(#{s := S, secret := K}) ->
     Headers = [{"Authorization: Bearer", ?BAD_BEARER},
                {"Authorization: Bearer 5." ++ E, ?BAD_BEARER},
                {"Authorization: Bearer 5." ++ E ++ "." ++ G ++ ".x", ?BAD_BEARER},
-               {"Authorization: Bearer x." ++ E ++ "." ++ G, ?BAD_BEARER},
+               {"Authorization: Bearer x." ++ E ++ "." ++ G, ?JWT_HEADER},
                {"Authorization: Bearer 5.x" ++ E ++ "." ++ G, ?BAD_EXP},
                {"Authorization: Bearer 5." ++ E ++ "." ++ G ++ "00", ?BAD_SIG}],
     D = deltas(S, fun() ->
@@ -299,15 +313,18 @@ head(#{s := S, secret := K}) ->
     ?assertMatch(#{status := 200}, expect_head(C, ?T)),
     close(C).
 
-%% A stream lives as long as its token: at exp it is ended with the
-%% expired ending (WebSocket 4003, SSE's end event, the poll's "ended"),
-%% within a second; a stream with a later token goes on; the same token is
-%% refused from then on.
+%% A stream lives as long as its token (a JWT's too): at exp it is ended
+%% with the expired ending (WebSocket 4003, SSE's end event, the poll's
+%% "ended"), within a second; a stream with a later token goes on; the same
+%% token is refused from then on.
 expires(#{s := S, secret := K}) ->
     Exp = now_s() + 2,
     Q = fun(Uid, E) -> "?" ++ query(K, Uid, E) end,
+    Jwt = "?token=" ++ binary_to_list(httpdcnode_token:sign_jwt(K, #{sub => <<"35">>,
+                                                                     exp => Exp})),
     Short = [core_drain_tests:client(S, Kind, Uid, Q(Uid, Exp))
-             || {Kind, Uid} <- [{sse, 30}, {ws, 31}, {poll, 32}]],
+             || {Kind, Uid} <- [{sse, 30}, {ws, 31}, {poll, 32}]]
+        ++ [core_drain_tests:client(S, ws, 35, Jwt)],
     Long = core_drain_tests:client(S, sse, 33, Q(33, Exp + 60)),
     [core_drain_tests:wait_ready(C) || C <- [Long | Short]],
     Chunked = open_ok(S, 34, path(34, query(K, 34, Exp)), []),
@@ -321,7 +338,7 @@ expires(#{s := S, secret := K}) ->
          io:format(user, " [~s ended ~b ms after exp] ", [Kind, Late]),
          ?assert(Late >= -100 andalso Late =< 1200)
      end || {Kind, Bytes, T} <- maps:values(Ends)],
-    wait_stat(S, token_expired, fun(V) -> V =:= Before + 4 end, ?T),
+    wait_stat(S, token_expired, fun(V) -> V =:= Before + 5 end, ?T),
     %% The later token's stream is still served, and still open.
     D0 = maps:get(deliveries, stats(S)),
     send(S, {33, <<"still here">>}),
@@ -500,3 +517,125 @@ open_mode_notice() ->
     after
         gen_tcp:close(L)
     end.
+
+%%% ---------------------------------------------------------------- JWT
+
+%% A JWT minted by the application with the server's secret file.
+app_jwt(File, Uid, Ttl) -> app_jwt(File, Uid, Ttl, #{}).
+
+app_jwt(File, Uid, Ttl, Claims) ->
+    _ = application:load(httpdcnode),
+    ok = application:set_env(httpdcnode, auth_secret_file, File),
+    try binary_to_list(httpdcnode_token:jwt(Uid, Ttl, Claims))
+    after application:unset_env(httpdcnode, auth_secret_file)
+    end.
+
+b64url(Bin) -> [case C of $+ -> $-; $/ -> $_; _ -> C end || <<C>> <= base64:encode(Bin), C =/= $=].
+
+%% A token whose header is Header (JSON text), signed with Secret (none:
+%% no signature).
+hand_jwt(Header, Claims, Secret) ->
+    Input = b64url(Header) ++ "." ++ b64url(Claims),
+    Sig = case Secret of
+              none -> "";
+              _ -> b64url(crypto:mac(hmac, sha256, Secret, Input))
+          end,
+    Input ++ "." ++ Sig.
+
+ws_upgrade() ->
+    ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="].
+
+%% Path and extra headers of Kind's request for Uid, the JWT in the query
+%% (query) or in the header (bearer).
+jwt_request(Kind, Uid, Jwt, Where) ->
+    Base = case Kind of
+               test -> "/test/";
+               sse -> "/sse/";
+               poll -> "/poll/";
+               ws -> "/ws/"
+           end ++ integer_to_list(Uid),
+    Since = case Kind of poll -> ["since=00000000:0"]; _ -> [] end,
+    {Query, Auth} = case Where of
+                        query -> {Since ++ ["token=" ++ Jwt], []};
+                        bearer -> {Since, ["Authorization: Bearer " ++ Jwt]}
+                    end,
+    Path = case Query of [] -> Base; _ -> Base ++ "?" ++ lists:join("&", Query) end,
+    {lists:flatten(Path), Auth ++ case Kind of ws -> ws_upgrade(); _ -> [] end}.
+
+%% The stream opens: its head (and for /test/N a message reaches it).
+admitted(S, Kind, Uid, Jwt, Where) ->
+    {Path, Headers} = jwt_request(Kind, Uid, Jwt, Where),
+    case Kind of
+        test -> opens(S, Uid, Path, Headers);
+        _ ->
+            {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, port_of(S), [binary, {active, false}]),
+            ok = gen_tcp:send(Sock, request_bytes("GET", Path, "HTTP/1.1", Headers)),
+            {ok, Head} = gen_tcp:recv(Sock, 0, ?T),
+            Want = case Kind of
+                       ws -> <<"HTTP/1.1 101 ">>;
+                       _ -> <<"HTTP/1.1 200 OK\r\n">>
+                   end,
+            ?assertEqual({Kind, Where, Want},
+                         {Kind, Where, binary:part(Head, 0, min(byte_size(Head), byte_size(Want)))}),
+            gen_tcp:close(Sock)
+    end.
+
+jwt_every_transport(#{s := S, file := File}) ->
+    D = deltas(S, fun() ->
+                          [admitted(S, Kind, Uid, app_jwt(File, Uid, 60), Where)
+                           || {Kind, Uid} <- [{test, 60}, {sse, 61}, {poll, 62}, {ws, 63}],
+                              Where <- [query, bearer]]
+                  end),
+    ?assertEqual(#{auth_missing => 0, auth_expired => 0, auth_bad => 0, streams_total => 8}, D),
+    %% a JWT of the application has sub, iat, exp and the claims given
+    [_, Claims, _] = string:split(app_jwt(File, 64, 60, #{nbf => now_s() - 1}), ".", all),
+    Map = httpdcnode_test_lib:json_decode(base64:decode(pad(Claims))),
+    ?assertMatch(#{<<"sub">> := <<"64">>, <<"exp">> := _, <<"iat">> := _, <<"nbf">> := _}, Map),
+    admitted(S, sse, 64, app_jwt(File, 64, 60, #{nbf => now_s() - 1}), query).
+
+pad(B64url) ->
+    S = [case C of $- -> $+; $_ -> $/; _ -> C end || C <- B64url],
+    S ++ lists:duplicate((4 - length(S) rem 4) rem 4, $=).
+
+jwt_refused(#{s := S, secret := K, file := File}) ->
+    Now = now_s(),
+    Claims5 = <<"{\"sub\":\"5\",\"exp\":", (integer_to_binary(Now + 60))/binary, "}">>,
+    Expired = [{httpdcnode_token:sign_jwt(K, #{sub => <<"5">>, exp => Now - 1}), ?EXPIRED},
+               {app_jwt(File, 5, 60, #{nbf => Now + 3600}), ?NOT_YET}],
+    Bad = [{httpdcnode_token:sign_jwt(<<K/binary, "x">>, #{sub => <<"5">>, exp => Now + 60}),
+            ?FORGED},
+           {app_jwt(File, 6, 60), ?OTHER_UID},
+           {httpdcnode_token:sign_jwt(K, #{sub => 5, exp => Now + 60}), ?JWT_SUB},
+           {hand_jwt(<<"{\"alg\":\"none\"}">>, Claims5, none), ?ALG},
+           {hand_jwt(<<"{\"alg\":\"none\"}">>, Claims5, K), ?ALG},
+           {hand_jwt(<<"{\"alg\":\"HS512\",\"typ\":\"JWT\"}">>, Claims5, K), ?ALG},
+           {app_jwt(File, 5, 60) ++ ".x", ?JWT_SHAPE},
+           {app_jwt(File, 5, 60, #{pad => list_to_binary(lists:duplicate(3100, $a))}), ?JWT_LONG}],
+    Kinds = [test, sse, poll, ws],
+    D = deltas(S, fun() ->
+                          [refused(S, Path, Headers, Reason)
+                           || {Jwt, Reason} <- Expired ++ Bad, Kind <- Kinds,
+                              Where <- [query, bearer],
+                              {Path, Headers} <- [jwt_request(Kind, 5, to_list(Jwt), Where)]]
+                  end),
+    N = length(Kinds) * 2,
+    ?assertEqual(#{auth_missing => 0, auth_expired => N * length(Expired),
+                   auth_bad => N * length(Bad), streams_total => 0}, D).
+
+to_list(B) when is_binary(B) -> binary_to_list(B);
+to_list(L) -> L.
+
+jwt_header_wins(#{s := S, secret := K, file := File}) ->
+    Exp = now_s() + 60,
+    Forged = binary_to_list(httpdcnode_token:sign_jwt(<<K/binary, "x">>,
+                                                      #{sub => <<"16">>, exp => Exp})),
+    %% a valid JWT in the header, a forged one in the query: opens
+    opens(S, 16, path(16, "token=" ++ Forged), ["Authorization: Bearer " ++ app_jwt(File, 16, 60)]),
+    %% the older form in the header, a JWT in the query: the older form decides
+    opens(S, 16, path(16, "token=" ++ Forged), [bearer(K, 16, Exp)]),
+    refused(S, path(16, "token=" ++ app_jwt(File, 16, 60)), [bearer(K, 16, now_s() - 1)],
+            ?EXPIRED),
+    %% both forms in the query: malformed
+    refused(S, path(16, "token=" ++ app_jwt(File, 16, 60) ++ "&" ++ query(K, 16, Exp)), [],
+            <<"Malformed token: token=JWT once, without exp and sig">>).

@@ -1,8 +1,11 @@
 %% Subscriber tokens for C-nodes started with --auth-secret-file.
 %%
-%% A client opens /test/Uid?exp=Exp&sig=Hex (or sends "Authorization:
-%% Bearer Uid.Exp.Hex"): Hex is HMAC-SHA256(Secret, "Uid:Exp") in lowercase
-%% hex, Exp the Unix second the token stops opening streams.
+%% A client opens /sse/Uid?token=Jwt (or sends "Authorization: Bearer
+%% Jwt"): a JSON Web Token, HS256 under the secret, whose claims are sub
+%% (the uid, a decimal string), exp (the Unix second it stops opening
+%% streams), iat, and optionally nbf and claims of your own (jwt/3).
+%% Or the older form: /test/Uid?exp=Exp&sig=Hex (or "Authorization: Bearer
+%% Uid.Exp.Hex"), Hex being HMAC-SHA256(Secret, "Uid:Exp") in lowercase hex.
 %%
 %% The secret comes from the httpdcnode application env: `auth_secret' (the
 %% secret itself, binary or string) or `auth_secret_file' (a path, read as
@@ -18,12 +21,16 @@
 %%                              chmod 600 it
 %%   bad_secret                 auth_secret is not a binary or string
 %%   {bad_uid, Uid} | {bad_ttl, Ttl} | {bad_base_url, Url}
+%%   {bad_claim, Key, Value}    a claim of jwt/3 that JSON cannot carry
+%%                              (keys: atoms or binaries; values: integers,
+%%                              UTF-8 binaries, true, false, null, lists
+%%                              and maps of these)
 -module(httpdcnode_token).
 
 -include_lib("kernel/include/file.hrl").
 
--export([token/2, token_url/3]).
--export([query/3, sign/3, secret/0, read_secret_file/1]).
+-export([token/2, token_url/3, jwt/2, jwt/3]).
+-export([query/3, sign/3, sign_jwt/2, secret/0, read_secret_file/1]).
 
 %% The query string for Uid, valid for TtlSeconds from now.
 -spec token(pos_integer(), pos_integer()) -> binary().
@@ -56,6 +63,65 @@ sign(Secret, Uid, Exp) ->
     Mac = crypto:mac(hmac, sha256, Secret,
                      [integer_to_binary(Uid), $:, integer_to_binary(Exp)]),
     << <<(hex_digit(N))>> || <<N:4>> <= Mac >>.
+
+%% A JWT for Uid, valid for TtlSeconds from now: claims sub, iat and exp.
+-spec jwt(pos_integer(), pos_integer()) -> binary().
+jwt(Uid, TtlSeconds) ->
+    jwt(Uid, TtlSeconds, #{}).
+
+%% The same with Claims of your own beside them (nbf, or what a later
+%% server version checks); sub, iat and exp are always jwt/2's.
+-spec jwt(pos_integer(), pos_integer(), #{atom() | binary() => term()}) -> binary().
+jwt(Uid, TtlSeconds, Claims) when is_map(Claims) ->
+    check_uid(Uid),
+    check_ttl(TtlSeconds),
+    Now = erlang:system_time(second),
+    Std = #{<<"sub">> => integer_to_binary(Uid), <<"iat">> => Now,
+            <<"exp">> => Now + TtlSeconds},
+    Own = maps:from_list([{key_bin(K, V), V} || {K, V} <- maps:to_list(Claims)]),
+    sign_jwt(secret(), maps:merge(Own, Std)).
+
+%% header.claims.signature for an explicit secret and claims map (no check
+%% that the server would take them: a test can make any token).
+-spec sign_jwt(binary(), map()) -> binary().
+sign_jwt(Secret, Claims) ->
+    Input = <<(b64url(<<"{\"alg\":\"HS256\",\"typ\":\"JWT\"}">>))/binary, ".",
+              (b64url(iolist_to_binary(json(Claims))))/binary>>,
+    <<Input/binary, ".", (b64url(crypto:mac(hmac, sha256, Secret, Input)))/binary>>.
+
+b64url(Bin) ->
+    << <<(case C of $+ -> $-; $/ -> $_; _ -> C end)>>
+       || <<C>> <= base64:encode(Bin), C =/= $= >>.
+
+key_bin(K, _) when is_binary(K) -> K;
+key_bin(K, _) when is_atom(K) -> atom_to_binary(K, utf8);
+key_bin(K, V) -> fail({bad_claim, K, V}).
+
+%% JSON of claims, in key order so that a token is a function of its claims.
+json(M) when is_map(M) ->
+    Pairs = lists:sort([{key_bin(K, V), V} || {K, V} <- maps:to_list(M)]),
+    [${, lists:join($,, [[json_string(K), $:, json_value(K, V)] || {K, V} <- Pairs]), $}].
+
+json_value(_, I) when is_integer(I) -> integer_to_binary(I);
+json_value(_, true) -> <<"true">>;
+json_value(_, false) -> <<"false">>;
+json_value(_, null) -> <<"null">>;
+json_value(K, B) when is_binary(B) ->
+    case unicode:characters_to_binary(B) of
+        B -> json_string(B);
+        _ -> fail({bad_claim, K, B})
+    end;
+json_value(K, L) when is_list(L) -> [$[, lists:join($,, [json_value(K, V) || V <- L]), $]];
+json_value(_, M) when is_map(M) -> json(M);
+json_value(K, V) -> fail({bad_claim, K, V}).
+
+json_string(B) ->
+    [$", [case C of
+              $" -> <<"\\\"">>;
+              $\\ -> <<"\\\\">>;
+              _ when C < 16#20 -> io_lib:format("\\u~4.16.0b", [C]);
+              _ -> C
+          end || <<C>> <= B], $"].
 
 %% The secret from the application env (loading the application's env
 %% first, so -httpdcnode auth_secret_file '"..."' works before it starts).

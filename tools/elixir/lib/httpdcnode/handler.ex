@@ -1,0 +1,56 @@
+defmodule Httpdcnode.Handler do
+  @moduledoc """
+  What clients send: the behaviour of a module the inbox process calls
+  (`Httpdcnode.Inbox`, the Erlang `httpdcnode_inbox`), the Elixir face of
+  the Erlang behaviour `:httpdcnode_handler` (the same callbacks, checked
+  by the tests). With `--inbox NAME` a C-node sends each message a client
+  sends (a WebSocket frame, a `POST /send/N`) to the inbox registered as
+  NAME on a master, which calls `handle_in/4`, in the order one connection
+  sent them.
+
+      defmodule MyApp.Echo do
+        use Httpdcnode.Handler
+
+        @impl true
+        def init(_args), do: {:ok, 0}
+
+        @impl true
+        def handle_in(_uid, conn, data, n) do
+          Httpdcnode.reply(conn, data)
+          {:ok, n + 1}
+        end
+      end
+
+  A crash in a callback is logged and the message counted as handled: the
+  inbox keeps its state and goes on.
+  """
+
+  @doc "The inbox's state from the `args` it was started with."
+  @callback init(args :: term) :: {:ok, state :: term}
+
+  @doc """
+  A message `data` (a binary) from `uid`'s connection `conn`;
+  `Httpdcnode.reply(conn, ...)` answers that connection alone.
+  """
+  @callback handle_in(uid :: pos_integer, conn :: Httpdcnode.conn(), data :: binary,
+              state :: term) :: {:ok, new_state :: term}
+
+  @doc """
+  With `--presence-conns`: `uid`'s WebSocket `conn` ended (after its last
+  `handle_in/4`), `reason` an atom (`:client`, `:kick`, `:ws_dead`,
+  `:drain`, ...). Without this callback the message goes to `handle_info/2`.
+  """
+  @callback handle_conn_down(uid :: pos_integer, conn :: Httpdcnode.conn(), reason :: atom,
+              state :: term) :: {:ok, new_state :: term}
+
+  @doc "Any other message the inbox process gets."
+  @callback handle_info(msg :: term, state :: term) :: {:ok, new_state :: term}
+
+  @optional_callbacks handle_conn_down: 4, handle_info: 2
+
+  defmacro __using__(_opts) do
+    quote do
+      @behaviour Httpdcnode.Handler
+    end
+  end
+end
