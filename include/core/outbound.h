@@ -38,7 +38,8 @@ struct out_rec {
 struct out_in {
     uint64_t conn;         /* conn.h's id of the connection */
     uint32_t uid;
-    uint32_t pad;
+    uint8_t binary;        /* a binary message: {binary, Data} to Erlang */
+    uint8_t pad[3];
 };
 
 /* A stream opened (conn_up) or ended (conn_down), --presence-conns. */
@@ -82,9 +83,10 @@ void outbound_ack(const char *reply, uint16_t reply_len, uint32_t n);
 void outbound_stats(const char *reply, uint16_t reply_len);
 /* -1 when the queue was full (counted): the caller must repair the view. */
 int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uint32_t n);
-/* A client's message for Erlang. -1 when the outbox was full (counted in
- * client_in_dropped by the caller). */
-int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len);
+/* A client's message for Erlang (binary: a WebSocket binary message, a
+ * POST of application/octet-stream; else text). -1 when the outbox was
+ * full (counted in client_in_dropped by the caller). */
+int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len, int binary);
 /* A conn_up / conn_down; -1 when dropped (counted in conn_events_dropped). */
 int outbound_conn(const struct out_conn *c);
 

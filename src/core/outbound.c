@@ -53,14 +53,14 @@ int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uin
     return 0;
 }
 
-int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len)
+int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len, int binary)
 {
     struct out_rec *r = handoff_reserve(outbox, sizeof *r + sizeof(struct out_in) + len, 0);
     if (!r)
         return -1;
     *r = (struct out_rec){.kind = OUT_IN, .count = len};
     struct out_in *in = (struct out_in *)(r + 1);
-    *in = (struct out_in){.conn = conn, .uid = uid};
+    *in = (struct out_in){.conn = conn, .uid = uid, .binary = binary != 0};
     memcpy(in + 1, data, len);
     atomic_fetch_add_explicit(&outbound_in_pending, outbound_in_cost(len), memory_order_relaxed);
     handoff_commit(outbox);

@@ -232,7 +232,8 @@ static void in_done(const struct out_rec *r)
                               memory_order_relaxed);
 }
 
-/* {httpdcnode_in, Node, Uid, Conn, Data} to l's inbox, now. */
+/* {httpdcnode_in, Node, Uid, Conn, Data} to l's inbox, now: Data a binary for
+ * text, {binary, Binary} for a binary message. */
 static void send_in_to(struct erl_link *l, const struct out_rec *r)
 {
     const struct out_in *in = (const struct out_in *)(r + 1);
@@ -243,6 +244,10 @@ static void send_in_to(struct erl_link *l, const struct out_rec *r)
     ei_x_encode_atom(&x, ei_thisnodename(cnode));
     ei_x_encode_ulong(&x, in->uid);
     ei_x_encode_ulonglong(&x, in->conn);
+    if (in->binary) {                       /* as Erlang says it: {binary, Data} */
+        ei_x_encode_tuple_header(&x, 2);
+        ei_x_encode_atom(&x, "binary");
+    }
     ei_x_encode_binary(&x, in + 1, (long)r->count);
     /* A blocking send: the inbox's window bounds what waits there. */
     if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0) {

@@ -176,10 +176,12 @@ static int body_kind(struct evhttp_request *req)
     return 0;
 }
 
-/* The body, whole and within bounds, as one piece; NULL when refused. */
-static const char *body_ok(struct evhttp_request *req, size_t *len)
+/* The body, whole and within bounds, as one piece, and whether it is
+ * binary; NULL when refused. */
+static const char *body_ok(struct evhttp_request *req, size_t *len, int *binary)
 {
     int kind = body_kind(req);
+    *binary = kind == 2;
     if (!kind) {
         loop_stats.post_bad_type++;
         reply_plain(req, 415, "Unsupported Media Type",
@@ -252,6 +254,7 @@ static void post(struct evhttp_request *req, const char *uid_text)
     uint32_t uid;
     struct conn *c;
     size_t len;
+    int binary;
     const char *data;
     if (!origin_ok(req))
         return;
@@ -261,9 +264,9 @@ static void post(struct evhttp_request *req, const char *uid_text)
         return;
     }
     if (!uid_ok(req, uid_text, &uid) || !auth_admit(req, uid) || !conn_ok(req, uid, &c) ||
-        !(data = body_ok(req, &len)) || !erlang_ok(req) || !rate_ok(req, c))
+        !(data = body_ok(req, &len, &binary)) || !erlang_ok(req) || !rate_ok(req, c))
         return;
-    if (outbound_in(uid, c ? c->id : 0, data, (uint32_t)len) != 0) {
+    if (outbound_in(uid, c ? c->id : 0, data, (uint32_t)len, binary) != 0) {
         loop_stats.client_in_dropped++;
         loop_stats.post_busy++;
         refuse_later(req, 503, "Service Unavailable", "Erlang is not keeping up, try again later");

@@ -557,8 +557,9 @@ static int take_token(struct conn *c)
     return rate_take(&c->tokens, &c->at_ms, feed.now_ms, cfg.rate, cfg.burst_milli);
 }
 
-/* A whole data message: to Erlang, or refused (no --inbox), counted. */
-static struct verdict message_in(struct ws_frame *f)
+/* A whole data message (text or binary): to Erlang, or refused (no
+ * --inbox), counted. */
+static struct verdict message_in(struct ws_frame *f, int text)
 {
     if (!cfg.inbox) {
         loop_stats.ws_ignored++;
@@ -569,7 +570,8 @@ static struct verdict message_in(struct ws_frame *f)
         return bad(1011);
     if (!take_token(c))
         return rate();
-    if (outbound_in(feed.s->uid, c->id, f->msg ? f->msg : (const uint8_t *)"", f->message) != 0)
+    if (outbound_in(feed.s->uid, c->id, f->msg ? f->msg : (const uint8_t *)"", f->message,
+                    !text) != 0)
         loop_stats.client_in_dropped++;
     else
         loop_stats.client_in++;
@@ -593,10 +595,11 @@ static struct verdict frame_end(struct ws_frame *f)
     default:
         if (!f->fin)
             break;
-        if (is_text(f) && !utf8_complete(&f->text))
+        int text = is_text(f);              /* before the message's opcode is cleared */
+        if (text && !utf8_complete(&f->text))
             return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
         f->fragmented = 0;
-        struct verdict v = message_in(f);
+        struct verdict v = message_in(f, text);
         if (v.why != GO_ON)
             return v;
         break;

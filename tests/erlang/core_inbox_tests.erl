@@ -70,7 +70,8 @@ order(S, _) ->
     {FromA, FromB} = lists:partition(fun({Uid, _, _}) -> Uid =:= 7 end, Got),
     ?assertEqual([<<"a", (integer_to_binary(I))/binary>> || I <- lists:seq(1, N)],
                  [D || {_, _, D} <- FromA]),
-    ?assertEqual([<<"b", (integer_to_binary(I))/binary>> || I <- lists:seq(1, N)],
+    %% B's are binary messages: {binary, Data}.
+    ?assertEqual([{binary, <<"b", (integer_to_binary(I))/binary>>} || I <- lists:seq(1, N)],
                  [D || {_, _, D} <- FromB]),
     %% One Conn per connection, {CNode, Id}, not the same for the two.
     [ConnA] = lists:usort([C || {_, C, _} <- FromA]),
@@ -92,7 +93,7 @@ sizes(S, _) ->
     ok = gen_tcp:send(A, frame(2, At)),
     ok = gen_tcp:send(A, [frame(1, binary:copy(<<"y">>, 60), #{fin => 0}),
                           frame(0, binary:copy(<<"y">>, 40))]),
-    [{3, _, At}, {3, _, Y}] = collect(2),
+    [{3, _, {binary, At}}, {3, _, Y}] = collect(2),
     ?assertEqual(binary:copy(<<"y">>, 100), Y),
     ok = gen_tcp:send(A, frame(2, binary:copy(<<"x">>, 101))),
     expect_close(A, 1009),
@@ -144,7 +145,7 @@ slow_inbox(S, {M, Inbox}) ->
     Got = collect(1000),
     [receive {sent, Sent} -> ?assertEqual([ok], Sent) after ?T -> erlang:error(not_sent) end
      || _ <- Conns],
-    [?assertEqual([Msg(I, K) || K <- lists:seq(1, 25)],
+    [?assertEqual([{binary, Msg(I, K)} || K <- lists:seq(1, 25)],
                   [D || {Uid, _, D} <- Got, Uid =:= 100 + I]) || I <- lists:seq(1, 40)],
     ?assertMatch(#{client_in := 1000, client_in_dropped := 0, in_no_master := 0,
                    ws_policy_closed := 0, client_rate_closed := 0}, stats(S)),
@@ -179,7 +180,7 @@ paused_not_dead(S, {M, Inbox}) ->
     Suspender ! resume,
     Got = collect(N),
     receive {sent, Sent} -> ?assertEqual([ok], Sent) after ?T -> erlang:error(not_sent) end,
-    ?assertEqual([Msg(K) || K <- lists:seq(1, N)], [D || {_, _, D} <- Got]),
+    ?assertEqual([{binary, Msg(K)} || K <- lists:seq(1, N)], [D || {_, _, D} <- Got]),
     %% Alive: two heartbeats later it still takes messages.
     P1 = counters:get(Pings, 1),
     wait_until(fun() -> counters:get(Pings, 1) >= P1 + 2 end, ?T, pings_after),

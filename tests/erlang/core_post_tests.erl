@@ -89,7 +89,7 @@ accepted(S, _) ->
     ?assertMatch({202, _, _}, post(P, "/send/7", "text/plain; charset=utf-8", <<"é"/utf8>>)),
     Got = collect(52),
     ?assertEqual([{7, {CNode, 0}, <<"m", (integer_to_binary(I))/binary>>} || I <- lists:seq(1, 50)]
-                 ++ [{7, {CNode, 0}, <<255, 0, 1>>}, {7, {CNode, 0}, <<"é"/utf8>>}], Got),
+                 ++ [{7, {CNode, 0}, {binary, <<255, 0, 1>>}}, {7, {CNode, 0}, <<"é"/utf8>>}], Got),
     %% An SSE stream that asks for its id gets it first; a POST naming it
     %% arrives with that Conn, and Erlang's reply reaches that stream only.
     {Sse, Id} = open_sse(S, 7),
@@ -127,7 +127,7 @@ accepted(S, _) ->
     %% Sizes: --max-client-message 100 at the limit and one past it.
     At = binary:copy(<<"x">>, 100),
     ?assertMatch({202, _, _}, post(P, "/send/7", binary, At)),
-    [{7, _, At}] = collect(1),
+    [{7, _, {binary, At}}] = collect(1),
     ?assertMatch({413, _, _}, post(P, "/send/7", binary, binary:copy(<<"x">>, 101))),
     %% Other methods 405.
     ?assertMatch({405, _, _}, request(P, ["GET /send/7 HTTP/1.1\r\nHost: x\r\n\r\n"])),
@@ -213,7 +213,7 @@ busy(S, #{master := M, inbox := Inbox}) ->
     ?assertMatch(#{post_busy := 1}, stats(S)),
     Suspender ! resume,
     Got = collect(Accepted),
-    ?assertEqual([Msg(K) || K <- lists:seq(1, Accepted)], [D || {_, _, D} <- Got]),
+    ?assertEqual([{binary, Msg(K)} || K <- lists:seq(1, Accepted)], [D || {_, _, D} <- Got]),
     %% Caught up: accepted again.
     wait_until(fun() -> element(1, post(P, "/send/5", binary, Msg(0))) =:= 202 end, ?T,
                "accepted again once Erlang caught up"),

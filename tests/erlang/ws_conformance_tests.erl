@@ -27,11 +27,6 @@
 -define(POLICY, 1008).
 -define(TOO_BIG, 1009).
 
-%% Echoes that the server does not give back as they were sent yet: an
-%% empty message (httpdcnode:reply/2 refuses <<>>), and a binary message
-%% whose bytes are valid UTF-8 (its reply goes out as a text frame). Set to
-%% true once it does; ws_echo then must reply with the kind it was sent.
--define(REPLY_KINDS, false).
 
 conformance_test_() ->
     {setup, fun start/0, fun stop/1,
@@ -39,7 +34,7 @@ conformance_test_() ->
              Run = fun(Case) -> httpdcnode_test_lib:logged(S, fun(_) -> Case(Ctx) end) end,
              [{Group, [{Label, {timeout, httpdcnode_test_lib:scaled(60), fun() -> Run(Case) end}}
                        || {Label, Case} <- Cases]}
-              || {Group, Cases} <- groups(?REPLY_KINDS)]
+              || {Group, Cases} <- groups()]
      end}.
 
 start() -> httpdcnode_inbox_lib:app_start(ws_echo, ?ARGS, ?T).
@@ -48,7 +43,7 @@ stop(#{master := M, server := S}) ->
     httpdcnode_test_lib:stop_server(S),
     httpdcnode_test_lib:stop_master(M).
 
-groups(ReplyKinds) ->
+groups() ->
     [{"opening handshake (RFC 6455 4.1, 4.2)", handshake()},
      {"framing (5.2)", framing()},
      {"fragmentation (5.4)", fragmentation()},
@@ -56,7 +51,7 @@ groups(ReplyKinds) ->
      {"close (5.5.1, 7.4)", close()},
      {"UTF-8 (5.6, 8.1)", utf8()},
      {"limits (10.4)", limits()}]
-        ++ [{"reply kinds: empty messages, binary of valid UTF-8", reply_kinds()} || ReplyKinds]
+        ++ [{"reply kinds: empty messages, binary of valid UTF-8", reply_kinds()}]
         ++ [{"after all", [{"every connection ended, the server still serving",
                             fun all_ended/1}]}].
 

@@ -68,7 +68,7 @@ static void client_messages(int first, int n)
     char data[16];
     for (int i = first; i < first + n; i++) {
         int len = snprintf(data, sizeof data, "m%d.", i);
-        assert_int_equal(outbound_in(7, 1, data, (uint32_t)len), 0);
+        assert_int_equal(outbound_in(7, 1, data, (uint32_t)len, 0), 0);
     }
     erl_send_drain();
 }

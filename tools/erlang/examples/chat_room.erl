@@ -47,6 +47,11 @@
 init(_Args) ->
     {ok, #{joined => 0, left => 0, said => 0, bad => 0}}.
 
+%% A binary message ({binary, Data}: a binary frame, a POST of
+%% application/octet-stream) is read as the same command would be: its
+%% text is checked where it matters (say).
+handle_in(Uid, Conn, {binary, Data}, State) ->
+    handle_in(Uid, Conn, Data, State);
 handle_in(Uid, Conn, Data, State) ->
     case command(Uid, Data) of
         {ok, Key, Reply} ->

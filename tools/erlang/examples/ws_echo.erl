@@ -1,7 +1,8 @@
 %% An example handler of client messages (httpdcnode_handler), the
 %% smallest there is: each message a WebSocket client sends goes back to
-%% that connection alone (httpdcnode:reply/2), as a text frame when it is
-%% valid UTF-8 and a binary frame otherwise. Shipped beside the
+%% that connection alone (httpdcnode:reply/2) as it came: a text message
+%% as a text frame, a binary one ({binary, Data}, whatever its bytes) as a
+%% binary frame, an empty one as an empty frame. Shipped beside the
 %% application, not in its .app: `make` builds it into tools/erlang/ebin.
 %%
 %% It is the server the WebSocket conformance cases of `make test` talk to

@@ -7,7 +7,9 @@
 %%   handle_in(Uid, Conn, Data, State) -> {ok, State}
 %%       Uid: the uid of the stream (/ws/Uid); Conn: {CNode, Id}, the one
 %%       connection (httpdcnode:reply(Conn, Reply) answers it alone);
-%%       Data: the message, a binary.
+%%       Data: the message: a binary for a text message (valid UTF-8),
+%%       {binary, Binary} for a binary one (a binary frame, a POST of
+%%       application/octet-stream); reply(Conn, Data) sends it back as it came.
 %%   handle_conn_down(Uid, Conn, Reason, State) -> {ok, State}   (optional)
 %%       with --presence-conns: the WebSocket Conn of Uid ended (after its
 %%       last handle_in), Reason an atom (client, kick, ws_dead, drain, ...);
@@ -19,7 +21,8 @@
 -module(httpdcnode_handler).
 
 -callback init(Args :: term()) -> {ok, State :: term()}.
--callback handle_in(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Data :: binary(),
+-callback handle_in(Uid :: pos_integer(), Conn :: httpdcnode:conn(),
+                    Data :: binary() | {binary, binary()},
                     State :: term()) -> {ok, NewState :: term()}.
 -callback handle_info(Msg :: term(), State :: term()) -> {ok, NewState :: term()}.
 -callback handle_conn_down(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Reason :: atom(),

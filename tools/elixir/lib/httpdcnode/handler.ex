@@ -29,11 +29,14 @@ defmodule Httpdcnode.Handler do
   @callback init(args :: term) :: {:ok, state :: term}
 
   @doc """
-  A message `data` (a binary) from `uid`'s connection `conn`;
-  `Httpdcnode.reply(conn, ...)` answers that connection alone.
+  A message `data` from `uid`'s connection `conn`: a binary for a text
+  message (valid UTF-8), `{:binary, bytes}` for a binary one (a binary
+  frame, a POST of `application/octet-stream`);
+  `Httpdcnode.reply(conn, ...)` answers that connection alone
+  (`Httpdcnode.reply(conn, data)` sends it back as it came).
   """
-  @callback handle_in(uid :: pos_integer, conn :: Httpdcnode.conn(), data :: binary,
-              state :: term) :: {:ok, new_state :: term}
+  @callback handle_in(uid :: pos_integer, conn :: Httpdcnode.conn(),
+              data :: binary | {:binary, binary}, state :: term) :: {:ok, new_state :: term}
 
   @doc """
   With `--presence-conns`: `uid`'s WebSocket `conn` ended (after its last
