@@ -18,6 +18,7 @@
 #include "core/conn.h"
 #include "core/framing.h"
 #include "core/outbound.h"
+#include "core/presence.h"
 #include "core/transport_ops.h"
 #include "options.h"
 #include "lib/log.h"
@@ -505,6 +506,7 @@ static struct verdict message_in(struct ws_frame *f)
         return bad(1011);
     if (!take_token(c))
         return rate();
+    presence_known(feed.s->uid);
     if (outbound_in(feed.s->uid, c->id, f->msg, f->message) != 0)
         loop_stats.client_in_dropped++;
     else
