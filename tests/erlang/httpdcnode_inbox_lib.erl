@@ -14,7 +14,7 @@
 -export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
          start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4,
-         chat_start/2]).
+         chat_start/2, app_start/3]).
 
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
@@ -156,13 +156,21 @@ suspend(Node, Pid) ->
 %% within Timeout ms: #{master, mnode, server}. On a failure the master is
 %% stopped.
 chat_start(ExtraArgs, Timeout) ->
+    app_start({?INBOX, chat_room, []}, ExtraArgs, Timeout).
+
+%% The same with the env inbox InboxEnv ({httpdcnode_inbox, Handler, Args}
+%% or with Opts as a fourth element); the tests' modules are on the
+%% master's code path too (a handler of the tests).
+app_start(InboxEnv, ExtraArgs, Timeout) ->
     M = httpdcnode_test_lib:start_master(),
     MNode = httpdcnode_test_lib:master_node(M),
     try
         Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
+        TestEbin = filename:absname(filename:dirname(code:which(?MODULE))),
         true = m(MNode, code, add_patha, [Ebin]),
+        true = m(MNode, code, add_pathz, [TestEbin]),
         ok = m(MNode, application, load, [httpdcnode]),
-        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, chat_room, []}]),
+        ok = m(MNode, application, set_env, [httpdcnode, inbox, InboxEnv]),
         {ok, _} = m(MNode, application, ensure_all_started, [httpdcnode]),
         ?assert(is_pid(m(MNode, erlang, whereis, [?INBOX]))),
         S = httpdcnode_test_lib:start_server(#{master => M, presence => httpdcnode_presence,

@@ -7,6 +7,11 @@
 %% optional handle_conn_down(Uid, {CNode, Id}, Reason, State) is called, so
 %% it can drop what it kept for that connection.
 %%
+%% Before a client message of a stream is handled, the presence server is
+%% made to route its uid to its C-node (httpdcnode_presence:ensure_online/2):
+%% a reply sent by the handler right away reaches the client even when the
+%% C-node's `up' for it is not handled yet.
+%%
 %% Flow control: a C-node sends each master at most 256 client messages
 %% that the inbox has not acknowledged; past that it stops reading its
 %% WebSocket clients (TCP pushes back on them). The inbox acknowledges
@@ -51,6 +56,7 @@ init(Parent, Name, Module, Args) ->
 loop(Module, State, Unacked) ->
     receive
         {httpdcnode_in, CNode, Uid, Id, Data} ->
+            Id =/= 0 andalso httpdcnode_presence:ensure_online(CNode, Uid),
             State1 = handle(Module, handle_in, [Uid, {CNode, Id}, Data], State),
             N = maps:get(CNode, Unacked, 0) + 1,
             loop(Module, State1, ack(CNode, N, Unacked));
