@@ -2,7 +2,9 @@
 %% reply sent with httpdcnode:send/2 by the handler of a WebSocket's first
 %% message reaches it, also when the message went the moment the socket
 %% opened (the master hears of the uid before that message); an
-%% application's send right after a stream opens arrives.
+%% application's send right after a stream opens arrives; the pool
+%% (workers => N) keeps each uid's messages in order, lets the others go
+%% on while one uid's handler is held, and answers for all its workers.
 %%
 %% Each trial takes a uid the master never heard of: a uid it knew would be
 %% routed to its last C-node anyway (httpdcnode_presence, last seen).
@@ -14,12 +16,13 @@
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
 -define(TRIALS, 50).
+-define(WORKERS, 4).
 
 inbox_test_() ->
     {setup,
      fun() ->
              httpdcnode_inbox_lib:app_start(
-               {?INBOX, send_back_handler, {?MODULE, node()}},
+               {?INBOX, send_back_handler, {?MODULE, node()}, #{workers => ?WORKERS}},
                ["--client-rate", "100000"], ?T)
      end,
      fun(#{master := M, server := S}) ->
@@ -35,7 +38,10 @@ inbox_test_() ->
              [Case("a WebSocket's first message, sent the moment it opens: the handler's "
                    "send back reaches it, 50 times of 50", fun first_message/1),
               Case("an application's send right after a stream opens arrives, 50 times of 50",
-                   fun send_after_open/1)]
+                   fun send_after_open/1),
+              Case("pool: one uid's messages in order; another uid goes on while one "
+                   "uid's handler is held; workers/1 and handle_info reach every worker",
+                   fun pool/1)]
      end}.
 
 m(Node, Mod, F, A) -> erpc:call(Node, Mod, F, A, 30000).
@@ -82,3 +88,45 @@ next_text(W) ->
         Other -> {unexpected, Other}
     catch error:{recv, {error, timeout}, _, _} -> timeout
     end.
+
+pool(#{server := S, mnode := MNode}) ->
+    register(?MODULE, self()),              % where the handler tells of a hold
+    {ok, Workers} = httpdcnode_inbox:workers({?INBOX, MNode}),
+    ?assertEqual(?WORKERS, length(lists:usort(Workers))),
+    %% Two uids handled by two workers (the pool picks by uid).
+    [A, B | _] = uids_of_distinct_workers(3001, ?WORKERS),
+    WA = ws_open(S, A),
+    WB = ws_open(S, B),
+    %% A's worker held: B is answered meanwhile.
+    ok = gen_tcp:send(WA, frame(<<"hold a">>)),
+    Held = receive {holding, A, <<"a">>, P} -> P after ?T -> erlang:error(not_holding) end,
+    ok = gen_tcp:send(WB, frame(<<"while a waits">>)),
+    ?assertEqual(<<"back while a waits">>, next_text(WB)),
+    ok = gen_tcp:send(WA, frame(<<"after the hold">>)),
+    Held ! {release, <<"a">>},
+    ?assertEqual(<<"back after the hold">>, next_text(WA)),
+    %% One uid's 300 messages, sent at once, come back in their order.
+    N = 300,
+    ok = gen_tcp:send(WA, [frame(integer_to_binary(I)) || I <- lists:seq(1, N)]),
+    ?assertEqual([<<"back ", (integer_to_binary(I))/binary>> || I <- lists:seq(1, N)],
+                 [next_text(WA) || _ <- lists:seq(1, N)]),
+    [gen_tcp:close(W) || W <- [WA, WB]],
+    %% Anything else sent to the name reaches every worker's handle_info:
+    %% their counts add up to every message handled here.
+    Handled = lists:sum([begin
+                             Ref = make_ref(),
+                             W ! {self(), Ref, handled},
+                             receive {Ref, K} -> K after ?T -> erlang:error(no_count) end
+                         end || W <- Workers]),
+    ?assertEqual(?TRIALS + 3 + N, Handled).
+
+%% Uids from From on, one for each worker: the first uid each worker takes.
+uids_of_distinct_workers(From, N) ->
+    uids_of_distinct_workers(From, N, #{}).
+
+uids_of_distinct_workers(_U, N, Seen) when map_size(Seen) =:= N ->
+    [U || {_, U} <- lists:keysort(2, maps:to_list(Seen))];
+uids_of_distinct_workers(U, N, Seen) ->
+    K = erlang:phash2(U, N),
+    uids_of_distinct_workers(U + 1, N, case Seen of #{K := _} -> Seen; _ -> Seen#{K => U} end).
+

@@ -42,6 +42,12 @@
 %% server sends what waited when it learns the uid, and sweeps the expired
 %% every ?HOLD_SWEEP_MS.
 %%
+%% Offline notices: when uids go offline everywhere (as a down, a snapshot
+%% without them, a nodedown or an unconfirmed mark leaves them),
+%% {httpdcnode, offline, [Uid]} goes to the process of application env
+%% offline_events (a name or pid), by default the name of env inbox (its
+%% handlers' handle_offline/2, httpdcnode_handler), if registered.
+%%
 %% Last seen: a uid that goes offline (its last stream on its last node
 %% closed, a snapshot without it, its node's link went down) is remembered
 %% with that node for as long as the node keeps its history (the hello's
@@ -617,6 +623,7 @@ drop_node_uids(Node) ->
 %% remembered with Node.
 went_offline(Uids, Node, State) ->
     Offline = [U || U <- Uids, not ets:member(?UIDS, U)],
+    tell_offline(Offline),
     case ttl_ms(Node, State) of
         %% it keeps no history, or the table may hold nothing
         TtlMs when TtlMs =:= 0; State#state.max_last =:= 0 ->
@@ -626,6 +633,24 @@ went_offline(Uids, Node, State) ->
             [note_last(U, Node, Exp, State) || U <- Offline]
     end,
     ok.
+
+%% {httpdcnode, offline, Uids} to who wants it (see the top of this module).
+tell_offline([]) ->
+    ok;
+tell_offline(Uids) ->
+    Dest = case application:get_env(httpdcnode, offline_events) of
+               {ok, D} -> D;
+               undefined ->
+                   case application:get_env(httpdcnode, inbox) of
+                       {ok, T} when is_tuple(T), tuple_size(T) >= 3 -> element(1, T);
+                       _ -> undefined
+                   end
+           end,
+    if is_pid(Dest); is_atom(Dest), Dest =/= undefined ->
+            catch erlang:send(Dest, {httpdcnode, offline, Uids}, [noconnect]),
+            ok;
+       true -> ok
+    end.
 
 note_last(Uid, Node, Exp, State) ->
     case ets:lookup(?LAST, Uid) of
