@@ -539,7 +539,8 @@ presence(Node, Up, Uids, _State) when is_list(Uids), (Up =:= up orelse Up =:= sn
 presence(Node, up, Uid, _State) ->
     is_uid(Uid) andalso add(Node, Uid), ok;
 presence(Node, down, Uids, State) when is_list(Uids) ->
-    [remove(Node, U, State) || U <- Uids], ok;
+    %% one went_offline (one offline notice) for the whole message
+    went_offline([U || U <- Uids, unpair(Node, U)], Node, State);
 presence(Node, down, Uid, State) ->
     remove(Node, Uid, State), ok;
 presence(Node, snapshot, Uids, State) when is_list(Uids) ->
@@ -602,12 +603,16 @@ add(Node, Uid) ->
     end.
 
 remove(Node, Uid, State) ->
+    went_offline([Uid || unpair(Node, Uid)], Node, State).
+
+%% Node holds Uid no more: true when it did.
+unpair(Node, Uid) ->
     case ets:member(?BY_NODE, {Node, Uid}) of
         true ->
             ets:delete(?BY_NODE, {Node, Uid}),
             ets:delete_object(?UIDS, {Uid, Node}),
-            went_offline([Uid], Node, State);
-        false -> ok
+            true;
+        false -> false
     end.
 
 %% Returns the uids Node held.
