@@ -150,13 +150,13 @@ suspend(Node, Pid) ->
     receive suspended -> ok after ?T -> erlang:error(not_suspended) end,
     Suspender.
 
-%% A master running the application as a user does (its env names the
-%% inbox httpdcnode_inbox with the handler chat_room), and a server with
+%% A master running the application as `make run` does (its env names the
+%% inbox httpdcnode_inbox with the handler chat_room, a pool of 4), and a server with
 %% presence and --inbox httpdcnode_inbox ExtraArgs that the master knows
 %% within Timeout ms: #{master, mnode, server}. On a failure the master is
 %% stopped.
 chat_start(ExtraArgs, Timeout) ->
-    app_start({?INBOX, chat_room, []}, ExtraArgs, Timeout).
+    app_start({?INBOX, chat_room, [], #{workers => 4}}, ExtraArgs, Timeout).
 
 %% The same with the env inbox InboxEnv ({httpdcnode_inbox, Handler, Args}
 %% or with Opts as a fourth element); the tests' modules are on the
