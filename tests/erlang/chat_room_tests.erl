@@ -28,29 +28,24 @@
 -define(GRACE_MS, 10000).
 
 chat_room_test_() ->
-    [{setup, fun start/0, fun stop/1,
-      fun(Ctx = #{server := S}) ->
-              {timeout, httpdcnode_test_lib:scaled(60),
-               {"chat_room: bad input answered with chat-error on its connection, counted, "
-                "the handler unharmed; the bounds at their edges",
-                fun() -> httpdcnode_test_lib:logged(S, fun(_) -> bad_input(Ctx) end) end}}
-      end},
-     {setup, fun start_small/0, fun stop/1,
-      fun(Ctx = #{server := S}) ->
-              {timeout, httpdcnode_test_lib:scaled(60),
-               {"chat_room: a room at its size refuses the next join until one leaves; a "
-                "uid's joins past its burst and rate, a room's lines past its rate are "
-                "refused; each answered with chat-error and counted",
-                fun() -> httpdcnode_test_lib:logged(S, fun(_) -> bounds(Ctx) end) end}}
-      end},
-     {setup, fun start/0, fun stop/1,
-      fun(Ctx = #{server := S}) ->
-              {timeout, httpdcnode_test_lib:scaled(240),
-               {"chat_room: one client's thousands of short WebSockets joining and talking "
-                "as fast as they can; another user's join and lines answered meanwhile; "
-                "the room size bound holds; the gone uids' memberships are freed",
-                fun() -> httpdcnode_test_lib:logged(S, fun(_) -> flood(Ctx) end) end}}
-      end}].
+    [fixture(fun start/0, 60, "chat_room: bad input answered with chat-error on its connection, "
+             "counted, the handler unharmed; the bounds at their edges", fun bad_input/1),
+     fixture(fun start_small/0, 60, "chat_room: a room at its size refuses the next join until "
+             "one leaves; a uid's joins past its burst and rate, a room's lines past its rate "
+             "are refused; each answered with chat-error and counted", fun bounds/1),
+     fixture(fun start/0, 240, "chat_room: one client's thousands of short WebSockets joining "
+             "and talking as fast as they can; another user's join and lines answered "
+             "meanwhile; the room size bound holds; the gone uids' memberships are freed",
+             fun flood/1)].
+
+%% A master and a server of their own (Start) for Case(Ctx), Secs (scaled)
+%% to run.
+fixture(Start, Secs, Label, Case) ->
+    {setup, Start, fun stop/1,
+     fun(Ctx = #{server := S}) ->
+             {timeout, httpdcnode_test_lib:scaled(Secs),
+              {Label, fun() -> httpdcnode_test_lib:logged(S, fun(_) -> Case(Ctx) end) end}}
+     end}.
 
 %% More than the default 50 messages a second: one client sends them all.
 start() -> httpdcnode_inbox_lib:chat_start(["--client-rate", "1000"], ?T).
