@@ -197,15 +197,25 @@ hold(Uids, Bin) ->
 hold(Uids, _Bin, HoldMs, Max) when HoldMs =< 0; Max =< 0 ->
     count_event(dropped_offline, length(Uids));
 hold(Uids, Bin, HoldMs, Max) ->
-    Exp = now_ms() + HoldMs,
-    try
-        Held = [U || U <- Uids, hold_one(U, Exp, Bin, Max)],
-        %% One that came online meanwhile may have been looked for here
-        %% before its message was held: sent now (each held once: take).
-        [release_held(U, Nodes) || U <- Held, {online, Nodes} <- [route(U)]],
-        ok
-    catch error:badarg -> count_event(dropped_offline, length(Uids))   % no table here
+    case ets:info(?HELD, size) of
+        undefined -> count_event(dropped_offline, length(Uids));     % no table here
+        Size ->
+            {Held, Over} = take_n(max(0, Max - Size), Uids, []),
+            %% one sequence number for all: a uid has one entry per call
+            Seq = erlang:unique_integer([monotonic]),
+            Exp = now_ms() + HoldMs,
+            ets:insert(?HELD, [{U, Seq, Exp, Bin} || U <- Held]),
+            count_event(dropped_offline, Over),
+            %% One that came online meanwhile may have been looked for here
+            %% before its message was held: sent now (each held once: take).
+            [release_held(U, online(U)) || U <- Held, ets:member(?UIDS, U)],
+            ok
     end.
+
+%% The first N of Uids, and how many are left over.
+take_n(_N, [], Acc) -> {Acc, 0};
+take_n(0, Rest, Acc) -> {Acc, length(Rest)};
+take_n(N, [U | Rest], Acc) -> take_n(N - 1, Rest, [U | Acc]).
 
 %% Messages held now.
 -spec held_count() -> non_neg_integer().
@@ -213,16 +223,6 @@ held_count() ->
     case ets:info(?HELD, size) of
         N when is_integer(N) -> N;
         undefined -> 0
-    end.
-
-hold_one(Uid, Exp, Bin, Max) ->
-    case ets:info(?HELD, size) < Max of
-        true ->
-            ets:insert(?HELD, {Uid, erlang:unique_integer([monotonic]), Exp, Bin}),
-            true;
-        false ->
-            count_event(dropped_offline, 1),
-            false
     end.
 
 %% What was held for Uid, to Nodes, in the order it was sent.
