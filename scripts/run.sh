@@ -23,6 +23,8 @@
 #             application runs it as the inbox httpdcnode_inbox and the
 #             server sends there (--inbox). Empty: no inbox, the server
 #             refuses client messages.
+#   INBOX_WORKERS  processes that run the handler (4): each uid's messages
+#             go to one of them, in order (httpdcnode_inbox, workers => N)
 #   PUBLIC=1  epmd and the master listen on every address, for nodes on
 #             other hosts (use names with a host name then, not @localhost)
 #   RUN_DIR   cookie, log and pids (build/run)
@@ -52,6 +54,7 @@ PIDS=$RUN_DIR/pids
 EPMD_PORT=${ERL_EPMD_PORT:-4369}
 SERVER_BIN=${HTTPDCNODE_BIN:-./httpdcnode}
 INBOX_HANDLER=${INBOX_HANDLER-chat_room}
+INBOX_WORKERS=${INBOX_WORKERS:-4}
 INBOX=httpdcnode_inbox
 
 die() { echo "run: $*" >&2; exit 1; }
@@ -61,6 +64,8 @@ die() { echo "run: $*" >&2; exit 1; }
 inbox_args=()
 if [[ -n $INBOX_HANDLER ]]; then
   [[ $INBOX_HANDLER =~ ^[a-z][a-zA-Z0-9_]*$ ]] || die "INBOX_HANDLER '$INBOX_HANDLER' is not a module name"
+  [[ $INBOX_WORKERS =~ ^[1-9][0-9]{0,3}$ && $INBOX_WORKERS -le 1024 ]] ||
+    die "INBOX_WORKERS '$INBOX_WORKERS' is not a number from 1 to 1024"
   if [[ -f tools/erlang/ebin/httpdcnode.app && -f tools/erlang/ebin/$INBOX_HANDLER.beam ]]; then
     inbox_args=(--inbox "$INBOX")
   else
@@ -141,7 +146,7 @@ master_args() {
   master_argv=(-sname "$MASTER" -pa tools/erlang/ebin)
   [[ -z $PUBLIC ]] && master_argv+=(-kernel inet_dist_use_interface '{127,0,0,1}')
   if [[ -f tools/erlang/ebin/httpdcnode.app ]]; then
-    [[ ${#inbox_args[@]} -gt 0 ]] && master_argv+=(-httpdcnode inbox "{$INBOX, $INBOX_HANDLER, []}")
+    [[ ${#inbox_args[@]} -gt 0 ]] && master_argv+=(-httpdcnode inbox "{$INBOX, $INBOX_HANDLER, [], #{workers => $INBOX_WORKERS}}")
     master_argv+=(-eval 'application:ensure_all_started(httpdcnode)')
   fi
 }

@@ -142,7 +142,8 @@ int main(int argc, char **argv)
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     presence_conns_enable(opts.presence_conns);
     inflight_configure(opts.max_input_total);
-    if (presence_init(base, opts.presence[0] != '\0') != 0 || dispatch_start(base, inbox, opts.max_users) != 0 ||
+    if (presence_init(base, opts.presence[0] != '\0', opts.max_users) != 0 ||
+        dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
         expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0', stream_end_why) != 0 ||
         http_front_start(base, &opts) != 0 || erl_cnode_start(&opts, inbox, outbox) != 0)

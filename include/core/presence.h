@@ -10,12 +10,17 @@
 /* Shortest wait from a change to its message (longer in a storm). */
 #define PRESENCE_WINDOW_MS 50
 
-/* enabled = 0 makes every call below a no-op (no --presence). */
-int presence_init(struct event_base *base, int enabled);
+/* enabled = 0 makes every call below a no-op (no --presence); max_users
+ * sizes the bitmap of what the masters were told (1 bit a uid). */
+int presence_init(struct event_base *base, int enabled, uint32_t max_users);
 void presence_free(void);
 
 /* uidtable callback: uid got its first stream (online) or lost its last. */
 void presence_changed(uint32_t uid, int online);
+
+/* Before a client message of uid goes to the outbox: if uid is online and
+ * the masters were not told yet, its up goes first. */
+void presence_known(uint32_t uid);
 
 /* Sends everything online now as a snapshot (after pending changes), for
  * the masters that asked (to_all = 0) or for every master (a repair);

@@ -1,12 +1,25 @@
-/* Presence batching. Changes collect for a window (PRESENCE_WINDOW_MS
- * from the first one) and then go out as their net effect: a uid that went
- * down and came back within the window is not mentioned at all, the others
- * in one `down` and one `up` message (each cut in pieces of BATCH_MAX). A
- * window that had many changes makes the next one longer, up to
- * WINDOW_MAX_MS, so that a reconnect storm of any size costs each master a
- * handful of messages; a quiet one brings it back to PRESENCE_WINDOW_MS.
- * A change lost to a full outbound queue is repaired by a snapshot (sent
- * to every master) a second later.
+/* Presence batching. A uid's first stream is told at once: an `up` of its
+ * own, queued to the outbox before anything that stream can send, so the
+ * masters know the uid before its first client message reaches an inbox,
+ * and an application's send right after the connect finds it. At most
+ * IMMEDIATE_MAX such ups go per window, and none in a storm (while windows
+ * are long); the others wait for the window as every other change does,
+ * but a client message of a uid not told yet sends its up first
+ * (presence_known). An up told at once sends what waits in the window
+ * before it, so the masters hear of changes in the order they happened.
+ * The C-node thread puts the ups it finds together into one message
+ * (erl_send.c).
+ *
+ * The other changes collect for a window (PRESENCE_WINDOW_MS from the
+ * first one) and then go out as their net effect against what the masters
+ * were told (a bit a uid, `told`): a uid that went down and came back
+ * within the window is not mentioned at all, the others in one `down` and
+ * one `up` message (each cut in pieces of BATCH_MAX). A window that had
+ * many changes makes the next one longer, up to WINDOW_MAX_MS, so that a
+ * reconnect storm of any size costs each master a handful of messages; a
+ * quiet one brings it back to PRESENCE_WINDOW_MS. A change lost to a full
+ * outbound queue is repaired by a snapshot (sent to every master) a
+ * second later.
  *
  * Snapshots go in pieces of BATCH_MAX uids: the first is `snapshot`
  * (replaces what the master knew), the rest `snapshot_more` (adds). Which
@@ -38,16 +51,23 @@
 #define PENDING_MAX 16384      /* changes per window before it is cut short */
 #define WINDOW_MAX_MS 800
 #define BUSY_WINDOW 64         /* changes that make the next window longer */
+#define IMMEDIATE_MAX 16       /* first ups told at once in a quiet window */
 
 static int enabled;
 static int conns;              /* --presence-conns */
 static struct event *flush_ev;
 static struct event *repair_ev;
-/* Changes of this window, each (uid << 32) | (seq << 1) | online: sorted,
- * a uid's first change comes first (128 KB). */
-static uint64_t pending[PENDING_MAX];
+/* The uids of this window's changes, a uid once per change (64 KB): sorted
+ * at the flush, each is compared with what the masters were told. */
+static uint32_t pending[PENDING_MAX];
 static uint32_t npending;
+static uint32_t changes;       /* in this window, told at once or not */
+static uint32_t immediate;     /* ups told at once in this window */
 static uint32_t window_ms = PRESENCE_WINDOW_MS;
+/* What the masters were told (or will be by what is queued): 1 bit a uid,
+ * 136 KB for 1.1M uids, its pages touched only where uids are used. It
+ * differs from the uid table only for uids of this window's changes. */
+static uint64_t *told;
 static uint32_t batch[BATCH_MAX];   /* one message being built (16 KB) */
 
 /* Sends one part; on a full queue, schedules the repairing snapshot. */
@@ -58,25 +78,35 @@ static void send_part(enum presence_op op, int to_all, const uint32_t *uids, uin
         evtimer_add(repair_ev, &one_second);
 }
 
-static int cmp_u64(const void *a, const void *b)
+static int cmp_u32(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
 }
 
-/* The uids (sorted pending, first change of each) whose state now differs
- * from before the window, that is now `online`, as messages of op. */
+static int told_of(uint32_t uid) { return (int)(told[uid / 64] >> (uid % 64) & 1); }
+
+static void set_told(uint32_t uid, int online)
+{
+    if (online)
+        told[uid / 64] |= 1ull << (uid % 64);
+    else
+        told[uid / 64] &= ~(1ull << (uid % 64));
+}
+
+/* The uids of the window (sorted pending) that are `online` now and were
+ * told otherwise, as messages of op; they are told so. */
 static void send_net(int online, enum presence_op op)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < npending; i++) {
-        uint32_t uid = (uint32_t)(pending[i] >> 32);
-        if (i > 0 && (uint32_t)(pending[i - 1] >> 32) == uid)
-            continue;                          /* not its first change */
-        int before = !(pending[i] & 1);        /* its first change flipped it */
+        uint32_t uid = pending[i];
+        if (i > 0 && pending[i - 1] == uid)
+            continue;                          /* seen already */
         int now = uidtable_first(uid) != NULL;
-        if (now == before || now != online)
+        if (now != online || told_of(uid) == now)
             continue;
+        set_told(uid, now);
         batch[n++] = uid;
         if (n == BATCH_MAX) {
             send_part(op, 0, batch, n);
@@ -87,21 +117,28 @@ static void send_net(int online, enum presence_op op)
         send_part(op, 0, batch, n);
 }
 
+/* This window's changes so far, as their net effect. */
+static void send_pending(void)
+{
+    qsort(pending, npending, sizeof pending[0], cmp_u32);
+    send_net(0, PRESENCE_DOWN);
+    send_net(1, PRESENCE_UP);
+    npending = 0;
+}
+
+/* The window ends: what it holds goes; its changes set the next one's length. */
 static void flush(void)
 {
-    if (npending == 0)
+    if (changes == 0)
         return;
     if (evtimer_pending(flush_ev, NULL))
         evtimer_del(flush_ev);
-    qsort(pending, npending, sizeof pending[0], cmp_u64);
-    send_net(0, PRESENCE_DOWN);
-    send_net(1, PRESENCE_UP);
-    uint32_t changes = npending;
-    npending = 0;
+    send_pending();
     if (changes >= BUSY_WINDOW)
         window_ms = window_ms * 2 > WINDOW_MAX_MS ? WINDOW_MAX_MS : window_ms * 2;
     else
         window_ms = PRESENCE_WINDOW_MS;
+    changes = immediate = 0;
 }
 
 static void on_flush(evutil_socket_t fd, short what, void *arg)
@@ -120,14 +157,15 @@ static void on_repair(evutil_socket_t fd, short what, void *arg)
     presence_snapshot_to(1);
 }
 
-int presence_init(struct event_base *base, int on)
+int presence_init(struct event_base *base, int on, uint32_t max_users)
 {
     enabled = on;
     if (!enabled)
         return 0;
+    told = calloc((size_t)max_users / 64 + 1, sizeof *told);
     flush_ev = evtimer_new(base, on_flush, NULL);
     repair_ev = evtimer_new(base, on_repair, NULL);
-    return flush_ev && repair_ev ? 0 : -1;
+    return told && flush_ev && repair_ev ? 0 : -1;
 }
 
 void presence_free(void)
@@ -137,6 +175,22 @@ void presence_free(void)
     if (repair_ev)
         event_free(repair_ev);
     flush_ev = repair_ev = NULL;
+    free(told);
+    told = NULL;
+    npending = changes = immediate = 0;
+    window_ms = PRESENCE_WINDOW_MS;
+}
+
+/* uid's up, now, after what waits in the window: the masters hear of the
+ * changes in the order they happened. */
+static void up_now(uint32_t uid)
+{
+    if (npending)
+        send_pending();
+    if (told_of(uid))
+        return;                        /* it was among them */
+    set_told(uid, 1);
+    send_part(PRESENCE_UP, 0, &uid, 1);
 }
 
 void presence_changed(uint32_t uid, int online)
@@ -145,12 +199,22 @@ void presence_changed(uint32_t uid, int online)
         return;
     if (npending == PENDING_MAX)
         flush();
-    if (npending == 0) {
+    if (changes++ == 0) {
         struct timeval tv = {0, (suseconds_t)window_ms * 1000};
         evtimer_add(flush_ev, &tv);
     }
-    pending[npending] = (uint64_t)uid << 32 | (uint64_t)npending << 1 | (online != 0);
-    npending++;
+    if (online && !told_of(uid) && immediate < IMMEDIATE_MAX && window_ms == PRESENCE_WINDOW_MS) {
+        immediate++;
+        up_now(uid);
+        return;
+    }
+    pending[npending++] = uid;
+}
+
+void presence_known(uint32_t uid)
+{
+    if (enabled && !told_of(uid) && uidtable_first(uid))
+        up_now(uid);
 }
 
 uint32_t presence_snapshot_to(int to_all)

@@ -7,7 +7,9 @@
  * Client messages go to their uid's master's inbox; while that inbox's
  * window is full they (and a WebSocket's conn_down behind them) are
  * parked on its link (erl_park.h) and the outbox goes on: one slow inbox
- * holds back its own client messages, nothing else. */
+ * holds back its own client messages, nothing else. The single `up`
+ * records one drain finds one after the other (the loop tells a uid's
+ * first stream at once, presence.c) go as one message. */
 #include "erl/erl_send.h"
 #include "erl/erl_link.h"
 #include "erl/erl_park.h"
@@ -376,11 +378,41 @@ static void send_conn(struct out_rec *r)
     atomic_fetch_sub_explicit(&outbound_conn_pending, 1, memory_order_relaxed);
 }
 
+/* Ups of one drain, one after the other, sent as one message (16 KB). */
+#define UPS_MAX 4096
+static struct {
+    struct out_rec h;
+    uint32_t uids[UPS_MAX];
+} ups = {.h = {.kind = OUT_PRESENCE, .op = PRESENCE_UP}};
+
+static void send_ups(void)
+{
+    if (ups.h.count == 0)
+        return;
+    send_presence(&ups.h);
+    ups.h.count = 0;
+}
+
+/* r's uids join the ups; 0 when r is no `up` for the masters that want changes. */
+static int add_ups(const struct out_rec *r)
+{
+    if (r->kind != OUT_PRESENCE || r->op != PRESENCE_UP || r->to_all || r->count > UPS_MAX)
+        return 0;
+    if (ups.h.count + r->count > UPS_MAX)
+        send_ups();
+    memcpy(ups.uids + ups.h.count, r + 1, r->count * sizeof ups.uids[0]);
+    ups.h.count += r->count;
+    return 1;
+}
+
 static int send_one(void *body, size_t size, void *ctx)
 {
     (void)size;
     (void)ctx;
     struct out_rec *r = body;
+    if (presence_to[0] && add_ups(r))
+        return 0;
+    send_ups();                 /* before anything behind them */
     switch (r->kind) {
     case OUT_ACK: send_ack(r); break;
     case OUT_STATS: send_stats(r); break;
@@ -399,6 +431,7 @@ void erl_send_drain(void)
     handoff_clear_wakeup(outbox);
     while (handoff_drain(outbox, 1024, send_one, NULL, NULL) > 0)
         ;
+    send_ups();
 }
 
 /* l's parked records, oldest first, while its window takes them (a

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -265,9 +267,16 @@ static int cb_header_size(void *ctx, int *sz)
     return 0;
 }
 
+/* An established link sends each message at once (TCP_NODELAY, as Erlang's
+ * own distribution does): a presence `up` or a client message waiting for
+ * the ack of the one before would lag by up to a delayed-ACK time. */
 static int cb_handshake_complete(void *ctx)
 {
-    ((struct erl_socket *)ctx)->deadline_ms = 0;
+    struct erl_socket *s = ctx;
+    int one = 1;
+    s->deadline_ms = 0;
+    if (setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+        return errno;
     return 0;
 }
 

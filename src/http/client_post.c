@@ -17,6 +17,7 @@
 #include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/outbound.h"
+#include "core/presence.h"
 #include "core/stream.h"
 #include "http/cors.h"
 #include "http/http_reply.h"
@@ -266,6 +267,7 @@ static void post(struct evhttp_request *req, const char *uid_text)
     if (!uid_ok(req, uid_text, &uid) || !auth_admit(req, uid) || !conn_ok(req, uid, &c) ||
         !(data = body_ok(req, &len, &binary)) || !erlang_ok(req) || !rate_ok(req, c))
         return;
+    presence_known(uid);
     if (outbound_in(uid, c ? c->id : 0, data, (uint32_t)len, binary) != 0) {
         loop_stats.client_in_dropped++;
         loop_stats.post_busy++;

@@ -19,6 +19,7 @@
 #include "core/framing.h"
 #include "core/inflight.h"
 #include "core/outbound.h"
+#include "core/presence.h"
 #include "core/transport_ops.h"
 #include "options.h"
 #include "lib/clock.h"
@@ -570,6 +571,7 @@ static struct verdict message_in(struct ws_frame *f, int text)
         return bad(1011);
     if (!take_token(c))
         return rate();
+    presence_known(feed.s->uid);
     if (outbound_in(feed.s->uid, c->id, f->msg ? f->msg : (const uint8_t *)"", f->message,
                     !text) != 0)
         loop_stats.client_in_dropped++;

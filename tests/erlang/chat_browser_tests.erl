@@ -160,7 +160,8 @@ chat(#{server := S, mnode := MNode}, Transport) ->
                end,
         %% The handler counted what it did and what it refused.
         {ok, Counts} = m(MNode, chat_room, stats, [?INBOX]),
-        ?assertEqual(#{joined => 4, left => 1, said => Said, bad => 2}, Counts),
+        ?assertEqual(#{joined => 4, left => 1, said => Said, bad => 2, room_full => 0,
+                       too_fast => 0, room_busy => 0, freed => 0}, Counts),
         no_script_errors(P)
     end).
 

@@ -10,7 +10,8 @@
 %%   polls) all, with contiguous ids.
 %% - A uid that came back on another C-node gets a gap there (another
 %%   epoch), and its entry then names the new node.
-%% - A uid never seen is dropped and counted (stats/0: app).
+%% - A uid never seen is dropped and counted (stats/0: app), once its
+%%   message waited the hold time (a uid not known may be connecting).
 %% - The last-seen table: an entry lasts as long as the C-node's hello says
 %%   it keeps history (a real C-node with --history-ttl 1), its cap holds
 %%   when filled past it, the periodic sweep removes expired entries (a
@@ -144,6 +145,12 @@ app(Ctx) ->
     catch error:{exception, undef, _} -> #{}
     end.
 
+%% The messages held for uids not known yet (httpdcnode_presence, env
+%% hold_ms) have gone: sent, or dropped and counted.
+held_gone(Ctx) ->
+    ?L:wait_until(fun() -> m(Ctx, ets, info, [httpdcnode_presence_held, size]) =:= 0 end,
+                  ?WAIT, held_gone).
+
 deltas(Before, After) ->
     maps:from_list([{K, V - maps:get(K, Before, 0)} || {K, V} <- maps:to_list(After),
                                                    lists:member(K, [routed_offline,
@@ -181,6 +188,7 @@ sse_offline(Ctx, Via, U) ->
     check_hello_epoch(Ctx, N1, E),
     gen_tcp:close(Sock),
     wait_online(mnode(Ctx), U, []),
+    held_gone(Ctx),
     Before = app(Ctx),
     R2 = via(Ctx, Via, U, <<"m2">>),
     %% no stream written, but kept for the resume
@@ -191,6 +199,7 @@ sse_offline(Ctx, Via, U) ->
     ?assertEqual({E, 2, [<<"m2">>]}, parse(read_event(Sock2))),
     ?assertEqual({E, 3, [<<"m3">>]}, parse(read_event(Sock2))),
     gen_tcp:close(Sock2),
+    held_gone(Ctx),
     D = deltas(Before, app(Ctx)),
     ?assertMatch(#{routed_offline := 1}, D),
     wait_online(mnode(Ctx), U, []),
@@ -285,6 +294,7 @@ moved_gets_gap(Ctx) ->
 
 never_seen_dropped(Ctx) ->
     U = 4001,
+    held_gone(Ctx),
     Before = app(Ctx),
     In0 = msgs_in(Ctx),
     ok = m(Ctx, send, [U, <<"x">>]),
@@ -292,6 +302,7 @@ never_seen_dropped(Ctx) ->
     ok = m(Ctx, multicast, [[U, U + 1], <<"x">>]),
     ?assertEqual({ok, 0}, m(Ctx, multicast_sync, [[U], <<"x">>])),
     ?assertEqual({ok, 0}, m(Ctx, router, send, [U, <<"x">>])),
+    held_gone(Ctx),
     In1 = msgs_in(Ctx),
     ?assertMatch(#{dropped_offline := 6, routed_offline := 0}, deltas(Before, app(Ctx))),
     %% only the second stats request came
@@ -334,8 +345,10 @@ real_hello_ttl(Ctx) ->
         %% and swept (so that the sweep test counts only its own)
         ?L:wait_until(fun() -> m(Ctx, ets, lookup, [httpdcnode_presence_last, U]) =:= [] end,
                       5000, swept),
+        held_gone(Ctx),
         Before = app(Ctx),
         ?assertEqual({ok, 0}, m(Ctx, send_sync, [U, <<"too late">>])),
+        held_gone(Ctx),
         ?assertMatch(#{dropped_offline := 1, routed_offline := 0}, deltas(Before, app(Ctx)))
     after
         ?L:stop_server(S),

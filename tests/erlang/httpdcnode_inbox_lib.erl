@@ -173,28 +173,37 @@ suspend(Node, Pid) ->
     receive suspended -> ok after ?T -> erlang:error(not_suspended) end,
     Suspender.
 
-%% A master running the application as a user does (its env names the
-%% inbox httpdcnode_inbox with the handler chat_room), and a server with
+%% A master running the application as `make run` does (its env names the
+%% inbox httpdcnode_inbox with the handler chat_room, a pool of 4), and a server with
 %% presence and --inbox httpdcnode_inbox ExtraArgs that the master knows
 %% within Timeout ms: #{master, mnode, server}. On a failure the master is
 %% stopped.
 chat_start(ExtraArgs, Timeout) ->
-    app_start(chat_room, [], ExtraArgs, Timeout).
+    app_start({?INBOX, chat_room, [], #{workers => 4}}, ExtraArgs, Timeout).
 
 %% The same with the inbox's handler Handler (a module of tools/erlang/ebin,
-%% as the examples are, or of the tests), init([]).
-app_start(Handler, ExtraArgs, Timeout) ->
-    app_start(Handler, [], ExtraArgs, Timeout).
+%% as the examples are, or of the tests), init([]); or with the env inbox
+%% InboxEnv ({httpdcnode_inbox, Handler, Args} or with Opts as a fourth
+%% element).
+app_start(Handler, ExtraArgs, Timeout) when is_atom(Handler) ->
+    app_start(Handler, [], ExtraArgs, Timeout);
+app_start(InboxEnv, ExtraArgs, Timeout) when is_tuple(InboxEnv) ->
+    start_with_env(InboxEnv, ExtraArgs, Timeout).
 
 %% The same with init(HandlerArgs).
 app_start(Handler, HandlerArgs, ExtraArgs, Timeout) ->
+    start_with_env({?INBOX, Handler, HandlerArgs}, ExtraArgs, Timeout).
+
+start_with_env(InboxEnv, ExtraArgs, Timeout) ->
     M = httpdcnode_test_lib:start_master(),
     MNode = httpdcnode_test_lib:master_node(M),
     try
         Ebin = filename:absname(filename:dirname(code:which(httpdcnode))),
+        TestEbin = filename:absname(filename:dirname(code:which(?MODULE))),
         true = m(MNode, code, add_patha, [Ebin]),
+        true = m(MNode, code, add_pathz, [TestEbin]),
         ok = m(MNode, application, load, [httpdcnode]),
-        ok = m(MNode, application, set_env, [httpdcnode, inbox, {?INBOX, Handler, HandlerArgs}]),
+        ok = m(MNode, application, set_env, [httpdcnode, inbox, InboxEnv]),
         {ok, _} = m(MNode, application, ensure_all_started, [httpdcnode]),
         ?assert(is_pid(m(MNode, erlang, whereis, [?INBOX]))),
         S = httpdcnode_test_lib:start_server(#{master => M, presence => httpdcnode_presence,

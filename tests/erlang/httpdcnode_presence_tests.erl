@@ -35,7 +35,10 @@ presence_test_() ->
       fun snapshot_and_nodedown_remember/1,
       fun snapshot_more_adds/1,
       fun hello_ttl_and_no_history/1,
-      fun hello_asks_nothing/1]}.
+      fun hello_asks_nothing/1,
+      fun offline_told/1,
+      fun client_message_marks_online/1,
+      fun held_until_known/1]}.
 
 report(Msg) ->
     ?P ! Msg,
@@ -282,3 +285,69 @@ hello_asks_nothing(_) ->
                                      {httpdcnode, node(), snapshot, [5]}]),
     [?_assertEqual([], Asked),
      ?_assertEqual([5], ?P:online_uids(node()))].
+
+%% Uids offline everywhere (a down, a snapshot without them) are told to
+%% the process of env offline_events; one still on another node is not.
+offline_told(_) ->
+    application:set_env(httpdcnode, offline_events, self()),
+    try
+        report({httpdcnode, ?A, up, [21, 22]}),
+        report({httpdcnode, ?B, up, 22}),
+        report({httpdcnode, ?A, down, [21, 22]}),
+        First = receive_offline(),
+        report({httpdcnode, ?B, snapshot, []}),
+        Second = receive_offline(),
+        [?_assertEqual([[21]], First),
+         ?_assertEqual([[22]], Second)]
+    after
+        application:unset_env(httpdcnode, offline_events)
+    end.
+
+receive_offline() ->
+    receive {httpdcnode, offline, Uids} -> [Uids | receive_offline()] after 0 -> [] end.
+
+counter(Name) -> maps:get(Name, ?P:counter_values()).
+
+%% ensure_online/2 (the inbox, before a client message) marks a uid not
+%% known on that node; the node's up confirms it, its snapshot without it
+%% or 5 s without either ends it.
+client_message_marks_online(_) ->
+    C0 = counter(online_by_message),
+    ok = ?P:ensure_online(?A, 31),
+    Marked = ?P:online(31),
+    ok = ?P:ensure_online(?A, 31),              % known: nothing more
+    report({httpdcnode, ?A, up, 31}),
+    ok = ?P:ensure_online(?A, 32),
+    report({httpdcnode, ?A, snapshot, [31]}),
+    AfterSnapshot = ?P:online(32),
+    ok = ?P:ensure_online(?B, 33),
+    httpdcnode_test_lib:wait_until(fun() -> ?P:online(33) =:= [] end, 10000, mark_ended),
+    [?_assertEqual([?A], Marked),
+     ?_assertEqual([], AfterSnapshot),
+     ?_assertEqual([?A], ?P:online(31)),         % its 5 s passed too: confirmed
+     ?_assertEqual(C0 + 3, counter(online_by_message))].
+
+%% Messages for uids not known wait: this node stands for the C-node (what
+%% goes to {any, node()} comes here); a uid that comes online gets its
+%% own, in order; one that never does is dropped once hold_ms passed.
+held_until_known(_) ->
+    register(any, self()),
+    try
+        S0 = counter(held_sent),
+        D0 = counter(dropped_offline),
+        ok = ?P:hold([41, 42], <<"m1">>),
+        ok = httpdcnode:send(41, <<"m2">>),
+        Held = ?P:held_count(),
+        report({httpdcnode, node(), up, 41}),
+        Got = [receive {41, M} -> M after 1000 -> none end || _ <- [1, 2]],
+        ok = httpdcnode:send(41, <<"m3">>),            % known now: at once
+        Direct = receive {41, M3} -> M3 after 1000 -> none end,
+        httpdcnode_test_lib:wait_until(fun() -> ?P:held_count() =:= 0 end, 10000, held_gone),
+        [?_assertEqual(3, Held),
+         ?_assertEqual([<<"m1">>, <<"m2">>], Got),
+         ?_assertEqual(<<"m3">>, Direct),
+         ?_assertEqual(S0 + 2, counter(held_sent)),
+         ?_assertEqual(D0 + 1, counter(dropped_offline))]
+    after
+        unregister(any)
+    end.

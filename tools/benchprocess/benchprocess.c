@@ -414,7 +414,7 @@ static int setup(void)
     if (!inbox || !outbox)
         return -1;
     outbound_init(outbox);
-    if (presence_init(base, 1) != 0 || dispatch_start(base, inbox, MAX_USERS) != 0)
+    if (presence_init(base, 1, MAX_USERS) != 0 || dispatch_start(base, inbox, MAX_USERS) != 0)
         return -1;
     for (int i = 0; i < SINKS; i++) {
         int sv[2];

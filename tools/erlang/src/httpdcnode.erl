@@ -72,7 +72,9 @@ reply_sync({CNode, Id}, Msg, Timeout) when is_atom(CNode), is_integer(Id), Id >=
 %% A uid offline now goes to the C-node it was last on while that node keeps
 %% its history (httpdcnode_presence, "Last seen"): the C-node gives the
 %% message the uid's next id and keeps it for the resuming client. A uid
-%% never seen, or gone for longer, is dropped and counted (stats/0: app).
+%% not known (never seen, or gone for longer) may be connecting now: the
+%% message waits for it a moment (httpdcnode_presence, held messages),
+%% then is dropped and counted (stats/0: app).
 -spec send(uid(), msg()) -> ok.
 send(Uid, Msg) when is_integer(Uid), Uid > 0 ->
     Bin = to_wire(Msg),
@@ -82,7 +84,7 @@ send(Uid, Msg) when is_integer(Uid), Uid > 0 ->
             case httpdcnode_presence:route(Uid) of
                 {online, Nodes} -> [{any, N} ! {Uid, Bin} || N <- Nodes];
                 {offline, N} -> send_offline(N, {Uid, Bin}, 1);
-                none -> count(dropped_offline, 1)
+                none -> httpdcnode_presence:hold([Uid], Bin)
             end,
             ok
     end.
@@ -107,7 +109,7 @@ send_sync(Uid, Msg, Timeout) when is_integer(Uid), Uid > 0 ->
                                   true -> [{N, Uid}];
                                   false -> {relay, [{N, Uid}]}
                               end;
-                          none -> count(dropped_offline, 1), []
+                          none -> httpdcnode_presence:hold([Uid], Bin), []
                       end,
             case Targets of
                 {relay, Groups} -> relayed_sync(Groups, Bin, 1, Timeout);
@@ -123,7 +125,7 @@ multicast(Uids, Msg) when is_list(Uids) ->
     case client() of
         true -> httpdcnode_client:cast(?MODULE, multicast, [Uids, Bin]);
         false ->
-            {Groups, Offline} = plan(Uids),
+            {Groups, Offline} = plan(Uids, Bin),
             [case maps:get(N, Offline, 0) of
                  0 -> {any, N} ! {Us, Bin};
                  K -> send_offline(N, {Us, Bin}, K)
@@ -142,7 +144,7 @@ multicast_sync(Uids, Msg, Timeout) when is_list(Uids) ->
     case client() of
         true -> httpdcnode_client:call(?MODULE, multicast_sync, [Uids, Bin, Timeout], Timeout);
         false ->
-            {Groups, Offline} = plan(Uids),
+            {Groups, Offline} = plan(Uids, Bin),
             Connected = erlang:nodes(connected),
             {Here, Away} =
                 lists:partition(fun({N, _}) ->
@@ -204,6 +206,8 @@ nodes() ->
 %% The key `app' holds this application's own: routed_offline (messages for
 %% offline uids sent to their last C-node), dropped_offline (for uids never
 %% seen, seen too long ago, or whose last C-node is not connected),
+%% relayed_offline, held_sent and held_entries (messages that waited for a
+%% uid not known yet: went, held now), online_by_message,
 %% last_seen_entries and last_seen_bytes (the table now), last_seen_evicted
 %% (by its cap) and last_seen_expired (by its sweep). On a client node,
 %% the master's.
@@ -226,7 +230,8 @@ stats(Timeout) ->
 -spec app_stats() -> map().
 app_stats() ->
     #{entries := E, bytes := B} = httpdcnode_presence:last_seen_info(),
-    (httpdcnode_presence:counter_values())#{last_seen_entries => E, last_seen_bytes => B}.
+    (httpdcnode_presence:counter_values())#{last_seen_entries => E, last_seen_bytes => B,
+                                            held_entries => httpdcnode_presence:held_count()}.
 
 %% A subscriber token for C-nodes started with --auth-secret-file: the query
 %% string <<"exp=...&sig=...">> that lets Uid open a stream for TtlSeconds
@@ -379,9 +384,9 @@ uids_in(Groups) ->
 
 %% Uids grouped by where their message goes ([{Node, [Uid]}] as
 %% group_by_node/2), and how many of each group are offline uids routed to
-%% their last node; the uids with nowhere to go are counted dropped.
-plan(Uids) ->
-    {Map, Offline, Dropped} =
+%% their last node; Bin is held for the uids with nowhere to go yet.
+plan(Uids, Bin) ->
+    {Map, Offline, None} =
         lists:foldl(
           fun(U, {M, Off, D}) ->
                   case httpdcnode_presence:route(U) of
@@ -389,10 +394,10 @@ plan(Uids) ->
                                        Off, D};
                       {offline, N} -> {prepend(N, U, M),
                                        maps:update_with(N, fun(K) -> K + 1 end, 1, Off), D};
-                      none -> {M, Off, D + 1}
+                      none -> {M, Off, [U | D]}
                   end
-          end, {#{}, #{}, 0}, lists:usort(Uids)),
-    count(dropped_offline, Dropped),
+          end, {#{}, #{}, []}, lists:usort(Uids)),
+    httpdcnode_presence:hold(lists:reverse(None), Bin),
     {lists:sort([{N, lists:reverse(Us)} || {N, Us} <- maps:to_list(Map)]), Offline}.
 
 prepend(N, U, Map) ->

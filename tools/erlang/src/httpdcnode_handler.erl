@@ -14,7 +14,18 @@
 %%       with --presence-conns: the WebSocket Conn of Uid ended (after its
 %%       last handle_in), Reason an atom (client, kick, ws_dead, drain, ...);
 %%       without this callback the message goes to handle_info
+%%   handle_offline(Uid, State) -> {ok, State}   (optional)
+%%       Uid lost its last stream on every C-node (as this master's presence
+%%       sees it; it may come back at any time): the place to free what the
+%%       handler keeps for a uid. Comes after that uid's messages handled
+%%       so far; a message of it can still follow (one that waited on its
+%%       C-node), so a handler that frees on it checks again later
+%%       (httpdcnode:online/1). Sent by httpdcnode_presence to the inbox of
+%%       application env inbox (or env offline_events)
 %%   handle_info(Msg, State) -> {ok, State}     (optional) anything else
+%%
+%% With a pool (httpdcnode_inbox, workers => N) each worker has a state of
+%% its own, and one uid's calls all go to one worker, in order.
 %%
 %% A crash in a callback is logged and the message counted as handled:
 %% the inbox keeps its state and goes on.
@@ -27,4 +38,5 @@
 -callback handle_info(Msg :: term(), State :: term()) -> {ok, NewState :: term()}.
 -callback handle_conn_down(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Reason :: atom(),
                            State :: term()) -> {ok, NewState :: term()}.
--optional_callbacks([handle_info/2, handle_conn_down/4]).
+-callback handle_offline(Uid :: pos_integer(), State :: term()) -> {ok, NewState :: term()}.
+-optional_callbacks([handle_info/2, handle_conn_down/4, handle_offline/2]).

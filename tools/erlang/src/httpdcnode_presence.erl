@@ -19,6 +19,35 @@
 %%                                           set, else ignored
 %% A C-node that disconnects (nodedown) loses all its uids.
 %%
+%% A uid's first stream is told at once, ahead of anything its client sends
+%% on the same link; but this server and the inbox are two processes, and a
+%% C-node sends no change to a master that waits for its snapshot. So the
+%% inbox calls ensure_online(Node, Uid) before it handles a client message:
+%% an ETS read when Node's up for Uid was handled; else a call here,
+%% handled after every report that came before the message, which marks
+%% Uid online on Node if it still is not. Such a mark is provisional: an
+%% up or a snapshot of Node with Uid confirms it; without one within
+%% ?PROVISIONAL_MS it goes as a down would (the stream had ended before
+%% the message was handled, and its down was handled first).
+%%
+%% Held messages: a message for a uid this master does not know (never
+%% seen, or gone longer than its last-seen entry lasts) may be for a client
+%% that connected a moment ago, whose up is still on its way (a storm's ups
+%% wait for the presence window, 800 ms at most). httpdcnode holds it
+%% (hold/2): kept up to env hold_ms (1000), sent to the uid's node when it
+%% comes online here, else dropped and counted (dropped_offline). At most
+%% env hold_max (100000) are held; past it a message is dropped at once
+%% (hold_ms 0: all are).
+%% The callers write the table themselves (no round trip here); this
+%% server sends what waited when it learns the uid, and sweeps the expired
+%% every ?HOLD_SWEEP_MS.
+%%
+%% Offline notices: when uids go offline everywhere (as a down, a snapshot
+%% without them, a nodedown or an unconfirmed mark leaves them),
+%% {httpdcnode, offline, [Uid]} goes to the process of application env
+%% offline_events (a name or pid), by default the name of env inbox (its
+%% handlers' handle_offline/2, httpdcnode_handler), if registered.
+%%
 %% Last seen: a uid that goes offline (its last stream on its last node
 %% closed, a snapshot without it, its node's link went down) is remembered
 %% with that node for as long as the node keeps its history (the hello's
@@ -60,6 +89,7 @@
 -export([start_link/0, start_link/1, stop/0]).
 -export([online/1, online_uids/1, nodes/0, count/0, add_node/1, resync/0, sync/0,
          each_cnode/1]).
+-export([ensure_online/2, hold/2, held_count/0]).
 -export([route/1, last_seen/1, node_info/1, last_seen_info/0, sweep/0,
          create_tables/1, counters/0, count_event/2, counter_values/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -80,19 +110,31 @@
 -define(LAST_T, httpdcnode_presence_last_t).
 %% node -> {Node, HistoryTtlMs, Hello}: what the node's hello said.
 -define(INFO, httpdcnode_presence_info).
+%% {Uid, Seq, ExpiresMs, Bin}: messages held for uids not known yet.
+-define(HELD, httpdcnode_presence_held).
 %% The application's counters (a counters ref in persistent_term).
 -define(COUNTERS, {httpdcnode, counters}).
 -define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
-                        last_seen_expired]).
+                        last_seen_expired, online_by_message, held_sent]).
 %% Expired entries removed per sweep step; the next step follows at once.
 -define(SWEEP_BATCH, 10000).
 %% ms for epmd to say whether a hidden node is published.
 -define(EPMD_TIMEOUT, 5000).
+%% ms a uid marked online by a client message waits for its node's up or
+%% snapshot (a snapshot asked for on reconnect or repair comes within
+%% about a second).
+-define(PROVISIONAL_MS, 5000).
+%% ms ensure_online/2 waits for this server.
+-define(ENSURE_TIMEOUT, 5000).
+%% ms between two sweeps of the held messages.
+-define(HOLD_SWEEP_MS, 250).
 
 -record(state, {configured = [] :: [node()],
                 default_ttl_ms = 120000 :: non_neg_integer(),
                 max_last = 1000000 :: non_neg_integer(),
-                sweep_ms = 10000 :: pos_integer()}).
+                sweep_ms = 10000 :: pos_integer(),
+                %% {Node, Uid} marked online by a client message => its timer
+                provisional = #{} :: #{{node(), pos_integer()} => reference()}}).
 
 %%% API
 
@@ -128,6 +170,71 @@ nodes() ->
 -spec count() -> non_neg_integer().
 count() ->
     ets:info(?BY_NODE, size).
+
+%% Uid sent a client message through a stream on Node (the inbox calls
+%% this before its handler): from now on this master routes Uid to Node,
+%% also if Node's up for it was not handled yet (see the top of this
+%% module). An ETS read when it was; else a call to this server (at most
+%% ?ENSURE_TIMEOUT ms). A no-op on a node without this server.
+-spec ensure_online(node(), pos_integer()) -> ok.
+ensure_online(Node, Uid) ->
+    try ets:member(?BY_NODE, {Node, Uid}) of
+        true -> ok;
+        false ->
+            catch gen_server:call(?SERVER, {ensure_online, Node, Uid}, ?ENSURE_TIMEOUT),
+            ok
+    catch error:badarg -> ok
+    end.
+
+%% Bin for each of Uids, none of which this master knows now: held until
+%% the uid comes online here (see the top of this module). Runs in the
+%% caller.
+-spec hold([pos_integer()], binary()) -> ok.
+hold([], _Bin) ->
+    ok;
+hold(Uids, Bin) ->
+    hold(Uids, Bin, env(hold_ms, 1000), env(hold_max, 100000)).
+
+hold(Uids, _Bin, HoldMs, Max) when HoldMs =< 0; Max =< 0 ->
+    count_event(dropped_offline, length(Uids));
+hold(Uids, Bin, HoldMs, Max) ->
+    case ets:info(?HELD, size) of
+        undefined -> count_event(dropped_offline, length(Uids));     % no table here
+        Size ->
+            {Held, Over} = take_n(max(0, Max - Size), Uids, []),
+            %% one sequence number for all: a uid has one entry per call
+            Seq = erlang:unique_integer([monotonic]),
+            Exp = now_ms() + HoldMs,
+            ets:insert(?HELD, [{U, Seq, Exp, Bin} || U <- Held]),
+            count_event(dropped_offline, Over),
+            %% One that came online meanwhile may have been looked for here
+            %% before its message was held: sent now (each held once: take).
+            [release_held(U, online(U)) || U <- Held, ets:member(?UIDS, U)],
+            ok
+    end.
+
+%% The first N of Uids, and how many are left over.
+take_n(_N, [], Acc) -> {Acc, 0};
+take_n(0, Rest, Acc) -> {Acc, length(Rest)};
+take_n(N, [U | Rest], Acc) -> take_n(N - 1, Rest, [U | Acc]).
+
+%% Messages held now.
+-spec held_count() -> non_neg_integer().
+held_count() ->
+    case ets:info(?HELD, size) of
+        N when is_integer(N) -> N;
+        undefined -> 0
+    end.
+
+%% What was held for Uid, to Nodes, in the order it was sent.
+release_held(Uid, Nodes) ->
+    case ets:take(?HELD, Uid) of
+        [] -> ok;
+        Held ->
+            [[erlang:send({any, N}, {Uid, Bin}, [noconnect]) || N <- Nodes]
+             || {_, _, _, Bin} <- lists:keysort(2, Held)],
+            count_event(held_sent, length(Held))
+    end.
 
 %% Where a message for Uid goes: the nodes holding it, else the node it was
 %% last on while that node keeps its history, else nowhere.
@@ -181,7 +288,9 @@ sweep() ->
 %% sent to their last node), dropped_offline (for a uid never seen, expired,
 %% or whose last node no master is linked to), relayed_offline (handed to
 %% another master, linked to the node), last_seen_evicted (by the cap),
-%% last_seen_expired (by the sweep).
+%% last_seen_expired (by the sweep), online_by_message (uids marked online
+%% by a client message before their node's up was handled), held_sent
+%% (messages for a uid not known yet that waited for it, then went).
 -spec counter_values() -> #{atom() => non_neg_integer()}.
 counter_values() ->
     case counters() of
@@ -212,6 +321,9 @@ create_tables(Access) ->
      || {T, Type, Opts} <- [{?LAST, set, [{read_concurrency, true}]},
                             {?LAST_T, ordered_set, []},
                             {?INFO, set, [{read_concurrency, true}]}]],
+    %% written by every caller of hold/2
+    ets:whereis(?HELD) =:= undefined andalso
+        ets:new(?HELD, [duplicate_bag, public, named_table, {write_concurrency, true}]),
     counters() =:= undefined andalso
         persistent_term:put(?COUNTERS, counters:new(length(?COUNTER_NAMES), [write_concurrency])),
     ok.
@@ -249,6 +361,7 @@ init(Configured) ->
                    max_last = env(last_seen_max, 1000000),
                    sweep_ms = max(1, env(last_seen_sweep_ms, 10000))},
     erlang:send_after(State#state.sweep_ms, self(), sweep),
+    erlang:send_after(?HOLD_SWEEP_MS, self(), hold_sweep),
     {ok, State}.
 
 env(K, Default) ->
@@ -262,6 +375,8 @@ handle_call(resync, _From, State) ->
     {reply, ok, State};
 handle_call(sync, _From, State) ->
     {reply, ok, State};
+handle_call({ensure_online, Node, Uid}, _From, State) when is_atom(Node) ->
+    {reply, ok, mark_online(Node, Uid, State)};
 handle_call(sweep, _From, State) ->
     {reply, sweep_all(now_ms(), 0), State};
 handle_call(_Other, _From, State) ->
@@ -282,8 +397,9 @@ handle_info({httpdcnode, _Node, conn_down, _Uid, _Conn, _Reason} = Msg, State) -
     {noreply, State};
 handle_info({httpdcnode, Node, Event, Arg}, State) when is_atom(Node) ->
     known(Node, Event, State),
-    presence(Node, Event, Arg, State),
-    {noreply, State};
+    State1 = settle(Node, Event, Arg, State),
+    presence(Node, Event, Arg, State1),
+    {noreply, State1};
 handle_info({httpdcnode, Node, hello}, State) when is_atom(Node) ->
     known(Node, hello, State),
     {noreply, State};
@@ -293,6 +409,14 @@ handle_info(sweep, State) ->
         more -> self() ! sweep
     end,
     {noreply, State};
+handle_info(hold_sweep, State) ->
+    %% What waited too long for its uid is dropped.
+    Now = now_ms(),
+    N = ets:info(?HELD, size) > 0 andalso
+        ets:select_delete(?HELD, [{{'_', '_', '$1', '_'}, [{'<', '$1', Now}], [true]}]),
+    is_integer(N) andalso count_event(dropped_offline, N),
+    erlang:send_after(?HOLD_SWEEP_MS, self(), hold_sweep),
+    {noreply, State};
 handle_info({nodeup, Node, _Info}, State) ->
     %% Configured C-nodes are known as soon as they connect; others once
     %% they report (a plain hidden node such as a remote shell is not a C-node).
@@ -301,15 +425,25 @@ handle_info({nodeup, Node, _Info}, State) ->
         false -> ok
     end,
     {noreply, State};
-handle_info({nodedown, Node, _Info}, State) ->
+handle_info({nodedown, Node, _Info}, State0) ->
     %% Its link may come back with its history (the C-node did not die):
     %% its uids are remembered there meanwhile.
+    State = settle(Node, snapshot, [], State0),
     went_offline(drop_node_uids(Node), Node, State),
     case is_configured(Node, State) of
         true -> ok;
         false -> forget(Node)
     end,
     {noreply, State};
+handle_info({timeout, TRef, {provisional, Key = {Node, Uid}}}, State = #state{provisional = P}) ->
+    %% No up nor snapshot confirmed it: gone as a down would.
+    case P of
+        #{Key := TRef} ->
+            State1 = State#state{provisional = maps:remove(Key, P)},
+            remove(Node, Uid, State1),
+            {noreply, State1};
+        _ -> {noreply, State}
+    end;
 handle_info({httpdcnode_relay, Node, Msg, K}, State) when is_integer(K) ->
     %% Another master is not linked to Node: sent from here if this one is.
     case erlang:send({any, Node}, Msg, [noconnect]) of
@@ -413,7 +547,8 @@ presence(Node, Up, Uids, _State) when is_list(Uids), (Up =:= up orelse Up =:= sn
 presence(Node, up, Uid, _State) ->
     is_uid(Uid) andalso add(Node, Uid), ok;
 presence(Node, down, Uids, State) when is_list(Uids) ->
-    [remove(Node, U, State) || U <- Uids], ok;
+    %% one went_offline (one offline notice) for the whole message
+    went_offline([U || U <- Uids, unpair(Node, U)], Node, State);
 presence(Node, down, Uid, State) ->
     remove(Node, Uid, State), ok;
 presence(Node, snapshot, Uids, State) when is_list(Uids) ->
@@ -426,23 +561,66 @@ presence(_Node, _Event, _Arg, _State) ->
 
 is_uid(U) -> is_integer(U) andalso U > 0.
 
+%% Uid online on Node unless it is already (ensure_online/2): a
+%% provisional mark, until Node's up or snapshot settles it.
+mark_online(Node, Uid, State = #state{provisional = P}) ->
+    case is_uid(Uid) andalso not ets:member(?BY_NODE, {Node, Uid}) of
+        true ->
+            known(Node, ensure_online, State),
+            add(Node, Uid),
+            count_event(online_by_message, 1),
+            TRef = erlang:start_timer(?PROVISIONAL_MS, self(), {provisional, {Node, Uid}}),
+            State#state{provisional = P#{{Node, Uid} => TRef}};
+        false -> State
+    end.
+
+%% What Node reports settles its provisional marks: an up or a down of a
+%% uid its own; a snapshot (also a nodedown, as an empty one) all of
+%% Node's (the snapshot says what holds; snapshot_more adds back).
+settle(_Node, _Event, _Arg, State = #state{provisional = P}) when map_size(P) =:= 0 ->
+    State;
+settle(Node, snapshot, _Arg, State = #state{provisional = P}) ->
+    {Gone, Kept} = maps:fold(fun({N, _}, T, {G, Kp}) when N =:= Node -> {[T | G], Kp};
+                                (K, T, {G, Kp}) -> {G, Kp#{K => T}}
+                             end, {[], #{}}, P),
+    [erlang:cancel_timer(T) || T <- Gone],
+    State#state{provisional = Kept};
+settle(Node, Event, Arg, State = #state{provisional = P}) when Event =:= up; Event =:= down ->
+    Uids = if is_list(Arg) -> Arg; true -> [Arg] end,
+    P1 = lists:foldl(fun(U, Acc) ->
+                             case maps:take({Node, U}, Acc) of
+                                 {T, Acc1} -> erlang:cancel_timer(T), Acc1;
+                                 error -> Acc
+                             end
+                     end, P, Uids),
+    State#state{provisional = P1};
+settle(_Node, _Event, _Arg, State) ->
+    State.
+
 add(Node, Uid) ->
     %% The by-node row tells whether the pair exists, so the bag never gets
     %% a duplicate and a repeated `up' is harmless.
     case ets:insert_new(?BY_NODE, {{Node, Uid}}) of
         true ->
+            %% what waited for it first: a send that finds it online
+            %% from now on comes after
+            ets:info(?HELD, size) > 0 andalso release_held(Uid, [Node]),
             ets:insert(?UIDS, {Uid, Node}),
             forget_last(Uid);
         false -> true
     end.
 
 remove(Node, Uid, State) ->
+    went_offline([Uid || unpair(Node, Uid)], Node, State).
+
+%% Node holds Uid no more: true when it did.
+unpair(Node, Uid) ->
     case ets:member(?BY_NODE, {Node, Uid}) of
         true ->
             ets:delete(?BY_NODE, {Node, Uid}),
             ets:delete_object(?UIDS, {Uid, Node}),
-            went_offline([Uid], Node, State);
-        false -> ok
+            true;
+        false -> false
     end.
 
 %% Returns the uids Node held.
@@ -458,6 +636,7 @@ drop_node_uids(Node) ->
 %% remembered with Node.
 went_offline(Uids, Node, State) ->
     Offline = [U || U <- Uids, not ets:member(?UIDS, U)],
+    tell_offline(Offline),
     case ttl_ms(Node, State) of
         %% it keeps no history, or the table may hold nothing
         TtlMs when TtlMs =:= 0; State#state.max_last =:= 0 ->
@@ -467,6 +646,24 @@ went_offline(Uids, Node, State) ->
             [note_last(U, Node, Exp, State) || U <- Offline]
     end,
     ok.
+
+%% {httpdcnode, offline, Uids} to who wants it (see the top of this module).
+tell_offline([]) ->
+    ok;
+tell_offline(Uids) ->
+    Dest = case application:get_env(httpdcnode, offline_events) of
+               {ok, D} -> D;
+               undefined ->
+                   case application:get_env(httpdcnode, inbox) of
+                       {ok, T} when is_tuple(T), tuple_size(T) >= 3 -> element(1, T);
+                       _ -> undefined
+                   end
+           end,
+    if is_pid(Dest); is_atom(Dest), Dest =/= undefined ->
+            catch erlang:send(Dest, {httpdcnode, offline, Uids}, [noconnect]),
+            ok;
+       true -> ok
+    end.
 
 note_last(Uid, Node, Exp, State) ->
     case ets:lookup(?LAST, Uid) of

@@ -31,9 +31,12 @@ master() ->
                  shutdown => 5000,
                  type => worker,
                  modules => [httpdcnode_presence]},
-    %% The inbox for what clients send (--inbox NAME), when configured.
+    %% The inbox for what clients send (--inbox NAME), when configured;
+    %% Opts #{workers => N} makes it a pool (httpdcnode_inbox).
     Inbox = case application:get_env(httpdcnode, inbox) of
                 {ok, {Name, Module, Args}} -> [httpdcnode_inbox:child_spec(Name, Module, Args)];
+                {ok, {Name, Module, Args, Opts}} ->
+                    [httpdcnode_inbox:child_spec(Name, Module, Args, Opts)];
                 undefined -> []
             end,
     {ok, {#{strategy => one_for_one, intensity => 5, period => 10}, [Presence | Inbox]}}.
