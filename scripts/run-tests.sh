@@ -3,7 +3,7 @@
 # repository root): each cmocka binary build/tests/<layer>/test_* (they
 # mirror tests/unit/<layer>/), the layer check (scripts/check-layers.py),
 # the docs' link check (scripts/check-docs.py), then every EUnit
-# module build/tests/ebin/*_tests.beam on one Erlang test node, the Elixir
+# module build/tests/ebin/*_tests.beam over two Erlang test nodes, the Elixir
 # wrapper's mix test (tools/elixir), then a tiny
 # `make bench` (scripts/bench.sh --smoke), a 60-s `make soak`, a small
 # `make storm`, a small `make bench-million`, a small `make bench-process` and a
@@ -21,6 +21,7 @@
 #                 and every server the Erlang tests start run under it, each
 #                 valgrind log with errors counts as a failure and is printed.
 #   HTTPDTEST_MODULES  only these EUnit modules (space-separated names)
+#   EUNIT_SHARDS  test nodes running EUnit modules at once (default 2)
 #   BENCH_SMOKE   0: no bench smoke
 #   SOAK          0: no soak
 #   STORM         0: no reconnect storm
@@ -169,30 +170,74 @@ if [[ ! -d tests/js/node_modules || tests/js/package-lock.json -nt tests/js/node
   touch tests/js/node_modules 2>/dev/null || true
 fi
 
-# --- Erlang tests (EUnit), all on one node -----------------------------------
+# --- Erlang tests (EUnit), over EUNIT_SHARDS test nodes at once --------------
+# The modules are dealt to the shards by their usual seconds (the heaviest
+# first, each to the shard with the least so far); the two browser modules
+# stay together (one Chromium at a time). Each shard's output is printed
+# whole once all are done; the counts add up.
+eunit_weight() {
+  case $1 in
+    browser_tests+chat_browser_tests) echo 85 ;;
+    core_storm_tests|core_ws_hostile_tests|chat_room_tests) echo 26 ;;
+    proxy_tests|core_inbox_tests) echo 18 ;;
+    core_hostile_http_tests|core_post_tests|cluster_reliability_tests|cluster_silent_tests) echo 14 ;;
+    core_masters_tests|core_master_tests|core_inbox_window_tests|client_ws_tests) echo 10 ;;
+    core_hostile_erlang_tests|httpdcnode_inbox_tests|httpdcnode_inbox_pool_tests) echo 9 ;;
+    *) echo 4 ;;
+  esac
+}
 beams=(build/tests/ebin/*_tests.beam)
 if [[ ${#beams[@]} -gt 0 ]]; then
-  node="httpdtest_$$@localhost"
+  read -r -a mods <<<"${HTTPDTEST_MODULES:-$(printf '%s ' "${beams[@]##*/}" | sed 's/\.beam//g')}"
+  units=()
+  together=""
+  for m in "${mods[@]}"; do
+    case $m in
+      browser_tests|chat_browser_tests) together+="${together:++}$m" ;;
+      *) units+=("$m") ;;
+    esac
+  done
+  [[ -n $together ]] && units+=("$together")
+  shards=${EUNIT_SHARDS:-2}
+  [[ ${#units[@]} -lt $shards ]] && shards=${#units[@]}
+  declare -a load shard_mods
+  for ((i = 0; i < shards; i++)); do load[i]=0; shard_mods[i]=""; done
+  while read -r w u; do
+    best=0
+    for ((i = 1; i < shards; i++)); do ((load[i] < load[best])) && best=$i; done
+    load[best]=$((load[best] + w))
+    shard_mods[best]+="${u//+/ } "
+  done < <(for u in "${units[@]}"; do echo "$(eunit_weight "$u") $u"; done | sort -rn)
   cookie="httpdtest_$$_${RANDOM}${RANDOM}"
-  echo "== EUnit on $node: ${HTTPDTEST_MODULES:-${beams[*]##*/}}"
-  timeout --kill-after=10 "$ERL_TIMEOUT" \
-    erl -sname "$node" -setcookie "$cookie" -noshell \
-        -pa build/tests/ebin -pa tools/erlang/ebin \
-        -eval 'httpdcnode_test_report:main().' </dev/null 2>&1 | tee "$work/erl.out"
-  rc=${PIPESTATUS[0]}
-  line=$(grep -E '^eunit-counts: [0-9]+ [0-9]+$' "$work/erl.out" | tail -n1)
-  if [[ -z $line ]]; then
-    echo "run-tests: the Erlang test node ended without results (status $rc)"
-    failed=$((failed + 1))
-  else
+  pids=()
+  for ((i = 0; i < shards; i++)); do
+    node="httpdtest_$$_$i@localhost"
+    echo "== EUnit on $node: ${shard_mods[i]}"
+    HTTPDTEST_MODULES="${shard_mods[i]}" timeout --kill-after=10 "$ERL_TIMEOUT" \
+      erl -sname "$node" -setcookie "$cookie" -noshell \
+          -pa build/tests/ebin -pa tools/erlang/ebin \
+          -eval 'httpdcnode_test_report:main().' </dev/null >"$work/erl.$i.out" 2>&1 &
+    pids[i]=$!
+  done
+  for ((i = 0; i < shards; i++)); do
+    wait "${pids[i]}"
+    rc=$?
+    echo "== EUnit shard $i (${shard_mods[i]% })"
+    cat "$work/erl.$i.out"
+    line=$(grep -E '^eunit-counts: [0-9]+ [0-9]+$' "$work/erl.$i.out" | tail -n1)
+    if [[ -z $line ]]; then
+      echo "run-tests: the Erlang test node of shard $i ended without results (status $rc)"
+      failed=$((failed + 1))
+      continue
+    fi
     read -r _ p f <<<"$line"
     passed=$((passed + p))
     failed=$((failed + f))
     if [[ $rc -ne 0 && $f -eq 0 ]]; then
-      echo "run-tests: the Erlang test node exited with status $rc"
+      echo "run-tests: the Erlang test node of shard $i exited with status $rc"
       failed=$((failed + 1))
     fi
-  fi
+  done
 fi
 
 # --- The Elixir wrapper (tools/elixir): its mix test, offline -----------------
@@ -321,5 +366,6 @@ if [[ -n $VALGRIND ]]; then
     failed=$((failed + 1))
   done
 fi
+echo "run-tests: ${SECONDS} s"
 echo "tests: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -46,10 +46,20 @@ defmodule Httpdcnode.Handler do
   @callback handle_conn_down(uid :: pos_integer, conn :: Httpdcnode.conn(), reason :: atom,
               state :: term) :: {:ok, new_state :: term}
 
+  @doc """
+  `uid` lost its last stream on every C-node, as this master's presence
+  sees it (it may come back at any time): the place to free what the
+  handler keeps for a uid. It comes after that uid's messages handled so
+  far, but one that waited on its C-node may still follow, so check again
+  later (`Httpdcnode.online/1`) before freeing for good. Without this
+  callback the notice is dropped.
+  """
+  @callback handle_offline(uid :: pos_integer, state :: term) :: {:ok, new_state :: term}
+
   @doc "Any other message the inbox process gets."
   @callback handle_info(msg :: term, state :: term) :: {:ok, new_state :: term}
 
-  @optional_callbacks handle_conn_down: 4, handle_info: 2
+  @optional_callbacks handle_conn_down: 4, handle_offline: 2, handle_info: 2
 
   defmacro __using__(_opts) do
     quote do
