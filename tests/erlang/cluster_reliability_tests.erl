@@ -198,6 +198,9 @@ sse_offline(Ctx, Via, U) ->
     Sock2 = sse_connect(S1, U, ["Last-Event-ID: " ++ binary_to_list(E) ++ ":1"]),
     ?assertEqual({E, 2, [<<"m2">>]}, parse(read_event(Sock2))),
     ?assertEqual({E, 3, [<<"m3">>]}, parse(read_event(Sock2))),
+    %% Its up (sent at once) is in before the close, so that a late one
+    %% cannot follow the [] awaited below.
+    wait_online(mnode(Ctx), U, [N1]),
     gen_tcp:close(Sock2),
     held_gone(Ctx),
     D = deltas(Before, app(Ctx)),
