@@ -254,16 +254,9 @@ run_sh(Arg, Env) ->
                               Arg]},
                       {env, Env}, exit_status, binary, stderr_to_stdout,
                       {cd, httpdcnode_test_lib:repo_root()}]),
-    collect(Port, [], erlang:monotonic_time(millisecond) + httpdcnode_test_lib:scaled(60000)).
-
-collect(Port, Acc, Deadline) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc], Deadline);
-        {Port, {exit_status, St}} -> {St, iolist_to_binary(lists:reverse(Acc))}
-    after Left ->
-            catch port_close(Port),
-            erlang:error({run_sh_timeout, iolist_to_binary(lists:reverse(Acc))})
+    case httpdcnode_test_lib:port_output(Port, httpdcnode_test_lib:scaled(60000)) of
+        {timeout, Out} -> erlang:error({run_sh_timeout, Out});
+        Done -> Done
     end.
 
 %% The pids run.sh noted, noted for scripts/run-tests.sh too (it ends them

@@ -355,16 +355,9 @@ run_port(Exe, Args, Env, Timeout) ->
     Port = open_port({spawn_executable, Exe},
                      [{args, Args}, {env, Env}, exit_status, binary, stderr_to_stdout,
                       {cd, ?L:repo_root()}]),
-    collect(Port, [], erlang:monotonic_time(millisecond) + Timeout).
-
-collect(Port, Acc, Deadline) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc], Deadline);
-        {Port, {exit_status, St}} -> {St, iolist_to_binary(lists:reverse(Acc))}
-    after Left ->
-            catch port_close(Port),
-            erlang:error({timeout, iolist_to_binary(lists:reverse(Acc))})
+    case ?L:port_output(Port, Timeout) of
+        {timeout, Out} -> erlang:error({timeout, Out});
+        Done -> Done
     end.
 
 %% The pids run.sh noted, also noted for scripts/run-tests.sh, which ends

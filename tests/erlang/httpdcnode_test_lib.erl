@@ -35,7 +35,7 @@
          welcome/1, header/2]).
 %% misc
 -export([memory_judged/0, proc_kb/2]).
--export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1]).
+-export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1, port_output/2]).
 %% for tests that start the server their own way
 -export([server_exe/0, log_path/1, spawn_os/4, stop_proc/1]).
 %% for OS processes a test starts its own way (noted for run-tests.sh)
@@ -1103,6 +1103,20 @@ header(Hdrs, Name, Default) ->
 %% Polls Fun every 25 ms until it returns true or {true, V} (returns V or
 %% true); fails after Timeout ms with the last {false, Info} or value.
 wait_until(Fun, Timeout, What) -> wait_until_loop(Fun, now_ms() + scaled(Timeout), What).
+
+%% What a port opened with exit_status and binary says until it exits:
+%% {ExitStatus, Output}, or {timeout, OutputSoFar} (the port closed) past
+%% Timeout ms.
+port_output(Port, Timeout) -> port_output(Port, [], now_ms() + Timeout).
+
+port_output(Port, Acc, Deadline) ->
+    receive
+        {Port, {data, D}} -> port_output(Port, [D | Acc], Deadline);
+        {Port, {exit_status, St}} -> {St, iolist_to_binary(lists:reverse(Acc))}
+    after max(0, Deadline - now_ms()) ->
+            catch port_close(Port),
+            {timeout, iolist_to_binary(lists:reverse(Acc))}
+    end.
 
 wait_until_loop(Fun, Deadline, What) ->
     case Fun() of

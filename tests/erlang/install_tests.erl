@@ -69,26 +69,16 @@ make(Args) ->
                      [{args, ["-s", "--no-print-directory" | Args]}, {cd, repo_root()},
                       {env, [{"MAKEFLAGS", false}, {"MFLAGS", false}, {"MAKELEVEL", false}]},
                       exit_status, stderr_to_stdout, binary]),
-    case collect(Port, <<>>, erlang:monotonic_time(millisecond) + ?MAKE_MS) of
+    case httpdcnode_test_lib:port_output(Port, ?MAKE_MS) of
         {0, Out} -> {0, Out};
         {St, Out} -> erlang:error({make_failed, Args, St, Out})
-    end.
-
-collect(Port, Acc, Deadline) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, D}} -> collect(Port, <<Acc/binary, D/binary>>, Deadline);
-        {Port, {exit_status, St}} -> {St, Acc}
-    after Left ->
-            catch port_close(Port),
-            {timeout, Acc}
     end.
 
 %% A command through sh: {Status, Output}, bounded like make/1.
 sh(Cmd) ->
     Port = open_port({spawn_executable, "/bin/sh"},
                      [{args, ["-c", Cmd]}, exit_status, stderr_to_stdout, binary]),
-    collect(Port, <<>>, erlang:monotonic_time(millisecond) + 60000).
+    httpdcnode_test_lib:port_output(Port, 60000).
 
 %% Every regular file under Dir, relative, sorted.
 files(Dir) ->

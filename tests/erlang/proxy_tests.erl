@@ -492,17 +492,7 @@ epoch(Id) -> hd(binary:split(Id, <<":">>)).
 run(Exe, Args) ->
     Port = open_port({spawn_executable, Exe},
                      [{args, Args}, exit_status, stderr_to_stdout, binary, use_stdio]),
-    collect(Port, <<>>, erlang:monotonic_time(millisecond) + 30000).
-
-collect(Port, Acc, Deadline) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, D}} -> collect(Port, <<Acc/binary, D/binary>>, Deadline);
-        {Port, {exit_status, St}} -> {St, Acc}
-    after Left ->
-            catch port_close(Port),
-            {timeout, Acc}
-    end.
+    httpdcnode_test_lib:port_output(Port, 30000).
 
 %%% ---------------------------------------------------------------- WebSocket (npm ws)
 
