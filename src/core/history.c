@@ -280,15 +280,15 @@ static void make_room(size_t size)
     }
 }
 
-/* The entry at at (uid's message seq) is in: the uid's previous message
- * links to it, its slot names it. What a restart does again when the
- * process was killed in between (redo_last). */
-static void commit_slot(uint32_t uid, uint32_t seq, uint64_t at)
+/* The entry at position + 1 at (uid's message seq, the newest entry) is
+ * in: the uid's previous message (at p) links to it, its slot names it.
+ * What a restart does again when the process was killed in between
+ * (redo_last). */
+static void commit_slot(uint32_t uid, uint32_t seq, uint64_t at, uint64_t p)
 {
-    uint64_t p = entry_link(at - 1, entry_at(at - 1)->prev);
     struct entry *before = (struct entry *)kept_entry(p, uid);
     if (before)
-        before->next = entry_link_to(p - 1, at, head);
+        before->next = (int32_t)((at - p) / 8);   /* at is past p: the tail's */
     uids[uid].newest = at;
     uids[uid].seq = seq;
 }
@@ -307,8 +307,9 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
     make_room(size);
     giving_uid = 0;
     struct entry *e = entry_at(tail);
-    *e = (struct entry){.prev = uid ? entry_link_to(tail, uids[uid].newest, head) : 0,
-                        .uid = uid, .seq = seq, .stamp_s = now_s(), .len = len_field};
+    uint64_t before = uid ? uids[uid].newest : 0;
+    *e = (struct entry){.prev = entry_link_to(tail, before, head), .uid = uid, .seq = seq,
+                        .stamp_s = now_s(), .len = len_field};
     memcpy(e + 1, body, body_len);
     if (checked)
         e->check = entry_check(e);
@@ -319,7 +320,7 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
     publish(&hd->tail, tail);                 /* it counts */
     loop_stats.history_bytes += size;
     if (uid) {
-        commit_slot(uid, seq, at);
+        commit_slot(uid, seq, at, before);
         loop_stats.history_entries++;
     }
     return at;
@@ -361,7 +362,7 @@ static const char *redo_last(void)
         return NULL;                          /* its slot is up to date */
     if (!history_check_link_ok(entry_link(at - 1, e->prev)))
         return "the newest entry links to no entry";
-    commit_slot(e->uid, e->seq, at);
+    commit_slot(e->uid, e->seq, at, entry_link(at - 1, e->prev));
     return NULL;
 }
 

@@ -522,6 +522,17 @@ static uint32_t file_of(uint64_t seed, uint32_t n)
     return e;
 }
 
+/* file_of, and each uid's last id in it. */
+static uint32_t file_and_lasts(uint64_t seed, uint32_t n, uint32_t last[UIDS + 1])
+{
+    uint32_t was = file_of(seed, n);
+    assert_int_equal(open_file(), 0);
+    for (uint32_t u = 1; u <= UIDS; u++)
+        last[u] = history_last_seq(u);
+    history_free();
+    return was;
+}
+
 /* Opened again, it was started afresh: another epoch, no id given yet. */
 static void started_afresh(uint32_t was)
 {
@@ -621,10 +632,8 @@ static void a_file_of_another_node_or_size_is_started_afresh(void **state)
 static void a_stopped_history_resumes_and_goes_on(void **state)
 {
     (void)state;
-    uint32_t was = file_of(11, 3000), last[UIDS + 1];
+    uint32_t last[UIDS + 1], was = file_and_lasts(11, 3000, last);
     assert_int_equal(open_file(), 0);
-    for (uint32_t u = 1; u <= UIDS; u++)
-        last[u] = history_last_seq(u);
     assert_true(loop_stats.history_entries > 0);
     history_append(3, "more", 4, 1);
     last[3]++;
@@ -643,11 +652,7 @@ static void a_stopped_history_resumes_and_goes_on(void **state)
 static void a_file_in_use_or_not_a_history_is_not_used(void **state)
 {
     (void)state;
-    uint32_t was = file_of(13, 10), last[UIDS + 1];
-    assert_int_equal(open_file(), 0);
-    for (uint32_t u = 1; u <= UIDS; u++)
-        last[u] = history_last_seq(u);
-    history_free();
+    uint32_t last[UIDS + 1], was = file_and_lasts(13, 10, last);
     /* Another process has it open: refused, the file untouched. */
     memset(page, 0, sizeof *page);
     pid_t pid = fork();
