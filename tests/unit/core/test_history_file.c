@@ -649,6 +649,28 @@ static void a_stopped_history_resumes_and_goes_on(void **state)
     history_free();
 }
 
+static void ids_alone_are_kept_too(void **state)
+{
+    (void)state;
+    struct history_config ids = config_of(path, "test@localhost");
+    ids.per_uid = 0;                                /* --history 0: ids, no messages */
+    unlink(path);
+    assert_int_equal(history_init(&ids), 0);
+    for (uint32_t i = 0; i < 5; i++)
+        history_append(4, "x", 1, 0);
+    uint32_t was = history_epoch();
+    history_free();
+    assert_int_equal(history_init(&ids), 0);
+    assert_int_equal(history_epoch(), was);
+    assert_int_equal(history_append(4, "y", 1, 0), 6);
+    history_free();
+    /* With messages kept, the file is another size: started afresh. */
+    assert_int_equal(open_file(), 0);
+    assert_int_not_equal(history_epoch(), was);
+    assert_int_equal(history_last_seq(4), 0);
+    history_free();
+}
+
 static void a_file_in_use_or_not_a_history_is_not_used(void **state)
 {
     (void)state;
@@ -694,6 +716,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(killed_at_each_instruction_of_an_append_resumes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_stopped_history_resumes_and_goes_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(ids_alone_are_kept_too, setup, teardown),
         cmocka_unit_test_setup_teardown(a_damaged_file_is_started_afresh, setup, teardown),
         cmocka_unit_test_setup_teardown(a_file_of_another_node_or_size_is_started_afresh, setup,
                                         teardown),
