@@ -144,8 +144,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t per_uid = 1 + data[0] % 40;
     size_t bytes = 65536 + (size_t)(data[1] % 8) * 4096;
     int in_file = data[1] & 0x80;
+    int restarts = 16;      /* each opens and checks the file: a few per input keep it fast */
     if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/httpdcnode-fuzz-history-%d", (int)getpid());
+        snprintf(path, sizeof path, "%s/httpdcnode-fuzz-history-%d",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
         atexit(remove_file);
     }
     unlink(path);
@@ -218,11 +220,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case 6:                                     /* a restart: all as it was */
-            if (in_file && restart(&cfg) != 1)
+            if (in_file && restarts-- > 0 && restart(&cfg) != 1)
                 abort();
             break;
         default:                                    /* a byte damaged, then a restart */
-            if (!in_file)
+            if (!in_file || restarts-- <= 0)
                 break;
             int magic = damage((uint32_t)arg * 2654435761u + (uint32_t)i, op >> 3);
             int r = restart(&cfg);
