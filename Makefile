@@ -171,6 +171,7 @@ build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
 # left out of its link.
 core/test_stream_INCLUDES := core/stream core/batch
 core/test_history_INCLUDES := core/history
+core/test_history_file_INCLUDES := core/history
 core/test_expiry_INCLUDES := core/expiry
 $(BUILD)/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | $(BUILD)
 	@mkdir -p $(@D)
@@ -202,10 +203,12 @@ build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/http/uid.c include/http/uid.h | b
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(EV_CFLAGS) -o $@ $< src/http/uid.c $(EV_LIBS)
 
-# The history against a model; history.c is included for its clock.
-build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c src/core/history.c include/core/history.h | build
+# The history against a model; history.c is included for its clock, the
+# file it may live in (map, checks) is built beside it.
+HISTORY_SRC := src/core/history.c src/core/history_map.c src/core/history_check.c
+build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c $(HISTORY_SRC) $(wildcard include/core/history*.h) | build
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $<
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< src/core/history_map.c src/core/history_check.c
 
 # Both token forms, JWTs through jansson; signed JSON reaches the claims.
 FUZZ_AUTH_SRC := src/auth/auth_token.c src/auth/auth_jwt.c src/auth/auth_key.c

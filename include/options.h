@@ -46,6 +46,7 @@ struct options {
     uint32_t history;          /* messages kept per uid, 0 off */
     uint32_t history_ttl;      /* seconds a kept message lives */
     uint64_t history_bytes;    /* all kept messages together */
+    char history_file[4096];   /* --history-file: ids and history outlive the process; "" none */
     uint32_t heartbeat;        /* seconds between SSE comments / WebSocket pings, 0 off */
     uint32_t poll_timeout;     /* seconds a long-poll waits for a message */
     char allow_origin[ALLOW_ORIGIN_MAX][256];   /* --allow-origin, repeatable; "*" any */

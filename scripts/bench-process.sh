@@ -23,6 +23,8 @@
 #   BENCH_PROCESS_BIN      the driver (default build/benchprocess)
 #   BENCH_PROCESS_DIR      where the results go (default build/bench-process)
 #   BENCH_PROCESS_DOC      1: rewrite section 9 of BENCHMARKS.md
+#   BENCH_PROCESS_HISTORY_FILE  the history in this file, as --history-file
+#                          (default: in memory, as without the option)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ ${1:-} == --help || ${1:-} == -h ]]; then

@@ -7,6 +7,7 @@ packages=(
   build-essential pkg-config libevent-dev   # server and load client
   libssl-dev libwslay-dev                   # libcrypto (token HMAC, WebSocket handshake), WebSocket frames
   libjansson-dev                            # the JSON of subscriber JWTs
+  libxxhash-dev                             # the checks of a --history-file (XXH3, inlined)
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests

@@ -21,14 +21,16 @@
 # errors and duplicates. Checks, each printed PASS/FAIL with its figures: all
 # streams back within STORM_BOUND seconds; 0 id errors; 0 duplicates; every
 # resumed id stream (SSE, WS, poll) told exactly one gap (the epoch changed)
-# and the server counted as many; no stream lost after the storm; the server
+# and the server counted as many (with STORM_HISTORY_FILE=1: none, the epoch
+# and ids kept in the server's --history-file, and the file resumed, not
+# refused); no stream lost after the storm; the server
 # alive through it and exiting 0 on SIGTERM; its descriptors back to the
 # count of a fresh server once every client left. Writes $STORM_DIR/report.md
 # (default build/storm) and ends with "storm: P passed, F failed"; exits
 # non-zero when a check failed. Changes no kernel setting: 18,000 clients
 # over 8 source addresses fit the defaults (somaxconn 4096, one port range).
 #
-#   STORM_STREAMS  streams, a multiple of 4 (default 18000)
+#   STORM_STREAMS  streams, a multiple of 4, at most 19000 (default 18000)
 #   STORM_RATE     msg/s to random uids (default 500)
 #   STORM_WARM     seconds of publishing before the kill (default 10)
 #   STORM_AFTER    seconds of publishing once all are back (default 10)
@@ -40,6 +42,9 @@
 #   STORM_DOWN_MS  how long the server stays down once every client saw the
 #                  loss, ms (default 0: restarted at once)
 #   STORM_DIR      where the report and logs go (default build/storm)
+#   STORM_HISTORY_FILE  1: the server keeps its ids and history in a
+#                  --history-file (under /dev/shm), which the restart resumes
+#   STORM_HISTORY_BYTES  the server's --history-bytes (default 67108864)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -56,13 +61,15 @@ BACKOFF=${STORM_BACKOFF:-500}
 CAP_MS=${STORM_CAP:-20000}
 HEARTBEAT=${STORM_HEARTBEAT:-5}
 DOWN_MS=${STORM_DOWN_MS:-0}
+HISTORY_FILE=${STORM_HISTORY_FILE:-0}
+HISTORY_BYTES=${STORM_HISTORY_BYTES:-67108864}
 WORK=${STORM_DIR:-$ROOT/build/storm}
-for v in STREAMS RATE WARM AFTER BOUND BACKOFF CAP_MS HEARTBEAT DOWN_MS; do
+for v in STREAMS RATE WARM AFTER BOUND BACKOFF CAP_MS HEARTBEAT DOWN_MS HISTORY_FILE HISTORY_BYTES; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "storm: STORM_${v%_MS} must be a number" >&2; exit 2; }
 done
-((STREAMS >= 4 && STREAMS % 4 == 0 && STREAMS <= 18000 && RATE >= 1 && WARM >= 2 &&
+((STREAMS >= 4 && STREAMS % 4 == 0 && STREAMS <= 19000 && RATE >= 1 && WARM >= 2 &&
   AFTER >= 2 && BOUND >= 5 && BACKOFF >= 1 && CAP_MS >= BACKOFF && HEARTBEAT >= 1)) || {
-  echo "storm: want STORM_STREAMS a multiple of 4 in 4..18000 (one server holds ~19000)," \
+  echo "storm: want STORM_STREAMS a multiple of 4 in 4..19000 (one server holds ~19000)," \
        "STORM_RATE >= 1, STORM_WARM and STORM_AFTER >= 2, STORM_BOUND >= 5" >&2; exit 2; }
 PER=$((STREAMS / 4))
 PROTOS=(chunked sse ws poll)
@@ -92,8 +99,9 @@ launch() {
   local n=$1 end=$(($(date +%s) + $(left 30)))
   while (($(date +%s) < end)); do
     (exec "$BIN/httpdcnode" --listen "127.0.0.1:$SRV_PORT" --admin-listen "127.0.0.1:$SRV_ADMIN_PORT" \
-       --name "$SRV_NAME@localhost" --master "" --cookie "$COOKIE" -q \
-       --history 32 --heartbeat "$HEARTBEAT") 2>>"$WORK/server-$n.log" &
+       --name "$SRV_NAME@localhost" --master "" --cookie "$COOKIE" \
+       --history 32 --history-bytes "$HISTORY_BYTES" --heartbeat "$HEARTBEAT" "${HISTORY_ARGS[@]}") \
+      2>>"$WORK/server-$n.log" &
     SRV_PID=$!
     BENCH_PIDS+=("$SRV_PID")
     while alive "$SRV_PID" && (($(date +%s) < end)); do
@@ -147,6 +155,13 @@ erl_eval() {
 
 log "$STREAMS streams ($PER each chunked, sse, ws, poll), $RATE msg/s; kill after $WARM s; in $WORK"
 SRV_NAME="storm_$$"
+HISTORY_ARGS=()
+if ((HISTORY_FILE)); then
+  HIST="/dev/shm/httpdcnode-$SRV_NAME.history"
+  [[ -d /dev/shm ]] || HIST="$WORK/$SRV_NAME.history"
+  HISTORY_ARGS=(--history-file "$HIST")
+  trap 'rm -f "$HIST"; end_all' EXIT
+fi
 SRV_PORT=$(free_port) && SRV_ADMIN_PORT=$(free_port) || exit 1
 launch 1 || exit 1
 SRV_NODE="$SRV_NAME@localhost"
@@ -248,14 +263,25 @@ check "duplicates" $(($(ctot dup) == 0)) "$(ctot dup) ($(for p in sse ws poll; d
 
 ok=1
 txt=
+want=$PER
+((HISTORY_FILE)) && want=0
 for p in sse ws poll; do
   g=$(cj "$p" gaps)
-  [[ $g == "$PER" ]] || ok=0
+  [[ $g == "$want" ]] || ok=0
   txt+="$p $g, "
 done
 rg=$(st replay_gaps)
-[[ $rg == $((3 * PER)) ]] || ok=0
-check "one gap per resumed stream" $ok "${txt}each of $PER streams resumed once into the new epoch; the server told $rg gaps (want $((3 * PER)))"
+[[ $rg == $((3 * want)) ]] || ok=0
+if ((HISTORY_FILE)); then
+  check "no gap" $ok "${txt}each of $PER streams resumed in the same epoch from the server's --history-file; the server told $rg gaps (want 0)"
+  made=$(grep -o 'made, epoch [0-9a-f]*' "$WORK/server-1.log" | awk '{print $3}')
+  resumed=$(grep -o 'resumed, epoch [0-9a-f]*' "$WORK/server-2.log" | awk '{print $3}')
+  ok=0
+  [[ -n $made && $made == "$resumed" ]] && ok=1
+  check "history resumed" $ok "epoch ${made:-?} made by the first server, ${resumed:-none} resumed by the second: $(grep -o 'resumed, .*' "$WORK/server-2.log" | head -n1)"
+else
+  check "one gap per resumed stream" $ok "${txt}each of $PER streams resumed once into the new epoch; the server told $rg gaps (want $((3 * PER)))"
+fi
 
 ok=0
 [[ $UP_AFTER == "$STREAMS" && -n $RETRIES_BACK && $RETRIES_AFTER == "$RETRIES_BACK" ]] && ok=1
@@ -282,7 +308,7 @@ write_report() {
     echo
     echo "$STREAMS streams ($PER each chunked, SSE, WebSocket ws+meta, long-poll; one client" \
          "process each, over $SRC), --reconnect-lost $BACKOFF ms (full jitter, cap $CAP_MS ms)." \
-         "Server --history 32 --heartbeat $HEARTBEAT. One broadcast, then $RATE msg/s to random" \
+         "Server --history 32 --history-bytes $HISTORY_BYTES --heartbeat $HEARTBEAT${HISTORY_ARGS:+ --history-file (under /dev/shm)}. One broadcast, then $RATE msg/s to random" \
          "uids and a broadcast every 5 s; SIGKILL after $WARM s, restart on the same ports once" \
          "every client saw its streams lost."
     echo

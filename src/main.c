@@ -108,7 +108,11 @@ int main(int argc, char **argv)
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .per_uid = opts.history,
                                               .ttl_s = opts.history_ttl,
-                                              .bytes = (size_t)opts.history_bytes}) != 0)
+                                              .bytes = (size_t)opts.history_bytes,
+                                              .max_message = opts.max_message,
+                                              .file = opts.history_file[0] ? opts.history_file
+                                                                           : NULL,
+                                              .node = opts.name}) != 0)
         return 1;
     if (opts.probe_latency && probe_start() != 0) {
         log_msg(LOG_ERROR, "cannot allocate the latency probe; run without --probe-latency");

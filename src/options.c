@@ -68,7 +68,13 @@ static const char usage_text[] =
     "                           (default 32; 0: none)\n"
     "  --history-ttl SECONDS    none kept longer (default 120)\n"
     "  --history-bytes BYTES    all kept messages together; the oldest go first\n"
-    "                           (default 67108864)\n"
+    "                           (default 67108864, at most 17179869184)\n"
+    "  --history-file FILE      keep ids and history in FILE (a tmpfs such as\n"
+    "                           /dev/shm: mode 0600, locked while in use), so that\n"
+    "                           a node restarted with the same --name after a crash\n"
+    "                           keeps its epoch and ids and its clients resume with\n"
+    "                           no gap; a damaged file, or another node's, is\n"
+    "                           started afresh (default: in memory only)\n"
     "  --heartbeat SECONDS      a comment to every SSE stream (a ping to every\n"
     "                           WebSocket) this often, so that proxies keep it open\n"
     "                           (default 25; 0 off)\n"
@@ -98,7 +104,7 @@ static const char usage_text[] =
 enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT_COOKIE_FILE,
        OPT_PRESENCE, OPT_MAX_USERS,
        OPT_MAX_MESSAGE, OPT_MAX_CONNS, OPT_MAX_BACKLOG, OPT_MAX_BACKLOG_TOTAL, OPT_HEADER_TIMEOUT, OPT_KEEPALIVE,
-       OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
+       OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HISTORY_FILE, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
        OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK };
@@ -127,6 +133,7 @@ static const struct option long_opts[] = {
     {"history", required_argument, NULL, OPT_HISTORY},
     {"history-ttl", required_argument, NULL, OPT_HISTORY_TTL},
     {"history-bytes", required_argument, NULL, OPT_HISTORY_BYTES},
+    {"history-file", required_argument, NULL, OPT_HISTORY_FILE},
     {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
     {"poll-timeout", required_argument, NULL, OPT_POLL_TIMEOUT},
     {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
@@ -391,8 +398,12 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--history-ttl", optarg, "expected 1 to 86400 seconds");
             break;
         case OPT_HISTORY_BYTES:
-            if (parse_u64(optarg, 65536, 1ull << 40, &o->history_bytes))
-                return bad("--history-bytes", optarg, "expected 65536 to 2^40 bytes");
+            if (parse_u64(optarg, 65536, 1ull << 34, &o->history_bytes))
+                return bad("--history-bytes", optarg, "expected 65536 to 2^34 bytes (16 GiB)");
+            break;
+        case OPT_HISTORY_FILE:
+            if (optarg[0] == '\0' || copy_str(o->history_file, sizeof o->history_file, optarg))
+                return bad("--history-file", optarg, "expected a path");
             break;
         case OPT_HEARTBEAT:
             if (parse_u32(optarg, 0, 3600, &o->heartbeat))

@@ -2,12 +2,17 @@
  * a client coming back gets what it missed, or is told it cannot.
  *
  * Every message to a uid gets the id EPOCH:SEQ: SEQ counts the uid's
- * messages from 1, EPOCH is drawn when the server starts (a client coming
+ * messages from 1, EPOCH is drawn when a history starts (a client coming
  * back to a restarted server, or to another node, sees its history is
  * gone). Copies are kept in one arena of fixed size, oldest out first
  * across all uids, at most N per uid and none older than the TTL. No
  * allocation per message; what a client missed is found by walking back
- * from the uid's newest message: O(messages missed). Loop thread only. */
+ * from the uid's newest message: O(messages missed). Loop thread only.
+ *
+ * With a file (--history-file), all of it (ids, messages, epoch) lives in
+ * the file, mapped shared, and a process killed at any instruction leaves
+ * it whole: the next run with the same file and node name goes on with
+ * the same epoch and ids, and its clients resume with no gap. */
 #ifndef HTTPDCNODE_HISTORY_H
 #define HTTPDCNODE_HISTORY_H
 
@@ -18,10 +23,17 @@ struct history_config {
     uint32_t max_users;     /* uids 1..max_users */
     uint32_t per_uid;       /* messages kept per uid; 0: none (ids only) */
     uint32_t ttl_s;         /* none older than this */
-    size_t bytes;           /* the arena */
+    size_t bytes;           /* the arena (at most 16 GiB) */
+    uint32_t max_message;   /* the largest payload (0: a quarter of the arena) */
+    const char *file;       /* NULL: in memory; else where it lives, locked */
+    const char *node;       /* who keeps it: a file of another node is not used */
 };
 
+/* -1 (logged) when it cannot start: no memory, or a file that cannot be
+ * used (in use by another process, not a history, not writable). A file
+ * that is damaged or not this run's is logged and started afresh. */
 int history_init(const struct history_config *cfg);
+/* Unmapped; a file stays, unlocked, for the next run. */
 void history_free(void);
 
 /* This run's epoch, and as the 8 hex digits of ids. */

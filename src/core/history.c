@@ -3,9 +3,31 @@
  * The arena is a ring of entries at monotonic byte positions (offset =
  * position modulo its size): appended at the tail, pushed out at the head.
  * A position is valid while it is at or past the head, so the per-uid
- * chains (each entry points to the uid's previous one) need no unlinking:
- * a walk stops at the first entry already pushed out. */
+ * chains (each entry links to the uid's previous one) need no unlinking:
+ * a walk stops at the first entry already pushed out.
+ *
+ * What a restart finds (a --history-file; the same code runs in memory).
+ * The loop is the one writer, and a process killed at any instruction
+ * leaves every store made before it and none after (the compiler is kept
+ * to program order by signal fences: publish()). So each change is made
+ * where nothing counts it yet, then published by one 8-byte store:
+ *   - an entry is written past the tail, then the tail is published: it
+ *     counts. Its uid's slot (newest, seq) and the previous entry's link
+ *     are updated after, so the file's head names it first (last): a
+ *     restart finds the slot behind (seq one short) and does it again
+ *     (redo_last);
+ *   - the head is published before the tail may write over what it
+ *     freed;
+ *   - a move copies the entry into the room, publishes move_on, then
+ *     moves the head, copies, moves the tail and mends the links; a
+ *     restart finding move_on does it all again from the room.
+ * A client is sent a message only after history_append returns, so what
+ * it saw is always in the file; what a killed append had not published is
+ * not, and its id was never given. Nothing is flushed to a disk: the file
+ * outlives the process, not the machine. */
 #include "core/history.h"
+#include "core/history_check.h"
+#include "core/history_map.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "obs/stats.h"
@@ -13,53 +35,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-
-/* 16 bytes per uid slot, allocated once (untouched pages cost nothing). */
-struct uid_history {
-    uint64_t newest;        /* position + 1 of the newest kept message, 0: none */
-    uint32_t seq;           /* the last id given */
-    uint32_t unused;
-};
-
-_Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per uid slot");
-
-/* 32 bytes, then the payload, padded to 8. A payload sent to many uids (a
- * multicast, a broadcast) is kept once, as a shared entry (uid 0), and each
- * uid's entry holds its position instead (8 bytes): such an entry is kept
- * while the shared one is, which is older and leaves first. A uid's entries
- * are chained both ways: back for a resume's start, forward for a replay
- * cursor to step in O(1). Whether a message is binary is a bit of len in
- * the entry holding its payload (its own, or the shared one): no byte more
- * per entry, as payloads are far shorter than that bit (16 MiB records). */
-struct entry {
-    uint64_t prev;          /* position + 1 of the uid's previous kept message */
-    uint64_t next;          /* position + 1 of the uid's next one, 0: none yet */
-    uint32_t uid;           /* 0: a shared payload */
-    uint32_t seq;
-    uint32_t stamp_s;       /* monotonic seconds when kept */
-    uint32_t len;           /* payload bytes [| BINARY_MSG], or FILLER, or SHARED_REF | 8 */
-};
-
-#define FILLER UINT32_MAX
-#define SHARED_REF 0x80000000u  /* the payload is the shared entry at this position + 1 */
-#define BINARY_MSG 0x40000000u  /* the payload is a binary message (cmd.h) */
-#define LEN_BYTES (~(SHARED_REF | BINARY_MSG))  /* the bytes in len */
 
 static struct history_config config;
+static struct history_map map;
+static struct history_head *hd;     /* map.head: what is published */
 static struct uid_history *uids;
 static char *arena;
-static size_t arena_size;
+static char *room;                  /* where a moved entry waits */
+static size_t arena_size, room_size;
 static uint64_t head, tail;         /* positions: oldest entry, next free byte */
 /* Bytes the head may still move ahead rather than push out: an eighth of
  * the arena to start, then what pushing out messages of no use won back.
  * So moving costs at most what it saves, and an arena full of messages
  * all still of use is not copied round and round. */
 static size_t move_credit;
+static int checked;                 /* entries carry their check: a file */
 static uint32_t epoch;
 static char epoch_hex[9];
-
-static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+/* The id being given while its message is kept: what the slot will hold
+ * once the message is in, and what head_is_live counts from meanwhile. */
+static uint32_t giving_uid, giving_seq;
 
 static struct entry *entry_at(uint64_t pos) { return (struct entry *)(arena + pos % arena_size); }
 
@@ -69,40 +64,89 @@ static size_t to_end(uint64_t pos) { return arena_size - (size_t)(pos % arena_si
 static uint32_t monotonic_s(void) { return (uint32_t)(clock_now_ms() / 1000); }
 static uint32_t (*now_s)(void) = monotonic_s;     /* the unit test sets its own */
 
+/* One store a restart reads: after every store before it, before every
+ * store after it, whatever the compiler would do (a kill stops the
+ * process between two instructions, in program order). */
+static void publish(_Atomic uint64_t *field, uint64_t v)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(field, v, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+static void publish_move(uint32_t on)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(&hd->move_on, on, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+static void set_credit(size_t credit)
+{
+    move_credit = credit;
+    atomic_store_explicit(&hd->move_credit, credit, memory_order_relaxed);
+}
+
+static uint32_t last_seq(uint32_t uid) { return uid && uid == giving_uid ? giving_seq : uids[uid].seq; }
+
+static const char *recover(void);
+
+/* The statics from the map, as published. */
+static void attach(void)
+{
+    hd = map.head;
+    uids = map.uids;
+    arena = map.arena;
+    room = map.room;
+    head = atomic_load(&hd->head);
+    tail = atomic_load(&hd->tail);
+    move_credit = (size_t)atomic_load(&hd->move_credit);
+    epoch = hd->epoch;
+    snprintf(epoch_hex, sizeof epoch_hex, "%08x", epoch);
+    loop_stats.history_bytes = loop_stats.history_entries = 0;
+    giving_uid = 0;
+}
+
 int history_init(const struct history_config *cfg)
 {
     config = *cfg;
-    uids = calloc((size_t)cfg->max_users + 1, sizeof *uids);
-    if (!uids) {
-        log_msg(LOG_ERROR, "cannot allocate message ids for %u uids; lower --max-users",
-                cfg->max_users);
+    arena_size = cfg->per_uid ? cfg->bytes & ~(size_t)7 : 0;
+    if (arena_size > HISTORY_ARENA_MAX) {
+        log_msg(LOG_ERROR, "history of %zu bytes: at most %llu", arena_size, HISTORY_ARENA_MAX);
         return -1;
     }
-    arena_size = cfg->per_uid ? cfg->bytes & ~(size_t)7 : 0;
-    if (arena_size) {
-        arena = malloc(arena_size);
-        if (!arena) {
-            log_msg(LOG_ERROR, "cannot allocate %zu bytes of history; lower --history-bytes",
-                    arena_size);
-            return -1;
+    room_size = arena_size / 4;
+    if (cfg->max_message && sizeof(struct entry) + pad8(cfg->max_message) < room_size)
+        room_size = sizeof(struct entry) + pad8(cfg->max_message);
+    if (history_map_open(&map, cfg->file, cfg->node, cfg->max_users, arena_size, room_size) != 0)
+        return -1;
+    checked = cfg->file != NULL;
+    attach();
+    if (map.resumed) {
+        const char *why = recover();
+        if (why) {
+            if (history_map_renew(&map, why) != 0)
+                return -1;
+            attach();
+        } else {
+            log_msg(LOG_INFO, "history: --history-file %s resumed, epoch %s: %llu messages "
+                              "kept (%llu bytes), made %llu s ago", cfg->file, epoch_hex,
+                    (unsigned long long)loop_stats.history_entries,
+                    (unsigned long long)loop_stats.history_bytes,
+                    (unsigned long long)(time(NULL) - (time_t)hd->made_s));
         }
     }
-    if (getrandom(&epoch, sizeof epoch, 0) != sizeof epoch) {
-        log_msg(LOG_ERROR, "cannot draw the message id epoch: %m");
-        return -1;
-    }
-    snprintf(epoch_hex, sizeof epoch_hex, "%08x", epoch);
-    head = tail = 0;
-    move_credit = arena_size / 8;
+    if (!map.resumed)
+        set_credit(arena_size / 8);
     return 0;
 }
 
 void history_free(void)
 {
-    free(uids);
-    free(arena);
+    history_map_close(&map);
+    hd = NULL;
     uids = NULL;
-    arena = NULL;
+    arena = room = NULL;
 }
 
 uint32_t history_epoch(void) { return epoch; }
@@ -116,19 +160,17 @@ static int head_is_live(const struct entry *e);
 /* The entry at the head leaves. */
 static void push_out_oldest(void)
 {
-    if (to_end(head) < sizeof(struct entry)) {
-        head += to_end(head);                /* too short for a header: skipped */
-        return;
-    }
     struct entry *e = entry_at(head);
-    if (e->len == FILLER) {
-        head += to_end(head);
+    if (to_end(head) < sizeof *e || e->len == FILLER) {
+        head += to_end(head);                /* the rest of a lap, skipped */
+        publish(&hd->head, head);
         return;
     }
-    size_t size = sizeof *e + pad8(e->len & LEN_BYTES);
+    size_t size = entry_size(e);
     if (!head_is_live(e) && move_credit < arena_size / 8)
-        move_credit += size;             /* room won back: moves may spend it */
+        set_credit(move_credit + size);      /* room won back: moves may spend it */
     head += size;
+    publish(&hd->head, head);
     loop_stats.history_bytes -= size;
     if (e->uid) {
         loop_stats.history_entries--;
@@ -145,8 +187,41 @@ static int head_is_live(const struct entry *e)
 {
     if (to_end(head) < sizeof *e || e->len == FILLER)
         return 0;
-    return e->uid && !(e->len & SHARED_REF) && uids[e->uid].seq - e->seq < config.per_uid &&
+    return e->uid && !(e->len & SHARED_REF) && last_seq(e->uid) - e->seq < config.per_uid &&
            (int32_t)(e->stamp_s - (now_s() - config.ttl_s)) >= 0;
+}
+
+/* The entry waiting in the room goes from the head at from to the tail
+ * at to (the tail may cover the head's bytes, hence the room): head and
+ * tail published, its links made relative to where it is now. */
+static void move_bytes(uint64_t from, uint64_t to)
+{
+    const struct entry *r = (const struct entry *)room;
+    size_t size = entry_size(r);
+    head = from + size;
+    publish(&hd->head, head);
+    struct entry *m = entry_at(to);
+    memcpy(m, r, size);
+    m->prev = entry_link_to(to, entry_link(from, r->prev), head);
+    m->next = entry_link_to(to, entry_link(from, r->next), head);
+    tail = to + size;
+    publish(&hd->tail, tail);
+}
+
+/* The links to the moved entry (now at to) follow it: its uid's previous
+ * and next messages, and its slot if it is the newest. */
+static void move_mend(uint64_t from, uint64_t to)
+{
+    struct entry *m = entry_at(to);
+    uint64_t p = entry_link(to, m->prev), n = entry_link(to, m->next);
+    struct entry *before = (struct entry *)kept_entry(p, m->uid);
+    struct entry *after = (struct entry *)kept_entry(n, m->uid);
+    if (before && entry_link(p - 1, before->next) == from + 1)
+        before->next = entry_link_to(p - 1, to + 1, head);
+    if (after && entry_link(n - 1, after->prev) == from + 1)
+        after->prev = entry_link_to(n - 1, to + 1, head);
+    if (uids[m->uid].newest == from + 1)
+        uids[m->uid].newest = to + 1;
 }
 
 /* Moves the entry at the head, if still of use and it fits at the tail
@@ -155,39 +230,24 @@ static int head_is_live(const struct entry *e)
  * messages, not everyone else's. Returns the bytes moved, 0 when none. */
 static size_t move_head_to_tail(void)
 {
-    static char *scratch;                /* the largest entry moved so far */
-    static size_t scratch_size;
     if (to_end(head) < sizeof(struct entry))
         return 0;
     struct entry *e = entry_at(head);
     if (e->len == FILLER || !head_is_live(e))
         return 0;
-    size_t size = sizeof *e + pad8(e->len & LEN_BYTES);
-    if (to_end(tail) < size || move_credit < size)
+    size_t size = entry_size(e);
+    if (to_end(tail) < size || move_credit < size || size > room_size)
         return 0;
-    if (size > scratch_size) {
-        char *grown = realloc(scratch, size);
-        if (!grown)
-            return 0;                    /* pushed out instead */
-        scratch = grown;
-        scratch_size = size;
-    }
-    memcpy(scratch, e, size);            /* the tail may cover the head's bytes */
-    uint64_t from = head + 1, to = tail + 1;
-    head += size;
-    memcpy(entry_at(tail), scratch, size);
-    tail += size;
-    struct entry *m = entry_at(to - 1);
-    struct entry *before = (struct entry *)kept_entry(m->prev, m->uid);
-    struct entry *after = (struct entry *)kept_entry(m->next, m->uid);
-    if (before && before->next == from)
-        before->next = to;
-    if (after && after->prev == from)
-        after->prev = to;
-    if (uids[m->uid].newest == from)
-        uids[m->uid].newest = to;
+    uint64_t from = head, to = tail;
+    memcpy(room, e, size);
+    atomic_store_explicit(&hd->move_from, from, memory_order_relaxed);
+    atomic_store_explicit(&hd->move_to, to, memory_order_relaxed);
+    publish_move(1);
+    move_bytes(from, to);
+    move_mend(from, to);
+    publish_move(0);
     loop_stats.history_moved++;
-    move_credit -= size;
+    set_credit(move_credit - size);
     return size;
 }
 
@@ -208,6 +268,7 @@ static void make_room(size_t size)
             if (to_end(tail) >= sizeof(struct entry))
                 entry_at(tail)->len = FILLER;
             tail = end;
+            publish(&hd->tail, tail);
         }
         if (tail + size - head <= arena_size)
             return;
@@ -219,27 +280,47 @@ static void make_room(size_t size)
     }
 }
 
-/* Writes an entry of uid (0: shared) with body[0..len) at the tail;
- * returns its position + 1, 0 when it is too large to keep. */
+/* The entry at position + 1 at (uid's message seq, the newest entry) is
+ * in: the uid's previous message (at p) links to it, its slot names it.
+ * What a restart does again when the process was killed in between
+ * (redo_last). */
+static void commit_slot(uint32_t uid, uint32_t seq, uint64_t at, uint64_t p)
+{
+    struct entry *before = (struct entry *)kept_entry(p, uid);
+    if (before)
+        before->next = (int32_t)((at - p) / 8);   /* at is past p: the tail's */
+    uids[uid].newest = at;
+    uids[uid].seq = seq;
+}
+
+/* Writes an entry of uid (0: shared) with id seq and body[0..len) at the
+ * tail, and for a uid gives it the id; returns its position + 1, 0 when it
+ * is too large to keep (the id is not given then). */
 static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void *body,
                      size_t body_len)
 {
     size_t size = sizeof(struct entry) + pad8(body_len);
     if (!arena_size || size > arena_size / 4 || body_len > LEN_BYTES)
         return 0;                             /* a resume across it is a gap */
+    giving_uid = uid;
+    giving_seq = seq;
     make_room(size);
+    giving_uid = 0;
     struct entry *e = entry_at(tail);
-    *e = (struct entry){.prev = uid ? uids[uid].newest : 0, .uid = uid, .seq = seq,
+    uint64_t before = uid ? uids[uid].newest : 0;
+    *e = (struct entry){.prev = entry_link_to(tail, before, head), .uid = uid, .seq = seq,
                         .stamp_s = now_s(), .len = len_field};
     memcpy(e + 1, body, body_len);
+    if (checked)
+        e->check = entry_check(e);
     uint64_t at = tail + 1;
+    if (uid)
+        publish(&hd->last, at);
     tail += size;
+    publish(&hd->tail, tail);                 /* it counts */
     loop_stats.history_bytes += size;
     if (uid) {
-        struct entry *before = (struct entry *)kept_entry(uids[uid].newest, uid);
-        if (before)
-            before->next = at;
-        uids[uid].newest = at;
+        commit_slot(uid, seq, at, before);
         loop_stats.history_entries++;
     }
     return at;
@@ -247,8 +328,9 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
 
 uint32_t history_append(uint32_t uid, const char *data, uint32_t len, int binary)
 {
-    uint32_t seq = ++uids[uid].seq;
-    keep(uid, seq, len | (binary ? BINARY_MSG : 0), data, len);
+    uint32_t seq = uids[uid].seq + 1;
+    if (!keep(uid, seq, len | (binary ? BINARY_MSG : 0), data, len))
+        uids[uid].seq = seq;                  /* not kept: the id is given all the same */
     return seq;
 }
 
@@ -259,10 +341,65 @@ uint64_t history_share(const char *data, uint32_t len, int binary)
 
 uint32_t history_append_shared(uint32_t uid, uint64_t shared)
 {
-    uint32_t seq = ++uids[uid].seq;
-    if (shared && shared - 1 >= head)         /* still kept */
-        keep(uid, seq, SHARED_REF | sizeof shared, &shared, sizeof shared);
+    uint32_t seq = uids[uid].seq + 1;
+    if (!shared || shared - 1 < head ||       /* no longer kept */
+        !keep(uid, seq, SHARED_REF | sizeof shared, &shared, sizeof shared))
+        uids[uid].seq = seq;
     return seq;
+}
+
+/* A killed process may have published its newest entry and not yet its
+ * slot (commit_slot): the slot is one id short of it. Done again. */
+static const char *redo_last(void)
+{
+    uint64_t at = atomic_load(&hd->last);
+    if (!at || at - 1 < head || at - 1 >= tail)
+        return NULL;                          /* none, gone, or never published */
+    if (!history_check_link_ok(at))
+        return "the newest entry it names is not an entry";
+    struct entry *e = entry_at(at - 1);
+    if (!e->uid || e->seq != uids[e->uid].seq + 1)
+        return NULL;                          /* its slot is up to date */
+    if (!history_check_link_ok(entry_link(at - 1, e->prev)))
+        return "the newest entry links to no entry";
+    commit_slot(e->uid, e->seq, at, entry_link(at - 1, e->prev));
+    return NULL;
+}
+
+/* The file's state as a killed (or stopped) process left it: checked,
+ * and what it was doing completed. NULL when it can be used; else why
+ * not (the file is then started afresh). */
+static const char *recover(void)
+{
+    struct history_view v = {.hd = hd, .uids = uids, .arena = arena, .room = room,
+                             .arena_size = arena_size, .room_size = room_size,
+                             .max_users = config.max_users};
+    const char *why = history_check_state(&v);
+    int moving = !why && atomic_load(&hd->move_on);
+    uint64_t from = atomic_load(&hd->move_from), to = atomic_load(&hd->move_to);
+    if (moving)
+        move_bytes(from, to);                 /* again, from the room */
+    if (!why)
+        why = history_check_entries(&v, head, tail);
+    if (!why && moving) {
+        const struct entry *m = entry_at(to);
+        if (!history_check_link_ok(entry_link(to, m->prev)) ||
+            !history_check_link_ok(entry_link(to, m->next)))
+            why = "the entry it was moving links to no entry";
+        else {
+            move_mend(from, to);
+            publish_move(0);
+        }
+    }
+    uint64_t bytes = 0, messages = 0;
+    if (!why)
+        why = redo_last();
+    if (!why)
+        why = history_check_links(&v, head, tail, &bytes, &messages);
+    history_check_end();
+    loop_stats.history_bytes = bytes;
+    loop_stats.history_entries = messages;
+    return why;
 }
 
 /* The entry at position+1 p, if it and its payload are still kept, for uid. */
@@ -292,7 +429,8 @@ static uint64_t oldest_replayable(uint32_t uid, uint32_t want, int fresh_only, u
     uint32_t oldest_ok_s = now_s() - config.ttl_s;
     uint64_t found = 0;
     const struct entry *e;
-    for (uint64_t p = uids[uid].newest; (e = kept_entry(p, uid)) != NULL; p = e->prev) {
+    for (uint64_t p = uids[uid].newest; (e = kept_entry(p, uid)) != NULL;
+         p = entry_link(p - 1, e->prev)) {
         if (e->seq != expect || e->seq < want || n == config.per_uid ||
             (fresh_only && (int32_t)(e->stamp_s - oldest_ok_s) < 0))
             break;
@@ -370,7 +508,7 @@ static int next_at(uint32_t uid, struct history_cursor *c, uint64_t *at)
     }
     *at = c->pos - 1;
     c->seq++;
-    c->pos = e->next;
+    c->pos = entry_link(*at, e->next);
     return 1;
 }
 

@@ -3,16 +3,22 @@
  * model. Each input byte pair is one operation: append to a uid, a
  * multicast of one payload to several uids, the clock moving, a client
  * resuming (from an id before, at or past the newest, or of another
- * epoch) and its cursor stepping while more messages arrive.
+ * epoch) and its cursor stepping while more messages arrive; with a file
+ * (the second byte's top bit), a restart (the file opened again: the same
+ * epoch, ids and messages) and a byte of the file damaged before one.
  *
  * What must hold, whatever the arena's wrap-arounds and evictions:
  * every message a cursor gives is the uid's message of that id, byte for
  * byte; ids come contiguous unless history_next said gap; a cursor past
  * the newest id is caught up; a resume from the newest id is no gap and
- * replays nothing; the kept bytes never pass the arena. */
+ * replays nothing; the kept bytes never pass the arena. A damaged file is
+ * either started afresh (another epoch, no ids) or still gives only the
+ * model's messages; either way nothing reads out of bounds. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../src/core/history.c"
 
@@ -98,18 +104,61 @@ static void step(struct client *k, int steps)
     }
 }
 
+static char path[64];
+
+static void remove_file(void) { unlink(path); }
+
+/* The file opened again, as the next run would: 1 when it resumed (the
+ * same epoch), 0 when it was started afresh, -1 when it was not used. */
+static int restart(const struct history_config *cfg)
+{
+    uint32_t was = history_epoch();
+    history_free();
+    if (history_init(cfg) != 0)
+        return -1;
+    return history_epoch() == was;
+}
+
+/* A bit of the file flipped: in the head, the slots, the entries kept or
+ * the room, where r points. Whether it was in the magic, which makes the
+ * file one that is not used at all. */
+static int damage(uint32_t r, uint8_t bit)
+{
+    char *at;
+    switch (r % 4) {
+    case 0: at = (char *)hd + r / 4 % sizeof *hd; break;
+    case 1: at = (char *)(uids + 1) + r / 4 % (UIDS * sizeof *uids); break;
+    case 2:
+        at = tail > head ? arena + (head + r / 4 % (tail - head)) % arena_size : arena;
+        break;
+    default: at = room + r / 4 % 256; break;
+    }
+    *at ^= (char)(1u << (bit % 8));
+    return at < (char *)hd + sizeof hd->magic;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
     uint32_t per_uid = 1 + data[0] % 40;
     size_t bytes = 65536 + (size_t)(data[1] % 8) * 4096;
+    int in_file = data[1] & 0x80;
+    int restarts = 16;      /* each opens and checks the file: a few per input keep it fast */
+    if (!path[0]) {
+        snprintf(path, sizeof path, "%s/httpdcnode-fuzz-history-%d",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+        atexit(remove_file);
+    }
+    unlink(path);
     memset(&loop_stats, 0, sizeof loop_stats);
     memset(model_last, 0, sizeof model_last);
     fake_now = 1000;
     now_s = fake_clock;
-    if (history_init(&(struct history_config){.max_users = UIDS, .per_uid = per_uid,
-                                              .ttl_s = 30, .bytes = bytes}) != 0)
+    struct history_config cfg = {.max_users = UIDS, .per_uid = per_uid, .ttl_s = 30,
+                                 .bytes = bytes, .file = in_file ? path : NULL,
+                                 .node = "fuzz@localhost"};
+    if (history_init(&cfg) != 0)
         abort();
     struct client clients[4] = {{0}};
     char buf[256];
@@ -117,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 2; i + 1 < size; i += 2) {
         uint8_t op = data[i], arg = data[i + 1];
         uint32_t uid = 1 + arg % UIDS;
-        switch (op % 6) {
+        switch (op % 8) {
         case 0:
         case 1: {                                   /* a message, at times a large one */
             if (model_last[uid] >= MSGS)
@@ -164,16 +213,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             k->on = 1;
             break;
         }
-        default: {                                  /* clients read */
+        case 5: {                                   /* clients read */
             struct client *k = &clients[arg % 4];
             if (k->on)
                 step(k, 1 + arg % 16);
             break;
         }
+        case 6:                                     /* a restart: all as it was */
+            if (in_file && restarts-- > 0 && restart(&cfg) != 1)
+                abort();
+            break;
+        default:                                    /* a byte damaged, then a restart */
+            if (!in_file || restarts-- <= 0)
+                break;
+            int magic = damage((uint32_t)arg * 2654435761u + (uint32_t)i, op >> 3);
+            int r = restart(&cfg);
+            if (r < 0) {
+                if (!magic)
+                    abort();                        /* only a file not ours is not used */
+                goto out;
+            }
+            if (magic)
+                abort();
+            if (r == 0) {
+                memset(model_last, 0, sizeof model_last);   /* afresh: no ids */
+                memset(clients, 0, sizeof clients);
+                for (uint32_t u = 1; u <= UIDS; u++)
+                    if (history_last_seq(u) != 0)
+                        abort();
+                break;
+            }
+            /* Taken: what it gives is still the model's (every entry is
+             * as written); ids that no longer agree end the program. */
+            for (uint32_t u = 1; u <= UIDS; u++)
+                if (history_last_seq(u) != model_last[u])
+                    goto out;
+            for (int c = 0; c < 4; c++)
+                if (clients[c].on)
+                    step(&clients[c], 64);
+            break;
         }
         if (loop_stats.history_bytes > bytes)
             abort();
     }
+out:
     history_free();
     return 0;
 }

@@ -4,6 +4,8 @@
  * stream stays flat).
  *
  *   benchprocess STREAMS [REPEATS]     one JSON object on stdout
+ *   BENCH_PROCESS_HISTORY_FILE=FILE benchprocess ...   the history in FILE
+ *                                      (--history-file), made afresh
  *
  * Linked with the server's objects (the Makefile's SRV_LIB_OBJ, as the unit
  * tests are), it sets up what main.c sets up (uid table with presence,
@@ -394,6 +396,12 @@ static uint64_t run_job(uint8_t kind, uint32_t rounds, uint32_t streams, uint64_
 
 /* ---------------------------------------------------------------- setup */
 
+/* $BENCH_PROCESS_HISTORY_FILE: the history in that file (--history-file),
+ * started afresh; else in memory. */
+static const char *history_file;
+static struct history_config history_cfg = {.max_users = MAX_USERS, .per_uid = 32, .ttl_s = 120,
+                                            .bytes = 64u << 20, .node = "benchprocess@localhost"};
+
 static int setup(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -402,8 +410,7 @@ static int setup(void)
     base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     if (!base || uidtable_init(MAX_USERS, presence_changed) != 0 ||
-        history_init(&(struct history_config){.max_users = MAX_USERS, .per_uid = 32,
-                                              .ttl_s = 120, .bytes = 64u << 20}) != 0 ||
+        history_init(&history_cfg) != 0 ||
         write_pool_start(0) != 0 ||
         stream_configure(&(struct stream_config){.base = base, .max_backlog = 1u << 20,
                                                   .max_backlog_total = 256u << 20,
@@ -444,6 +451,7 @@ static struct {
     uint64_t deliver_user_ns[MAX_REPEATS], broadcast_user_ns[MAX_REPEATS];
     uint64_t snap_cpu_ns[MAX_REPEATS], snap_wall_ns[MAX_REPEATS];
     uint64_t snap_bytes, snap_pieces, max_piece;
+    uint64_t reopen_ns;                   /* with a history file: opening it again */
 } res;
 
 /* Bytes of one framed PAYLOAD-byte message on a chunked stream. */
@@ -569,6 +577,25 @@ static void phase_close(uint32_t n)
           (uint64_t)atomic_load(&seen.down), n);
 }
 
+/* With a history file: what a restart spends opening it again, all it
+ * holds checked (core/history_check.c), and that it resumed. */
+static void phase_reopen(void)
+{
+    uint32_t epoch = history_epoch();
+    uint64_t kept = loop_stats.history_entries, bytes = loop_stats.history_bytes;
+    history_free();
+    uint64_t t = clock_now_ns();
+    int ok = history_init(&history_cfg) == 0;
+    res.reopen_ns = clock_now_ns() - t;
+    check("history reopen",
+          ok && history_epoch() == epoch && loop_stats.history_entries == kept &&
+              loop_stats.history_bytes == bytes,
+          "epoch %08x resumed in %.1f ms (wall), %" PRIu64 " messages of %" PRIu64
+          " kept, %" PRIu64 " bytes of %" PRIu64 " checked",
+          history_epoch(), (double)res.reopen_ns / 1e6, loop_stats.history_entries, kept,
+          loop_stats.history_bytes, bytes);
+}
+
 /* ---------------------------------------------------------------- report */
 
 static void json_samples(const char *name, const uint64_t *v, uint32_t n, double per)
@@ -591,7 +618,8 @@ static int report(void)
     int failed = 0;
     printf("{\n  \"streams\": %u, \"sinks\": %d, \"repeats\": %u, \"payload_bytes\": %d,\n", n,
            SINKS, r, PAYLOAD);
-    printf("  \"rounds_per_repeat\": %u,\n", res.rounds);
+    printf("  \"rounds_per_repeat\": %u, \"history_file\": %s, \"history_reopen_ms\": %.1f,\n",
+           res.rounds, history_file ? "true" : "false", (double)res.reopen_ns / 1e6);
     printf("  \"struct_stream_bytes\": %zu, \"uid_slot_bytes\": %zu,\n", sizeof(struct stream),
            sizeof(void *));
     printf("  \"rss_anon_before_kb\": %ld, \"rss_anon_open_kb\": %ld, \"vm_hwm_kb\": %ld,\n",
@@ -630,6 +658,12 @@ int main(int argc, char **argv)
                 SINKS, MAX_USERS, MAX_REPEATS);
         return 2;
     }
+    history_file = getenv("BENCH_PROCESS_HISTORY_FILE");
+    if (history_file && !*history_file)
+        history_file = NULL;
+    history_cfg.file = history_file;
+    if (history_file)
+        unlink(history_file);
     if (setup() != 0) {
         fprintf(stderr, "benchprocess: setup failed: %s\n", strerror(errno));
         return 1;
@@ -647,6 +681,8 @@ int main(int argc, char **argv)
         phase_broadcast(res.streams);
         phase_snapshot(res.streams);
         phase_close(res.streams);
+        if (history_file)
+            phase_reopen();
     }
     res.rss_peak_kb = status_kb("VmHWM");
     atomic_store(&stopping, 1);

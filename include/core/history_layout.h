@@ -1,0 +1,124 @@
+/* How the history is laid out, the same in memory and in a --history-file:
+ * a head (who made it, then the positions the loop published), the uid
+ * slots, the arena of entries, and the room a moved entry waits in.
+ * Shared by core/history.c (which writes it), core/history_map.c (which
+ * maps it) and core/history_check.c (which checks what a killed process
+ * left); nothing else reads it. */
+#ifndef HTTPDCNODE_HISTORY_LAYOUT_H
+#define HTTPDCNODE_HISTORY_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+/* 16 bytes per uid slot, for every uid (untouched pages cost nothing). */
+struct uid_history {
+    uint64_t newest;        /* position + 1 of the newest kept message, 0: none */
+    uint32_t seq;           /* the last id given */
+    uint32_t unused;
+};
+
+_Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per uid slot");
+
+/* 32 bytes, then the payload, padded to 8. A payload sent to many uids (a
+ * multicast, a broadcast) is kept once, as a shared entry (uid 0), and each
+ * uid's entry holds its position instead (8 bytes): such an entry is kept
+ * while the shared one is, which is older and leaves first. A uid's entries
+ * are chained both ways: back for a resume's start, forward for a replay
+ * cursor to step in O(1). A link is the distance to the entry it names in
+ * 8-byte units, so that it fits 4 bytes (an arena is at most 16 GiB) and
+ * the entry has room for its check. Whether a message is binary is a bit of
+ * len in the entry holding its payload (its own, or the shared one): no
+ * byte more per entry, as payloads are far shorter than that bit. */
+struct entry {
+    int32_t prev;           /* the uid's previous kept message, 0: none */
+    int32_t next;           /* the uid's next one, 0: none yet */
+    uint32_t uid;           /* 0: a shared payload */
+    uint32_t seq;
+    uint32_t stamp_s;       /* monotonic seconds when kept */
+    uint32_t len;           /* payload bytes [| BINARY_MSG], or FILLER, or SHARED_REF | 8 */
+    uint32_t check;         /* entry_check(), with a --history-file (else 0) */
+    uint32_t unused;
+};
+
+_Static_assert(sizeof(struct entry) == 32, "an entry's header is 32 bytes");
+
+#define FILLER UINT32_MAX
+#define SHARED_REF 0x80000000u  /* the payload is the shared entry at this position + 1 */
+#define BINARY_MSG 0x40000000u  /* the payload is a binary message (cmd.h) */
+#define LEN_BYTES (~(SHARED_REF | BINARY_MSG))  /* the bytes in len */
+
+/* The largest arena: a link (int32 of 8-byte units) spans any two entries. */
+#define HISTORY_ARENA_MAX (1ull << 34)
+
+static inline size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* The bytes of an entry that is not a filler. */
+static inline size_t entry_size(const struct entry *e)
+{
+    return sizeof *e + pad8(e->len & LEN_BYTES);
+}
+
+/* The position + 1 that a link of the entry at pos names (0: none). */
+static inline uint64_t entry_link(uint64_t pos, int32_t link)
+{
+    return link ? pos + (uint64_t)((int64_t)link * 8) + 1 : 0;
+}
+
+/* The link from the entry at pos to position + 1 p: none when p is 0 or
+ * gone (before head): every entry still kept is within the arena of pos. */
+static inline int32_t entry_link_to(uint64_t pos, uint64_t p, uint64_t head)
+{
+    return p && p - 1 >= head ? (int32_t)(((int64_t)(p - 1) - (int64_t)pos) / 8) : 0;
+}
+
+/* What a restart checks an entry by: its id, time, length and payload
+ * (not its links, which change). */
+static inline uint32_t entry_check(const struct entry *e)
+{
+    uint64_t seed = ((uint64_t)e->uid << 32 | e->seq) ^
+                    ((uint64_t)e->stamp_s << 32 | e->len) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)XXH3_64bits_withSeed(e + 1, e->len & LEN_BYTES, seed);
+}
+
+#define HISTORY_MAGIC "httpdhst"    /* 8 bytes, the file's first */
+#define HISTORY_VERSION 1u          /* of this layout; another is refused */
+#define HISTORY_NODE_MAX 256
+#define HISTORY_HEAD_BYTES 4096     /* the head's page; the slots follow */
+
+/* The head: a page. Who made it is written once (check last) and read
+ * back when the file is opened again. The state after it is what the loop
+ * published, each store a commit (core/history.c says in what order). */
+struct history_head {
+    char magic[8];
+    uint32_t version;
+    uint32_t max_users;
+    uint64_t arena_size;
+    char node[HISTORY_NODE_MAX];    /* the --name that made it */
+    char boot_id[40];               /* the kernel's boot_id then: stamps are per boot */
+    uint32_t epoch;
+    uint32_t unused;
+    uint64_t made_s;                /* when, in seconds since 1970 (for the log) */
+    uint64_t check;                 /* XXH3 of all the above */
+    _Alignas(64) _Atomic uint64_t head;     /* position of the oldest entry */
+    _Atomic uint64_t tail;                  /* the next free byte: entries before it count */
+    _Atomic uint64_t last;          /* position + 1 of the newest uid entry, whose
+                                       slot is updated after the tail counts it */
+    _Atomic uint64_t move_credit;
+    _Atomic uint64_t move_from;     /* a move under way: the entry in the room goes */
+    _Atomic uint64_t move_to;       /* from the head at move_from to the tail at move_to */
+    _Atomic uint32_t move_on;
+};
+
+_Static_assert(sizeof(struct history_head) <= HISTORY_HEAD_BYTES, "the head fits its page");
+
+/* XXH3 of the head's fields up to check. */
+static inline uint64_t history_head_check(const struct history_head *h)
+{
+    return XXH3_64bits(h, offsetof(struct history_head, check));
+}
+
+#endif

@@ -1,0 +1,37 @@
+/* Where the history lives (history_layout.h): in the process's memory, or
+ * in a --history-file mapped shared, so that it outlives the process. The
+ * file is locked while mapped: one process at a time. Loop thread only. */
+#ifndef HTTPDCNODE_HISTORY_MAP_H
+#define HTTPDCNODE_HISTORY_MAP_H
+
+#include "core/history_layout.h"
+
+struct history_map {
+    struct history_head *head;
+    struct uid_history *uids;       /* max_users + 1 slots */
+    char *arena;
+    char *room;                     /* where a moved entry waits: a quarter of the arena */
+    size_t bytes;                   /* the whole mapping */
+    int fd;                         /* the file, -1: in memory */
+    int resumed;                    /* a previous run's state, made as this run
+                                       would make it: to be checked before use */
+    const char *file;
+};
+
+/* Maps the history for uids 1..max_users, an arena of arena_size bytes
+ * (0: ids only) and a room for the largest entry that moves: in memory when file is NULL, else in file, created (mode
+ * 0600) if missing; a file another node, other sizes, another format or an
+ * earlier boot made is logged and started afresh. A new history gets a new
+ * epoch. -1 (logged) when it cannot be used at all: the file is in use by
+ * another process, is not ours, or cannot be mapped. */
+int history_map_open(struct history_map *m, const char *file, const char *node,
+                     uint32_t max_users, uint64_t arena_size, size_t room_size);
+
+/* The file's state was refused (why, logged): it starts afresh, a new
+ * epoch. -1 (logged) when the file cannot be written. */
+int history_map_renew(struct history_map *m, const char *why);
+
+/* Unmapped, and the file unlocked (it stays, for the next run). */
+void history_map_close(struct history_map *m);
+
+#endif

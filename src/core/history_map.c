@@ -1,0 +1,255 @@
+/* Where the history lives: see history_map.h.
+ *
+ * One mapping, laid out as history_layout.h says: the head's page, the uid
+ * slots, the arena, the room. In memory it is anonymous; with a file it is
+ * the file mapped shared, its whole size reserved (posix_fallocate), so
+ * that a full tmpfs is one clear line at start and never a SIGBUS later.
+ * Nothing is flushed to a disk: the file outlives the process, not the
+ * machine (which is why a file from an earlier boot is started afresh). */
+#include "core/history_map.h"
+#include "lib/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What the map was asked for, to start it afresh. */
+static struct {
+    char node[HISTORY_NODE_MAX];
+    char boot_id[40];
+    uint32_t max_users;
+    uint64_t arena_size;
+    size_t room_size;
+} want;
+
+static size_t page_up(uint64_t n) { return (size_t)((n + 4095) & ~(uint64_t)4095); }
+
+static size_t arena_at(void)
+{
+    return HISTORY_HEAD_BYTES + page_up(((uint64_t)want.max_users + 1) * sizeof(struct uid_history));
+}
+
+static size_t room_at(void) { return arena_at() + page_up(want.arena_size); }
+
+static size_t total_bytes(void) { return room_at() + page_up(want.room_size); }
+
+static void point(struct history_map *m, char *base)
+{
+    m->head = (struct history_head *)base;
+    m->uids = (struct uid_history *)(base + HISTORY_HEAD_BYTES);
+    m->arena = base + arena_at();
+    m->room = base + room_at();
+    m->bytes = total_bytes();
+}
+
+/* A new head: who made it, a new epoch; its check last, so that a head
+ * half written is found damaged. The state after it is all zero. */
+static int make_head(struct history_map *m)
+{
+    struct history_head *h = m->head;
+    uint32_t epoch;
+    if (getrandom(&epoch, sizeof epoch, 0) != sizeof epoch) {
+        log_msg(LOG_ERROR, "cannot draw the message id epoch: %m");
+        return -1;
+    }
+    memcpy(h->magic, HISTORY_MAGIC, sizeof h->magic);
+    h->version = HISTORY_VERSION;
+    h->max_users = want.max_users;
+    h->arena_size = want.arena_size;
+    memcpy(h->node, want.node, sizeof h->node);
+    memcpy(h->boot_id, want.boot_id, sizeof h->boot_id);
+    h->epoch = epoch;
+    h->made_s = (uint64_t)time(NULL);
+    atomic_signal_fence(memory_order_seq_cst);
+    h->check = history_head_check(h);
+    return 0;
+}
+
+static int read_boot_id(char out[40])
+{
+    memset(out, 0, 40);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, out, 39);
+    close(fd);
+    if (n < 32)
+        return -1;
+    out[strcspn(out, "\n")] = '\0';
+    return 0;
+}
+
+/* Why the head h cannot be this run's, NULL when it can. */
+static const char *foreign(const struct history_head *h)
+{
+    static char why[600];
+    if (h->version != HISTORY_VERSION)
+        snprintf(why, sizeof why, "it is of another format (version %u; this build reads %u)",
+                 h->version, HISTORY_VERSION);
+    else if (h->check != history_head_check(h))
+        snprintf(why, sizeof why, "its head is damaged");
+    else if (strncmp(h->node, want.node, sizeof h->node) != 0)
+        snprintf(why, sizeof why, "it is node %.*s's, not %s's", HISTORY_NODE_MAX - 1, h->node,
+                 want.node);
+    else if (h->arena_size != want.arena_size || h->max_users != want.max_users)
+        snprintf(why, sizeof why,
+                 "it was made for %ju bytes of history and %u uids, not %ju and %u "
+                 "(--history-bytes, --history 0, --max-users)",
+                 (uintmax_t)h->arena_size, h->max_users, (uintmax_t)want.arena_size,
+                 want.max_users);
+    else if (strncmp(h->boot_id, want.boot_id, sizeof h->boot_id) != 0)
+        snprintf(why, sizeof why, "it was made before the machine last started");
+    else
+        return NULL;
+    return why;
+}
+
+static void *map_file(int fd, size_t bytes)
+{
+    void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return base == MAP_FAILED ? NULL : base;
+}
+
+int history_map_renew(struct history_map *m, const char *why)
+{
+    if (m->head)
+        munmap(m->head, m->bytes);
+    m->head = NULL;
+    m->resumed = 0;
+    size_t bytes = total_bytes();
+    /* Emptied first, then the magic alone, then the rest: a process
+     * killed on the way leaves a file still known as a history. */
+    int err = 0;
+    if (ftruncate(m->fd, 0) != 0 || pwrite(m->fd, HISTORY_MAGIC, 8, 0) != 8 ||
+        (err = posix_fallocate(m->fd, 0, (off_t)bytes)) != 0) {
+        if (err)
+            errno = err;
+        log_msg(LOG_ERROR, "cannot make --history-file %s %zu bytes: %m%s", m->file, bytes,
+                errno == ENOSPC ? " (its filesystem is full: give it room, or lower "
+                                  "--history-bytes or --max-users)" : "");
+        return -1;
+    }
+    char *base = map_file(m->fd, bytes);
+    if (!base) {
+        log_msg(LOG_ERROR, "cannot map --history-file %s: %m", m->file);
+        return -1;
+    }
+    point(m, base);
+    if (make_head(m) != 0)
+        return -1;
+    if (why)
+        log_msg(LOG_ERROR, "history: --history-file %s refused: %s; started afresh, epoch %08x: "
+                           "clients coming back are told of a gap", m->file, why, m->head->epoch);
+    else
+        log_msg(LOG_INFO, "history: --history-file %s made, epoch %08x (%zu bytes)", m->file,
+                m->head->epoch, bytes);
+    return 0;
+}
+
+/* The file, open and locked, is ours to use: -1 (logged) when not. */
+static int usable(struct history_map *m, const struct stat *st)
+{
+    if (!S_ISREG(st->st_mode))
+        log_msg(LOG_ERROR, "--history-file %s is not a regular file", m->file);
+    else if (st->st_uid != geteuid())
+        log_msg(LOG_ERROR, "--history-file %s belongs to another user (uid %u)", m->file,
+                (unsigned)st->st_uid);
+    else if (st->st_mode & 077)
+        log_msg(LOG_ERROR, "--history-file %s is open to other users (mode %03o) and holds "
+                           "their messages: chmod 600 it", m->file, (unsigned)(st->st_mode & 0777));
+    else if (flock(m->fd, LOCK_EX | LOCK_NB) != 0)
+        log_msg(LOG_ERROR, errno == EWOULDBLOCK
+                               ? "--history-file %s is in use by another process (a node "
+                                 "running with the same file): give each node its own"
+                               : "cannot lock --history-file %s: %m", m->file);
+    else if (read_boot_id(want.boot_id) != 0)
+        log_msg(LOG_ERROR, "cannot read /proc/sys/kernel/random/boot_id, which tells a "
+                           "--history-file of an earlier boot: %m");
+    else
+        return 0;
+    return -1;
+}
+
+static int open_file(struct history_map *m)
+{
+    m->fd = open(m->file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (m->fd < 0) {
+        log_msg(LOG_ERROR, "cannot open --history-file %s: %m", m->file);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(m->fd, &st) != 0 || usable(m, &st) != 0)
+        return -1;
+    if (st.st_size == 0)
+        return history_map_renew(m, NULL);
+    struct history_head h;
+    memset(&h, 0, sizeof h);
+    ssize_t got = pread(m->fd, &h, sizeof h, 0);
+    if (got < 8 || memcmp(h.magic, HISTORY_MAGIC, sizeof h.magic) != 0) {
+        log_msg(LOG_ERROR, "--history-file %s holds something else than a history (it does not "
+                           "start as one): remove it or name another file", m->file);
+        return -1;
+    }
+    char why[128];
+    const char *bad = got < (ssize_t)sizeof h ? "it is cut short" : foreign(&h);
+    size_t bytes = total_bytes();
+    if (!bad && (uint64_t)st.st_size != bytes) {
+        snprintf(why, sizeof why, "it is %jd bytes, not %zu (cut short or grown)",
+                 (intmax_t)st.st_size, bytes);
+        bad = why;
+    }
+    if (bad)
+        return history_map_renew(m, bad);
+    int err = posix_fallocate(m->fd, 0, (off_t)bytes);     /* its room kept, as when made */
+    char *base = err ? NULL : map_file(m->fd, bytes);
+    if (!base) {
+        if (err)
+            errno = err;
+        log_msg(LOG_ERROR, "cannot map --history-file %s: %m", m->file);
+        return -1;
+    }
+    point(m, base);
+    m->resumed = 1;
+    return 0;
+}
+
+int history_map_open(struct history_map *m, const char *file, const char *node,
+                     uint32_t max_users, uint64_t arena_size, size_t room_size)
+{
+    memset(m, 0, sizeof *m);
+    m->fd = -1;
+    m->file = file;
+    memset(&want, 0, sizeof want);
+    snprintf(want.node, sizeof want.node, "%s", node ? node : "");
+    want.max_users = max_users;
+    want.arena_size = arena_size;
+    want.room_size = room_size;
+    if (file)
+        return open_file(m);
+    size_t bytes = total_bytes();
+    char *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        log_msg(LOG_ERROR, "cannot allocate %zu bytes of history for %u uids; lower "
+                           "--history-bytes or --max-users", bytes, max_users);
+        return -1;
+    }
+    point(m, base);
+    return make_head(m);
+}
+
+void history_map_close(struct history_map *m)
+{
+    if (m->head)
+        munmap(m->head, m->bytes);
+    if (m->fd >= 0)
+        close(m->fd);
+    m->head = NULL;
+    m->fd = -1;
+}
