@@ -209,16 +209,22 @@ unit_timeouts(Ctx) ->
     ?assertEqual("2", unit_value("RestartPreventExitStatus", Unit)).
 
 %% The unit's ExecStart as a command line for this test: its own binary
-%% (staged), /etc/httpdcnode as Etc, and addresses and names of its own (a
-%% fresh C-node name, an absent master, free ports): the rest as shipped.
+%% (staged), /etc/httpdcnode as Etc, /run/httpdcnode (its RuntimeDirectory,
+%% which systemd makes 0700) as a directory beside it, and addresses and
+%% names of its own (a fresh C-node name, an absent master, free ports):
+%% the rest as shipped.
 command(Ctx = #{root := Root}, Etc) ->
     [_ | Args] = exec_start(unit(unit_file(Ctx))),
     Port = free_port(),
     Admin = free_port(),
+    Run = filename:join(filename:dirname(Etc), "run-httpdcnode"),
+    ok = filelib:ensure_path(Run),
+    ok = file:change_mode(Run, 8#700),
     Subst = fun("0.0.0.0:8000") -> "127.0.0.1:" ++ integer_to_list(Port);
                ("c1@localhost") -> unique("c1unit") ++ "@localhost";
                ("httpdmaster@localhost") -> unique("httpdmaster_absent") ++ "@localhost";
                ("/etc/httpdcnode/" ++ F) -> filename:join(Etc, F);
+               ("/run/httpdcnode/" ++ F) -> filename:join(Run, F);
                (A) -> A
             end,
     {Root ++ "/bin/httpdcnode",
