@@ -49,7 +49,7 @@ LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(WSLAY_LIBS) -L$(EI_D
 # Server sources, by layer (src/<layer>/, headers in include/<layer>/):
 # everything but main.c also goes into the unit tests. Objects mirror
 # the folders: $(BUILD)/core/stream.o for src/core/stream.c.
-SRV_LAYERS  := lib core http transport erl auth obs
+SRV_LAYERS  := lib core http transport erl auth obs upgrade
 SRV_LIB_SRC := src/options.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
 SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
