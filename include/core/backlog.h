@@ -42,6 +42,8 @@ struct replay *backlog_replay(struct backlog *b);
 int backlog_send(struct backlog **b, int fd);
 /* Drops *b, unsent bytes and all. */
 void backlog_free(struct backlog **b);
+/* How many backlogs there are (a walk: for logs). */
+size_t backlog_count(void);
 /* Every backlog's owner, the one holding the most first, in an array the
  * caller frees; NULL (and *n = 0) when there is none or no memory. */
 void **backlog_owners_largest_first(size_t *n);

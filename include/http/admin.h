@@ -25,6 +25,7 @@ void admin_stop(void);
 #define ADMIN_CARRY_VERSION 1
 struct carry_out;
 struct carry_in;
+void admin_pause(int paused);
 int admin_carry_export(struct carry_out *o);
 int admin_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds);
 

@@ -222,6 +222,14 @@ void **backlog_owners_largest_first(size_t *n)
 
 /* ---------------------------------------------------------------- hand-over */
 
+size_t backlog_count(void)
+{
+    size_t n = 0;
+    for (struct backlog *b = all_backlogs; b; b = b->next)
+        n++;
+    return n;
+}
+
 int backlog_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *owner))
 {
     uint32_t n = 0;

@@ -214,6 +214,14 @@ int admin_start(struct event_base *base, const struct options *opts)
     return 0;
 }
 
+void admin_pause(int paused)
+{
+    if (admin_listener && paused)
+        evconnlistener_disable(admin_listener);
+    else if (admin_listener)
+        evconnlistener_enable(admin_listener);
+}
+
 int admin_carry_export(struct carry_out *o)
 {
     size_t at = carry_begin(o, ADMIN_CARRY_TAG, ADMIN_CARRY_VERSION);

@@ -259,33 +259,28 @@ static void serve_on(int pid, const char *why)
     erl_cnode_release();
     history_carry_release();
     stream_carry_forget();
+    http_front_pause(0);
+    admin_pause(0);
     log_msg(LOG_ERROR, "takeover: the hand-over to pid %d failed (%s): this process serves on",
             pid, why);
 }
 
-static void give(int c, int pid)
+/* The hand-over accepted, one loop turn later: see give. */
+static struct {
+    int fd, pid;
+    int64_t t0;
+} giving = {-1, 0, 0};
+static struct event *give_ev;
+
+static void hand_over(evutil_socket_t fd, short what, void *arg)
 {
-    static char buf[UPGRADE_MSG_MAX];
+    (void)fd;
+    (void)what;
+    (void)arg;
+    int c = giving.fd, pid = giving.pid;
+    int64_t t0 = giving.t0;
+    giving.fd = -1;
     char why[1024];
-    uint32_t nfds;
-    ssize_t n = upgrade_wire_recv(c, buf, sizeof buf, NULL, 0, &nfds,
-                                  clock_now_ms() + UPGRADE_HELLO_MS);
-    struct hello h;
-    if (n <= 0 || parse_hello(buf, (size_t)n, &h) != 0) {
-        log_msg(LOG_ERROR, "takeover: pid %d said no proper hello: ignored", pid);
-        return;
-    }
-    if (refusal(&h, why, sizeof why) != 0) {
-        log_msg(LOG_ERROR, "takeover: refused pid %d: %s; this process serves on", pid, why);
-        say(c, MSG_REFUSED, why);
-        return;
-    }
-    int64_t t0 = clock_now_ms();
-    log_msg(LOG_INFO, "takeover: pid %d takes over: handing over %llu streams", pid,
-            (unsigned long long)loop_stats.streams_open);
-    char me[16];
-    snprintf(me, sizeof me, "%d", (int)getpid());
-    say(c, MSG_ACCEPTED, me);
     struct carry_out o;
     carry_out_init(&o);
     int ok = quiet(t0 + UPGRADE_QUIET_MS) == 0;
@@ -299,6 +294,7 @@ static void give(int c, int pid)
         ok = taken(c, why, sizeof why) == 0;
     if (!ok) {
         say(c, MSG_FAILED, why);
+        close(c);
         carry_out_free(&o);
         serve_on(pid, why);
         return;
@@ -307,10 +303,50 @@ static void give(int c, int pid)
      * copies of the descriptors keep every socket open as this process's
      * close with it (no FIN, no reset). */
     say(c, MSG_GO, "");
-    log_msg(LOG_INFO, "takeover: handed over to pid %d in %lld ms (%u streams, %zu bytes of "
-            "state, %u descriptors); exiting", pid, (long long)(clock_now_ms() - t0),
-            stream_carry_count(), o.len, o.nfds);
+    log_msg(LOG_INFO, "takeover: handed over to pid %d in %lld ms (%u streams, %zu of them with "
+            "%llu bytes unsent; %zu bytes of state, %u descriptors); exiting", pid,
+            (long long)(clock_now_ms() - t0), stream_carry_count(), backlog_count(),
+            (unsigned long long)loop_stats.backlog_bytes, o.len, o.nfds);
     _exit(0);
+}
+
+/* The new process's hello, answered: refused, or accepted. Then the
+ * listening sockets stop accepting, and the hand-over itself waits one
+ * turn of the loop, so that the requests whose bytes came (a long-poll
+ * asking again, a stream being opened) are read and become streams
+ * rather than cut. 0 when it goes on (c is taken). */
+static int give(int c, int pid)
+{
+    static char buf[UPGRADE_MSG_MAX];
+    char why[1024];
+    uint32_t nfds;
+    ssize_t n = upgrade_wire_recv(c, buf, sizeof buf, NULL, 0, &nfds,
+                                  clock_now_ms() + UPGRADE_HELLO_MS);
+    struct hello h;
+    if (n <= 0 || parse_hello(buf, (size_t)n, &h) != 0) {
+        log_msg(LOG_ERROR, "takeover: pid %d said no proper hello: ignored", pid);
+        return -1;
+    }
+    if (giving.fd >= 0)
+        snprintf(why, sizeof why, "another process is taking over already");
+    if (giving.fd >= 0 || refusal(&h, why, sizeof why) != 0) {
+        log_msg(LOG_ERROR, "takeover: refused pid %d: %s; this process serves on", pid, why);
+        say(c, MSG_REFUSED, why);
+        return -1;
+    }
+    log_msg(LOG_INFO, "takeover: pid %d takes over: handing over %llu streams", pid,
+            (unsigned long long)loop_stats.streams_open);
+    char me[16];
+    snprintf(me, sizeof me, "%d", (int)getpid());
+    say(c, MSG_ACCEPTED, me);
+    http_front_pause(1);
+    admin_pause(1);
+    giving.fd = c;
+    giving.pid = pid;
+    giving.t0 = clock_now_ms();
+    static const struct timeval now = {0, 0};
+    event_add(give_ev, &now);
+    return 0;
 }
 
 static void on_control(evutil_socket_t fd, short what, void *arg)
@@ -319,10 +355,8 @@ static void on_control(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     int pid = 0;
     int c = upgrade_wire_accept(fd, &pid);
-    if (c < 0)
-        return;
-    give(c, pid);
-    close(c);
+    if (c >= 0 && give(c, pid) != 0)
+        close(c);
 }
 
 /* ---------------------------------------------------------------- serving */
@@ -341,7 +375,8 @@ int upgrade_serve(struct event_base *base, const struct options *o, int argc, ch
         return 0;
     }
     control_ev = event_new(base, control_fd, EV_READ | EV_PERSIST, on_control, NULL);
-    if (!control_ev || event_add(control_ev, NULL) != 0) {
+    give_ev = evtimer_new(base, hand_over, NULL);
+    if (!control_ev || !give_ev || event_add(control_ev, NULL) != 0) {
         log_msg(LOG_ERROR, "takeover: cannot watch the control socket: out of memory");
         return -1;
     }
@@ -354,7 +389,9 @@ void upgrade_serve_stop(void)
 {
     if (control_ev)
         event_free(control_ev);
-    control_ev = NULL;
+    if (give_ev)
+        event_free(give_ev);
+    control_ev = give_ev = NULL;
     if (control_fd >= 0)
         close(control_fd);
     control_fd = -1;
