@@ -82,7 +82,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
+.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor $(BUILD)/netdelay \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
@@ -258,6 +258,10 @@ soak: deps
 storm: deps
 	$(MAKE) all
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/storm.sh
+
+bench-takeover: deps
+	$(MAKE) all
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench-takeover.sh
 
 # A million streams over ceil(1,000,000 / 19,000) C-nodes routed by one master,
 # each phase measured (about 5 min, 15 at the most; MILLION_STREAMS for fewer):

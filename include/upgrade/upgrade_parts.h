@@ -35,7 +35,8 @@ enum {
     MSG_REFUSED = 'R',   /* running: why not (text); it serves on */
     MSG_ACCEPTED = 'A',  /* running: the state follows */
     MSG_FDS = 'F',       /* running: descriptors (SCM_RIGHTS), in order */
-    MSG_STATE = 'S',     /* running: the next bytes of the state */
+    MSG_STATE = 'S',     /* running: the state, in a memory file (its descriptor), after
+                          * the other descriptors; its bytes (u64) */
     MSG_END = 'E',       /* running: all sent (bytes u64, descriptors u32) */
     MSG_FAILED = 'N',    /* either: the hand-over failed (text); the running one serves on */
     MSG_TAKEN = 'T',     /* new: all taken, nothing touched yet */

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static int control_fd = -1;
@@ -205,30 +206,47 @@ static int export_all(struct carry_out *o, int64_t deadline)
 
 /* ---------------------------------------------------------------- sending */
 
+/* The state's bytes go in a memory file (written once, read in place on
+ * the other side), not through the socket. */
+static int state_file(const struct carry_out *o)
+{
+    int fd = memfd_create("httpdcnode-takeover", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    for (size_t at = 0; at < o->len;) {
+        ssize_t n = write(fd, o->buf + at, o->len - at);
+        if (n <= 0 && errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+        at += n > 0 ? (size_t)n : 0;
+    }
+    return fd;
+}
+
 static int send_all(int c, const struct carry_out *o, int64_t deadline)
 {
-    static char msg[UPGRADE_MSG_MAX];
+    char msg[16];
     for (uint32_t at = 0; at < o->nfds; at += UPGRADE_FDS_MAX) {
         uint32_t n = o->nfds - at < UPGRADE_FDS_MAX ? o->nfds - at : UPGRADE_FDS_MAX;
         msg[0] = MSG_FDS;
         if (upgrade_wire_send(c, msg, 1, o->fds + at, n, deadline) != 0)
             return -1;
     }
-    for (size_t at = 0; at < o->len; at += UPGRADE_MSG_MAX - 1) {
-        size_t n = o->len - at < UPGRADE_MSG_MAX - 1 ? o->len - at : UPGRADE_MSG_MAX - 1;
-        msg[0] = MSG_STATE;
-        memcpy(msg + 1, o->buf + at, n);
-        if (upgrade_wire_send(c, msg, n + 1, NULL, 0, deadline) != 0)
-            return -1;
-    }
-    struct carry_out end;
-    carry_out_init(&end);
-    carry_u8(&end, MSG_END);
-    carry_u64(&end, o->len);
-    carry_u32(&end, o->nfds);
-    int r = end.failed ? -1 : upgrade_wire_send(c, end.buf, end.len, NULL, 0, deadline);
-    carry_out_free(&end);
-    return r;
+    int fd = state_file(o);
+    if (fd < 0)
+        return -1;
+    uint64_t len = o->len;
+    msg[0] = MSG_STATE;
+    memcpy(msg + 1, &len, sizeof len);
+    int r = upgrade_wire_send(c, msg, 1 + sizeof len, &fd, 1, deadline);
+    close(fd);
+    if (r != 0)
+        return -1;
+    msg[0] = MSG_END;
+    memcpy(msg + 1, &len, sizeof len);
+    memcpy(msg + 1 + sizeof len, &o->nfds, sizeof o->nfds);
+    return upgrade_wire_send(c, msg, 1 + sizeof len + sizeof o->nfds, NULL, 0, deadline);
 }
 
 /* The new process's answer: 0 once it has taken all, else -1 and why. */
@@ -283,15 +301,19 @@ static void hand_over(evutil_socket_t fd, short what, void *arg)
     char why[1024];
     struct carry_out o;
     carry_out_init(&o);
+    int64_t t[5] = {clock_now_ms()};      /* each step's end */
     int ok = quiet(t0 + UPGRADE_QUIET_MS) == 0;
+    t[1] = clock_now_ms();
     if (!ok)
         snprintf(why, sizeof why, "this process did not stop reading in time");
     else if (!(ok = export_all(&o, t0 + UPGRADE_QUIET_MS) == 0))
         snprintf(why, sizeof why, "its state could not be written (out of memory?)");
-    else if (!(ok = send_all(c, &o, clock_now_ms() + UPGRADE_SEND_MS) == 0))
+    else if ((t[2] = clock_now_ms()),
+             !(ok = send_all(c, &o, clock_now_ms() + UPGRADE_SEND_MS) == 0))
         snprintf(why, sizeof why, "sending it failed: %s", strerror(errno));
     else
-        ok = taken(c, why, sizeof why) == 0;
+        ok = (t[3] = clock_now_ms(), taken(c, why, sizeof why) == 0);
+    t[4] = clock_now_ms();
     if (!ok) {
         say(c, MSG_FAILED, why);
         close(c);
@@ -304,9 +326,12 @@ static void hand_over(evutil_socket_t fd, short what, void *arg)
      * close with it (no FIN, no reset). */
     say(c, MSG_GO, "");
     log_msg(LOG_INFO, "takeover: handed over to pid %d in %lld ms (%u streams, %zu of them with "
-            "%llu bytes unsent; %zu bytes of state, %u descriptors); exiting", pid,
-            (long long)(clock_now_ms() - t0), stream_carry_count(), backlog_count(),
-            (unsigned long long)loop_stats.backlog_bytes, o.len, o.nfds);
+            "%llu bytes unsent; %zu bytes of state, %u descriptors; ms: a loop turn %lld, "
+            "stopping %lld, state %lld, sending %lld, taking %lld); exiting", pid,
+            (long long)(t[4] - t0), stream_carry_count(), backlog_count(),
+            (unsigned long long)loop_stats.backlog_bytes, o.len, o.nfds, (long long)(t[0] - t0),
+            (long long)(t[1] - t[0]), (long long)(t[2] - t[1]), (long long)(t[3] - t[2]),
+            (long long)(t[4] - t[3]));
     _exit(0);
 }
 

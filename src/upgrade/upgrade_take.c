@@ -20,13 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 static int conn_fd = -1;         /* to the running process */
 static int peer_pid;
 static int taking;
-static struct carry_out got;     /* the state and descriptors received */
+static struct carry_out got;     /* the descriptors received */
 static struct carry_in state;
 static int control_fd = -1;      /* the control socket handed over */
 static int64_t t0;
@@ -67,44 +68,77 @@ static int send_hello(int argc, char **argv)
     return r;
 }
 
-/* The state, until its end: 0, or -1 and why. */
+/* The state, mapped from its memory file (read in place, unmapped at the
+ * commit). */
+static const char *mapped;
+static size_t mapped_len;
+
+static int map_state(int fd, uint64_t len)
+{
+    void *p = len ? mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (p == MAP_FAILED)
+        return -1;
+    mapped = p;
+    mapped_len = (size_t)len;
+    return 0;
+}
+
+/* The descriptors and the state, until their end: 0, or -1 and why. */
 static int receive_state(const char **why)
 {
-    static char msg[UPGRADE_MSG_MAX + 1];
+    char msg[1024];
     int fds[UPGRADE_FDS_MAX];
     int64_t deadline = clock_now_ms() + UPGRADE_QUIET_MS + UPGRADE_SEND_MS;
+    int have_state = 0;
     for (;;) {
         uint32_t nfds;
-        ssize_t n = upgrade_wire_recv(conn_fd, msg, UPGRADE_MSG_MAX, fds, UPGRADE_FDS_MAX, &nfds,
+        ssize_t n = upgrade_wire_recv(conn_fd, msg, sizeof msg - 1, fds, UPGRADE_FDS_MAX, &nfds,
                                       deadline);
-        for (uint32_t i = 0; i < nfds; i++)
-            carry_fd(&got, fds[i]);
         if (n <= 0) {
+            for (uint32_t i = 0; i < nfds; i++)
+                close(fds[i]);
             *why = errno == EMSGSIZE ? "descriptors were lost on the way (ulimit -n?)"
                                      : "the running process went away";
             return -1;
         }
-        if (msg[0] == MSG_STATE) {
-            carry_put(&got, msg + 1, (size_t)n - 1);
-        } else if (msg[0] == MSG_END) {
+        uint64_t len = 0;
+        if (msg[0] == MSG_STATE && n == 1 + (ssize_t)sizeof len && nfds == 1 && !have_state) {
+            memcpy(&len, msg + 1, sizeof len);
+            if (map_state(fds[0], len) != 0) {
+                *why = "its state could not be mapped";
+                return -1;
+            }
+            have_state = 1;
+            continue;
+        }
+        if (msg[0] == MSG_FDS) {
+            for (uint32_t i = 0; i < nfds; i++)
+                carry_fd(&got, fds[i]);
+            continue;
+        }
+        for (uint32_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        if (msg[0] == MSG_END) {
             struct carry_in end;
             carry_in_init(&end, msg + 1, (size_t)n - 1);
             uint64_t bytes = carry_get_u64(&end);
             uint32_t count = carry_get_u32(&end);
-            if (end.failed || bytes != got.len || count != got.nfds || got.failed) {
+            if (end.failed || !have_state || bytes != mapped_len || count != got.nfds ||
+                got.failed) {
                 *why = "the state came incomplete";
                 return -1;
             }
             return 0;
-        } else if (msg[0] == MSG_FAILED) {
+        }
+        if (msg[0] == MSG_FAILED) {
             msg[n] = '\0';
             log_msg(LOG_ERROR, "takeover: the running process could not hand over: %s", msg + 1);
             *why = NULL;
             return -1;
-        } else if (msg[0] != MSG_FDS) {
-            *why = "the running process said something else";
-            return -1;
         }
+        *why = "the running process said something else";
+        return -1;
     }
 }
 
@@ -177,7 +211,7 @@ int upgrade_take_receive(const struct options *o, int argc, char **argv)
     }
     peer_pid = atoi(msg + 1);
     const char *why;
-    if (receive_state(&why) != 0 || (carry_in_init(&state, got.buf, got.len),
+    if (receive_state(&why) != 0 || (carry_in_init(&state, mapped, mapped_len),
                                      check_records(&why) != 0)) {
         if (why)
             fail(why);
@@ -185,7 +219,7 @@ int upgrade_take_receive(const struct options *o, int argc, char **argv)
     }
     taking = 1;
     log_msg(LOG_INFO, "takeover: pid %d handed over %zu bytes of state and %u descriptors",
-            peer_pid, got.len, got.nfds);
+            peer_pid, mapped_len, got.nfds);
     return 0;
 }
 
@@ -273,9 +307,10 @@ int upgrade_take_commit(void)
             (long long)(clock_now_ms() - t0), streams);
     /* The descriptors are the modules' now; the state's bytes are not
      * needed any more (erl_cnode_prepare has read its records). */
-    free(got.fds);
-    got.fds = NULL;
     carry_out_free(&got);
+    if (mapped)
+        munmap((void *)mapped, mapped_len);
+    mapped = NULL;
     taking = 0;
     return 0;
 }
