@@ -195,14 +195,14 @@ sum_hist() {
 }
 hists() { local n; for n in chunked sse ws poll; do echo "$WORK/$n.hist"; done; }
 # window A B: the latencies of the messages that came between snapshots A and
-# B: "count p50 p99 max" (max: B's, when above A's; else "-", within A's).
+# B: "count p50 p99 max", each the upper bound of its histogram bucket (1.6 %).
 window() {
-  awk 'FNR == NR { if ($1 == "max") am = $2; else a[$1] = $2; next }
-       $1 == "max" { bm = $2; next } { d = $2 - a[$1]; if (d > 0) { k[++n] = $1; c[$1] = d; t += d } }
-       END { s = 0; p50 = p99 = "-"
+  awk 'FNR == NR { if ($1 != "max") a[$1] = $2; next }
+       $1 == "max" { next } { d = $2 - a[$1]; if (d > 0) { k[++n] = $1; c[$1] = d; t += d } }
+       END { s = 0; p50 = p99 = mx = "-"
              for (i = 1; i <= n; i++) { s += c[k[i]]; if (p50 == "-" && s >= 0.5 * t) p50 = k[i];
-                                        if (p99 == "-" && s >= 0.99 * t) p99 = k[i] }
-             printf "%d %s %s %s\n", t, p50, p99, (bm > am ? bm : "-") }' "$1" "$2"
+                                        if (p99 == "-" && s >= 0.99 * t) p99 = k[i]; mx = k[i] }
+             printf "%d %s %s %s\n", t, p50, p99, mx }' "$1" "$2"
 }
 
 while (($(date +%s) < T_PUB + WARM - 4)) && alive "$PUB_PID"; do sleep 0.2; done
@@ -211,7 +211,9 @@ sleep 4                                  # the same span as the hand-over's, bef
 sum_hist "$WORK/hist.before1" $(hists)
 alive "$SRV_PID" || { log "the server died during the warm-up"; exit 1; }
 STATS_BEFORE=$(stats)
-RSS_OLD_BEFORE=$(awk '/^VmRSS/ {print $2}' "/proc/$SRV_PID/status")
+# rss_kb PID: its resident set (VmRSS, kB), 0 once it is gone.
+rss_kb() { local v; v=$(awk '/^VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null); echo "${v:-0}"; }
+RSS_OLD_BEFORE=$(rss_kb "$SRV_PID")
 RETRIES_BEFORE=$(sum retries)
 
 # --- the hand-over ----------------------------------------------------------------
@@ -227,9 +229,7 @@ T_SAMPLED=
 while (($(now_ms) < T0 + 60000)); do
   # Until half a second after the old one is gone: the new one's peak.
   alive "$OLD_PID" || { [[ -n $T_SAMPLED ]] || T_SAMPLED=$(now_ms); (($(now_ms) > T_SAMPLED + 500)) && break; }
-  printf '%s %s %s\n' "$(($(now_ms) - T0))" \
-    "$(awk '/^VmRSS/ {print $2}' "/proc/$OLD_PID/status" 2>/dev/null)" \
-    "$(awk '/^VmRSS/ {print $2}' "/proc/$NEW_PID/status" 2>/dev/null)" >>"$WORK/rss"
+  printf '%s %s %s\n' "$(($(now_ms) - T0))" "$(rss_kb "$OLD_PID")" "$(rss_kb "$NEW_PID")" >>"$WORK/rss"
   sleep 0.02
 done
 wait_exit "$OLD_PID" 10
@@ -240,7 +240,7 @@ log "old pid $OLD_PID exited $OLD_STATUS $((T_GONE - T0)) ms after the new one s
 wait_for 10 "the new server's /stats" stats >/dev/null
 sleep 3                                  # the span the pause is measured over
 sum_hist "$WORK/hist.after" $(hists)
-RSS_NEW_AFTER=$(awk '/^VmRSS/ {print $2}' "/proc/$NEW_PID/status")
+RSS_NEW_AFTER=$(rss_kb "$NEW_PID")
 
 # Publishing goes on; then the clients that did not read read it all.
 T_AFTER=$(date +%s)

@@ -53,6 +53,7 @@ int upgrade_take_control_fd(void);
 
 /* Milliseconds every step of a hand-over may take at most. */
 #define UPGRADE_HELLO_MS 5000
+#define UPGRADE_SETTLE_MS 100      /* requests being read finish, listeners paused */
 #define UPGRADE_QUIET_MS 10000     /* the running process stops reading */
 #define UPGRADE_SEND_MS 30000      /* the state goes */
 #define UPGRADE_TAKE_MS 60000      /* the new process takes it */

@@ -16,6 +16,7 @@
 #include "erl/erl_cnode.h"
 #include "http/admin.h"
 #include "http/http_front.h"
+#include "http/http_guard.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "obs/stats.h"
@@ -287,14 +288,29 @@ static void serve_on(int pid, const char *why)
 static struct {
     int fd, pid;
     int64_t t0;
-} giving = {-1, 0, 0};
+    unsigned turns;
+} giving = {-1, 0, 0, 0};
 static struct event *give_ev;
+
+/* Whether the requests being read are done (or have had their time):
+ * after two turns of the loop at least, so that a connection accepted just
+ * before the listening socket paused has its request read if it came. */
+static int settled(void)
+{
+    return (++giving.turns >= 2 && http_guard_reading() == 0) ||
+           clock_now_ms() - giving.t0 >= UPGRADE_SETTLE_MS;
+}
 
 static void hand_over(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     (void)arg;
+    static const struct timeval a_moment = {0, 1000};
+    if (!settled()) {
+        event_add(give_ev, &a_moment);
+        return;
+    }
     int c = giving.fd, pid = giving.pid;
     int64_t t0 = giving.t0;
     giving.fd = -1;
@@ -326,7 +342,7 @@ static void hand_over(evutil_socket_t fd, short what, void *arg)
      * close with it (no FIN, no reset). */
     say(c, MSG_GO, "");
     log_msg(LOG_INFO, "takeover: handed over to pid %d in %lld ms (%u streams, %zu of them with "
-            "%llu bytes unsent; %zu bytes of state, %u descriptors; ms: a loop turn %lld, "
+            "%llu bytes unsent; %zu bytes of state, %u descriptors; ms: requests read %lld, "
             "stopping %lld, state %lld, sending %lld, taking %lld); exiting", pid,
             (long long)(t[4] - t0), stream_carry_count(), backlog_count(),
             (unsigned long long)loop_stats.backlog_bytes, o.len, o.nfds, (long long)(t[0] - t0),
@@ -336,10 +352,10 @@ static void hand_over(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The new process's hello, answered: refused, or accepted. Then the
- * listening sockets stop accepting, and the hand-over itself waits one
- * turn of the loop, so that the requests whose bytes came (a long-poll
- * asking again, a stream being opened) are read and become streams
- * rather than cut. 0 when it goes on (c is taken). */
+ * listening sockets stop accepting, and the hand-over itself waits a few
+ * turns of the loop (settled), so that the requests whose bytes came (a
+ * long-poll asking again, a stream being opened) are read and become
+ * streams rather than cut. 0 when it goes on (c is taken). */
 static int give(int c, int pid)
 {
     static char buf[UPGRADE_MSG_MAX];
@@ -369,6 +385,7 @@ static int give(int c, int pid)
     giving.fd = c;
     giving.pid = pid;
     giving.t0 = clock_now_ms();
+    giving.turns = 0;
     static const struct timeval now = {0, 0};
     event_add(give_ev, &now);
     return 0;
