@@ -196,8 +196,9 @@ nodes() ->
 %% offline uids sent to their last C-node), dropped_offline (for uids never
 %% seen, seen too long ago, or whose last C-node is not connected),
 %% last_seen_entries and last_seen_bytes (the table now), last_seen_evicted
-%% (by its cap) and last_seen_expired (by its sweep). On a client node,
-%% the master's.
+%% (by its cap) and last_seen_expired (by its sweep); subscription_merges,
+%% subscription_merged_pairs, subscription_tombstones and tombstones_expired
+%% (subsmanager_heal). On a client node, the master's.
 -spec stats() -> #{node() | app => map() | {error, timeout | nodedown}}.
 stats() ->
     stats(?TIMEOUT).
@@ -217,7 +218,8 @@ stats(Timeout) ->
 -spec app_stats() -> map().
 app_stats() ->
     #{entries := E, bytes := B} = httpdcnode_presence:last_seen_info(),
-    (httpdcnode_presence:counter_values())#{last_seen_entries => E, last_seen_bytes => B}.
+    (httpdcnode_presence:counter_values())#{last_seen_entries => E, last_seen_bytes => B,
+                                            subscription_tombstones => subsmanager:tombstones()}.
 
 %% A subscriber token for C-nodes started with --auth-secret-file: the query
 %% string <<"exp=...&sig=...">> that lets Uid open a stream for TtlSeconds

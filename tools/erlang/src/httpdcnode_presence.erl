@@ -82,7 +82,8 @@
 %% The application's counters (a counters ref in persistent_term).
 -define(COUNTERS, {httpdcnode, counters}).
 -define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
-                        last_seen_expired]).
+                        last_seen_expired, subscription_merges, subscription_merged_pairs,
+                        tombstones_expired]).
 %% Expired entries removed per sweep step; the next step follows at once.
 -define(SWEEP_BATCH, 10000).
 %% ms for epmd to say whether a hidden node is published.
@@ -180,7 +181,9 @@ sweep() ->
 %% sent to their last node), dropped_offline (for a uid never seen, expired,
 %% or whose last node no master is linked to), relayed_offline (handed to
 %% another master, linked to the node), last_seen_evicted (by the cap),
-%% last_seen_expired (by the sweep).
+%% last_seen_expired (by the sweep); and subsmanager_heal's:
+%% subscription_merges (sides of a partition merged), subscription_merged_pairs
+%% (pairs they changed), tombstones_expired.
 -spec counter_values() -> #{atom() => non_neg_integer()}.
 counter_values() ->
     case counters() of
