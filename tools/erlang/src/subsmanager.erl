@@ -31,7 +31,7 @@
 -export([ensure_table/0, add_subscriptions/1, remove_subscriptions/1,
          get_subscribers/1, get_subscriptions/1, clear/0, count/0]).
 %% For subsmanager_heal, run on every master of a merge.
--export([close_gate/1, open_gate/0, changed_count/1, changed_digest/2, changed_in/3,
+-export([rejoin/1, close_gate/1, open_gate/0, changed_count/1, changed_digest/2, changed_in/3,
          pair_states/1, apply_merge/1,
          merge_pair/1, expire_tombstones/1, tombstones/0]).
 
@@ -58,6 +58,19 @@ ensure_table() ->
     Others = [N || N <- application:get_env(httpdcnode, masters, []), N =/= node()],
     Up = [N || N <- Others, net_kernel:connect_node(N) =:= true],
     global:trans({{?MODULE, ensure_table}, self()}, fun() -> join(Up) end, [node() | Up]).
+
+%% Gives this master's RAM tables up and copies those of Node's side: mnesia
+%% started again, empty, and joined to Node. Run by a merge (which holds
+%% the lock of ensure_table/0) when mnesia cannot join the two: this
+%% master made its tables while it could reach no other. Reads fail
+%% meanwhile; writes wait at the merge's gate.
+-spec rejoin(node()) -> ok | {error, term()}.
+rejoin(Node) ->
+    stopped = mnesia:stop(),
+    ok = httpdcnode_app:start_mnesia(),
+    Res = join([Node]),
+    subsmanager_heal:resubscribe(),
+    Res.
 
 join(Up) ->
     case Up =:= [] orelse mnesia:change_config(extra_db_nodes, Up) of
@@ -96,7 +109,13 @@ create_or_copy(Tab, Def, Copies) ->
                true -> {aborted, {already_exists, Tab}}
            end,
     case Made of
-        {atomic, ok} -> ok;
+        {atomic, ok} ->
+            %% made here while other masters are configured: they may hold
+            %% rows this copy lacks (a master restarted during a partition)
+            case application:get_env(httpdcnode, masters, []) -- [node()] of
+                [] -> ok;
+                _ -> subsmanager_heal:made_alone()
+            end;
         {aborted, {already_exists, Tab}} -> copy(Tab, Copies);
         {aborted, Reason} -> {error, Reason}
     end.
@@ -198,18 +217,40 @@ next_clock(Rows, Tombs) ->
 -spec get_subscribers(term()) -> [term()].
 get_subscribers(User) ->
     remote(get_subscribers, [User],
-           fun() -> lists:usort([S || #subscription{subscriber = S} <-
-                                          mnesia:dirty_index_read(subscription, User,
-                                                                  #subscription.subscribee)])
+           fun() -> read(fun() -> lists:usort([S || #subscription{subscriber = S} <-
+                                                        mnesia:dirty_index_read(
+                                                          subscription, User,
+                                                          #subscription.subscribee)])
+                         end)
            end).
 
 %% Users that User is subscribed to, each once.
 -spec get_subscriptions(term()) -> [term()].
 get_subscriptions(User) ->
     remote(get_subscriptions, [User],
-           fun() -> lists:usort([E || #subscription{subscribee = E} <-
-                                          mnesia:dirty_read(subscription, User)])
+           fun() -> read(fun() -> lists:usort([E || #subscription{subscribee = E} <-
+                                                        mnesia:dirty_read(subscription, User)])
+                         end)
            end).
+
+%% A read; while this master's tables are being loaded again (rejoin/1),
+%% it waits for them, ?WAIT_TABLES_MS at most.
+read(Read) ->
+    try Read()
+    catch exit:{aborted, _} = E ->
+            Until = now_ms() + ?WAIT_TABLES_MS,
+            read_again(Read, E, Until)
+    end.
+
+read_again(Read, E, Until) ->
+    case catch mnesia:wait_for_tables([subscription], ?WAIT_TABLES_MS) of
+        ok -> Read();
+        _ ->
+            case now_ms() < Until of
+                true -> receive after 10 -> read_again(Read, E, Until) end;
+                false -> exit(E)
+            end
+    end.
 
 %% Removes every subscription and tombstone. Not a removal of each: rows
 %% that a master cut from this one holds come back when they meet.
@@ -227,7 +268,7 @@ clear_tables([T | Ts]) ->
 %% Number of subscription rows.
 -spec count() -> non_neg_integer().
 count() ->
-    remote(count, [], fun() -> mnesia:table_info(subscription, size) end).
+    remote(count, [], fun() -> read(fun() -> mnesia:table_info(subscription, size) end) end).
 
 %% Number of tombstones kept here (0 without the table).
 -spec tombstones() -> non_neg_integer().

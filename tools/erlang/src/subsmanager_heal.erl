@@ -26,17 +26,22 @@
 %% again; the copies compare the pairs whose clock is at least the
 %% earliest such time on any side, less the time a dead link takes to be noticed
 %% (net_ticktime) and 10 s for what was in flight and for clocks that
-%% differ. A master with no such note counts from its own start.
+%% differ. A master with no such note counts from its own start; one that
+%% made its table alone (it started while it could reach no other master)
+%% from the beginning: its copy may lack anything the others hold.
 -module(subsmanager_heal).
 -behaviour(gen_server).
 
--export([start_link/0, sweep/0, create_table/0, bound/1, ready/0]).
+-export([start_link/0, sweep/0, create_table/0, made_alone/0, bound/1, ready/0, alone/0,
+         resubscribe/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(SERVER, ?MODULE).
 %% Node -> {Node, DownUs}: when mnesia on Node went down for this master,
-%% until it is up again; and {'$started', Us}. Made by httpdcnode_sup, so
-%% that it outlives a crash of this server.
+%% until it is up again; {'$started', Us}; and {'$alone', true} while this
+%% master's table, made here, has not met every other master's. Made by
+%% subsmanager:ensure_table/0 or httpdcnode_sup, so that it outlives a
+%% crash of this server.
 -define(DOWN, subsmanager_heal_down).
 -define(TICK_MS, 1000).
 %% How long a merge may hold the writes (the gates open by themselves).
@@ -66,20 +71,34 @@ create_table() ->
     ets:insert_new(?DOWN, {'$started', now_us()}),
     ok.
 
+%% This master made its table while other masters are configured: until
+%% it has met all of them, a merge compares the whole table.
+made_alone() ->
+    create_table(),
+    ets:insert(?DOWN, {'$alone', true}),
+    ok.
+
 %% This master's bound for what the masters of All it does not run with
 %% may lack: the earliest time one of them went down for it (its own start
-%% for one it has no note of); none when it runs with all of them.
+%% for one it has no note of); none when it runs with all of them; 0 (all)
+%% when its table was made here and it has not met every other master.
 -spec bound([node()]) -> integer() | none.
 bound(All) ->
-    case All -- mnesia:system_info(running_db_nodes) of
-        [] -> none;
-        Apart ->
+    case {All -- mnesia:system_info(running_db_nodes), ets:lookup(?DOWN, '$alone')} of
+        {[], _} -> none;
+        {_, [_]} -> 0;
+        {Apart, []} ->
             [{_, Started}] = ets:lookup(?DOWN, '$started'),
             lists:min([case ets:lookup(?DOWN, N) of
                            [{_, T}] -> T;
                            [] -> Started
                        end || N <- Apart])
     end.
+
+%% mnesia was started again: its events come to this server again.
+resubscribe() ->
+    ets:delete(?DOWN, '$alone'),
+    gen_server:cast(?SERVER, resubscribe).
 
 %% Whether this master can take part in a merge: its tables are loaded and
 %% this server runs.
@@ -109,6 +128,9 @@ handle_call(sweep, _From, S) ->
 handle_call(_Req, _From, S) ->
     {reply, {error, unknown_call}, S}.
 
+handle_cast(resubscribe, S) ->
+    {ok, _} = mnesia:subscribe(system),
+    {noreply, S};
 handle_cast(_Msg, S) ->
     {noreply, S}.
 
@@ -123,8 +145,9 @@ handle_info({mnesia_system_event, {inconsistent_database, _, _}}, S) ->
     {noreply, merge(S)};
 handle_info({mnesia_system_event, _}, S) ->
     {noreply, S};
-handle_info(tick, S) ->
+handle_info(tick, S = #state{masters = Ms}) ->
     erlang:send_after(?TICK_MS, self(), tick),
+    Ms -- mnesia:system_info(running_db_nodes) =:= [] andalso ets:delete(?DOWN, '$alone'),
     {noreply, sweep(merge(reconnect(S)))};
 handle_info({connected, N, Pid}, S = #state{connecting = C}) ->
     case C of
@@ -194,7 +217,7 @@ merge_locked(Ms) ->
                 %% whatever it answers, what counts is whom mnesia here runs with
                 Joined = mnesia_controller:connect_nodes(Apart),
                 case mnesia:system_info(running_db_nodes) of
-                    [_] -> {error, {connect_nodes, Joined}};
+                    [_] -> give_up_alone(All, Before, Joined);
                     Running ->
                         %% the join may take in a master that came since: its
                         %% copy is still its own, read it too
@@ -218,6 +241,28 @@ merge_locked(Ms) ->
                 open_gates(Closed)
             end
     end.
+
+%% The sides could not be joined. mnesia refuses a table made apart from
+%% the copy the others know of (a RAM master restarted while it could
+%% reach no other made its own): such a master gives its table up. The
+%% winners go to the others' copy, and it joins them again, copying theirs.
+give_up_alone(All, {Pairs, Copies}, Joined) ->
+    case lists:partition(fun(N) -> erpc:call(N, ?MODULE, alone, [], ?CALL_MS) end, All) of
+        {[_ | _] = Alone, [Keep | _]} ->
+            Count = erpc:call(Keep, subsmanager, apply_merge,
+                              [[{P, [maps:get(P, C) || C <- Copies]} || P <- Pairs]],
+                              ?CALL_MS),
+            [ok = erpc:call(N, subsmanager, rejoin, [Keep], ?CALL_MS) || N <- Alone],
+            {ok, All -- [node()], Count};
+        _ -> {error, {connect_nodes, Joined}}
+    end.
+
+%% Whether this master's table was made here and can be given up (RAM:
+%% what it holds goes to the others first).
+-spec alone() -> boolean().
+alone() ->
+    ets:lookup(?DOWN, '$alone') =/= [] andalso
+        mnesia:table_info(schema, storage_type) =:= ram_copies.
 
 %% The earliest bound of the masters Nodes (on their copies, the pairs that
 %% the others of All may lack), less the margin.
