@@ -29,22 +29,16 @@ master() ->
     %% When each other master went down: a restarted merger still knows
     %% since when the sides of a partition differ.
     subsmanager_heal:create_table(),
-    Presence = #{id => httpdcnode_presence,
-                 start => {httpdcnode_presence, start_link, []},
-                 restart => permanent,
-                 shutdown => 5000,
-                 type => worker,
-                 modules => [httpdcnode_presence]},
-    %% Merges the subscription copies after a partition between masters.
-    Heal = #{id => subsmanager_heal,
-             start => {subsmanager_heal, start_link, []},
-             restart => permanent,
-             shutdown => 5000,
-             type => worker,
-             modules => [subsmanager_heal]},
     %% The inbox for what clients send (--inbox NAME), when configured.
     Inbox = case application:get_env(httpdcnode, inbox) of
                 {ok, {Name, Module, Args}} -> [httpdcnode_inbox:child_spec(Name, Module, Args)];
                 undefined -> []
             end,
-    {ok, {#{strategy => one_for_one, intensity => 5, period => 10}, [Presence, Heal | Inbox]}}.
+    %% subsmanager_heal merges the subscription copies after a partition
+    %% between masters.
+    {ok, {#{strategy => one_for_one, intensity => 5, period => 10},
+          [worker(httpdcnode_presence), worker(subsmanager_heal) | Inbox]}}.
+
+worker(M) ->
+    #{id => M, start => {M, start_link, []}, restart => permanent, shutdown => 5000,
+      type => worker, modules => [M]}.
