@@ -16,7 +16,8 @@
 %%   the subscribed streams, and writes after the heal replicate; one pair
 %%   added and removed on both sides in either order (the later wins);
 %%   tombstones kept while a master is apart; a master restarted after the
-%%   heal copies the merged table back.
+%%   heal copies the merged table back; one restarted during the cut makes
+%%   a table of its own, merged whole when they meet.
 %% - three masters, the cut between two of them, the third linked to both
 %%   (global disconnects more than the cut meanwhile): all three converge.
 -module(cluster_partition_tests).
@@ -43,7 +44,9 @@ two_masters_test_() ->
                 t(Ctx, "tombstones outlive their TTL while a master is apart, and go once "
                   "the masters are merged", 120, fun tombstones_kept/1),
                 t(Ctx, "a master restarted after a heal copies the merged table back", 120,
-                  fun restarted/1)]}
+                  fun restarted/1),
+                t(Ctx, "a master restarted during a cut starts with a table of its own: "
+                  "they merge when they meet", 120, fun restarted_apart/1)]}
       end}}.
 
 three_masters_test_() ->
@@ -283,6 +286,29 @@ restarted(#{masters := [A, B], tab := Tab}) ->
                  lists:sort(m(B, mnesia, table_info, [subscription_tombstone, ram_copies]))),
     add(B, [{1005, 100}]),
     wait_subscribers([A], 100, lists:sort([1005 | Want])).
+
+%% B restarted while cut from A can copy nothing: it makes a table of its
+%% own, with what it is given from then on. The merge compares the whole
+%% tables: B gets what A had, A what B was given.
+restarted_apart(#{masters := [A, B], tab := Tab}) ->
+    add(A, [{4001, 400}]),
+    wait_subscribers([B], 400, [4001]),
+    cut(A, B),
+    ok = ?L:kill_master(proc(Tab, B)),
+    B2 = ?L:restart_master(proc(Tab, B)),
+    ets:insert(Tab, {{proc, B}, B2}),
+    %% A still refuses B (A's cookie for B is not B's)
+    start_app(B, [A, B]),
+    ?assertEqual([], subscribers(B, 400)),
+    add(B, [{4002, 400}]),
+    remove(A, [{4001, 400}]),
+    add(A, [{4003, 400}]),
+    Want = [{get_subscribers, Id, subscribers(A, Id)} || Id <- [100, 200, 300]],
+    T0 = heal(A, B),
+    converge([A, B], [{get_subscribers, 400, [4002, 4003]}, {get_subscriptions, 4001, []} | Want],
+             T0, "a master restarted during the cut"),
+    ?assertEqual(m(A, subsmanager, count, []), m(B, subsmanager, count, [])),
+    ?assertEqual(m(A, subsmanager, tombstones, []), m(B, subsmanager, tombstones, [])).
 
 %%% ------------------------------------------------------------------
 %%% Three masters
