@@ -177,12 +177,12 @@ merge(S = #state{masters = Ms, failed = Failed}) ->
             Nodes = lists:usort([node() | [N || N <- Ms, lists:member(N, nodes())]]),
             case global:trans({{subsmanager, ensure_table}, self()},
                               fun() -> catch merge_locked(Ms) end, Nodes, 5) of
-                {ok, Sides, Pairs} ->
+                {ok, Sides, Pairs, Compared} ->
                     httpdcnode_presence:count_event(subscription_merges, 1),
                     httpdcnode_presence:count_event(subscription_merged_pairs, Pairs),
                     logger:notice("subsmanager: merged the subscriptions of ~p after a "
-                                  "partition: ~b pairs changed, ~b ms",
-                                  [Sides, Pairs, now_ms() - T0]),
+                                  "partition: ~b pairs changed, ~b ms (~b comparing the "
+                                  "copies)", [Sides, Pairs, now_ms() - T0, Compared]),
                     S#state{failed = none};
                 nothing -> S#state{failed = none};
                 Err ->
@@ -212,12 +212,14 @@ merge_locked(Ms) ->
                                                        ?CALL_MS) || M <- Apart]])),
             Closed = close_gates(All, []),
             try
+                T0 = now_ms(),
                 Since = since(All, All),
                 Before = collect(All, Since),
+                Compared = now_ms() - T0,
                 %% whatever it answers, what counts is whom mnesia here runs with
                 Joined = mnesia_controller:connect_nodes(Apart),
                 case mnesia:system_info(running_db_nodes) of
-                    [_] -> give_up_alone(All, Before, Joined);
+                    [_] -> give_up_alone(All, Before, Joined, Compared);
                     Running ->
                         %% the join may take in a master that came since: its
                         %% copy is still its own, read it too
@@ -232,7 +234,7 @@ merge_locked(Ms) ->
                                 end,
                             Count = subsmanager:apply_merge([{P, [maps:get(P, C) || C <- Copies]}
                                                              || P <- Pairs]),
-                            {ok, (All ++ Extra) -- [node()], Count}
+                            {ok, (All ++ Extra) -- [node()], Count, Compared}
                         after
                             open_gates(Closed2)
                         end
@@ -246,14 +248,14 @@ merge_locked(Ms) ->
 %% the copy the others know of (a RAM master restarted while it could
 %% reach no other made its own): such a master gives its table up. The
 %% winners go to the others' copy, and it joins them again, copying theirs.
-give_up_alone(All, {Pairs, Copies}, Joined) ->
+give_up_alone(All, {Pairs, Copies}, Joined, Compared) ->
     case lists:partition(fun(N) -> erpc:call(N, ?MODULE, alone, [], ?CALL_MS) end, All) of
         {[_ | _] = Alone, [Keep | _]} ->
             Count = erpc:call(Keep, subsmanager, apply_merge,
                               [[{P, [maps:get(P, C) || C <- Copies]} || P <- Pairs]],
                               ?CALL_MS),
             [ok = erpc:call(N, subsmanager, rejoin, [Keep], ?CALL_MS) || N <- Alone],
-            {ok, All -- [node()], Count};
+            {ok, All -- [node()], Count, Compared};
         _ -> {error, {connect_nodes, Joined}}
     end.
 
