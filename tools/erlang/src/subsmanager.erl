@@ -31,7 +31,7 @@
 -export([ensure_table/0, add_subscriptions/1, remove_subscriptions/1,
          get_subscribers/1, get_subscriptions/1, clear/0, count/0]).
 %% For subsmanager_heal, run on every master of a merge.
--export([rejoin/1, close_gate/1, open_gate/0, changed_count/1, changed_digest/2, changed_in/3,
+-export([rejoin/1, close_gate/1, open_gate/0, changed_window/3, digest/2, changed_in/3,
          pair_states/1, apply_merge/1,
          merge_pair/1, expire_tombstones/1, tombstones/0]).
 
@@ -367,24 +367,39 @@ fold_chunks(_Fun, Acc, '$end_of_table') -> Acc;
 fold_chunks(Fun, Acc, {Items, Cont}) ->
     fold_chunks(Fun, lists:foldl(Fun, Acc, Items), ets:select(Cont)).
 
-%% How many rows and tombstones the window holds.
--spec changed_count(integer()) -> non_neg_integer().
-changed_count(Since) ->
-    ets:select_count(subscription,
-                     [{#subscription{clock = '$1', _ = '_'}, [{'>=', '$1', Since}], [true]}])
-        + ets:select_count(?TOMB, [{#subscription_tombstone{clock = '$1', _ = '_'},
-                                    [{'>=', '$1', Since}], [true]}]).
+%% The window, in one pass: {entries, [{Pair, {live | removed, Clock}}]}
+%% while it holds Cap entries at most, else {digest, digest(Entries,
+%% Buckets)} of all of it.
+-spec changed_window(integer(), non_neg_integer(), pos_integer()) ->
+          {entries, [{{term(), term()}, {live | removed, integer()}}]} | {digest, binary()}.
+changed_window(Since, Cap, Buckets) ->
+    case fold_window(fun(X, {entries, N, L}) when N < Cap -> {entries, N + 1, [X | L]};
+                        (X, {entries, _, L}) ->
+                             Sums = atomics:new(Buckets, [{signed, false}]),
+                             add_digest([X | L], Buckets, Sums),
+                             {digest, Sums};
+                        (X, {digest, Sums}) ->
+                             add_digest([X], Buckets, Sums),
+                             {digest, Sums}
+                     end, {entries, 0, []}, Since) of
+        {entries, _, L} -> {entries, L};
+        {digest, Sums} -> {digest, digest_binary(Sums, Buckets)}
+    end.
 
-%% The window's digest: a binary of Buckets 64-bit sums, a pair in bucket
-%% phash2(Pair, Buckets), its bucket's sum that of its rows' and
-%% tombstone's hashes. Two copies whose windows hold the same in a bucket
-%% have the same sum there.
--spec changed_digest(integer(), pos_integer()) -> binary().
-changed_digest(Since, Buckets) ->
+%% A digest of window entries: a binary of Buckets 64-bit sums, an entry in
+%% bucket phash2(Pair, Buckets), the sum of its entries' hashes there. Two
+%% copies whose windows hold the same in a bucket have the same sum there.
+-spec digest([{{term(), term()}, {live | removed, integer()}}], pos_integer()) -> binary().
+digest(Entries, Buckets) ->
     Sums = atomics:new(Buckets, [{signed, false}]),
-    fold_window(fun({P, _} = X, ok) ->
-                        atomics:add(Sums, erlang:phash2(P, Buckets) + 1, erlang:phash2(X))
-                end, ok, Since),
+    add_digest(Entries, Buckets, Sums),
+    digest_binary(Sums, Buckets).
+
+add_digest(Entries, Buckets, Sums) ->
+    [atomics:add(Sums, erlang:phash2(P, Buckets) + 1, erlang:phash2(X)) || {P, _} = X <- Entries],
+    ok.
+
+digest_binary(Sums, Buckets) ->
     << <<(atomics:get(Sums, I)):64>> || I <- lists:seq(1, Buckets) >>.
 
 %% The window's pairs in the buckets Which (a map with those keys).

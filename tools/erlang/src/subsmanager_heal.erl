@@ -11,7 +11,7 @@
 %%   the sides at once, under the global lock that orders table creation:
 %%   holds the writes on every master of every side
 %%   (subsmanager:close_gate/1); compares the copies' pairs changed since
-%%   the partition began (digests first, then the pairs that differ); joins
+%%   the partition began (or digests of them, when they are many); joins
 %%   the sides with mnesia_controller:connect_nodes/1 (the call Ulf Wiger's
 %%   unsplit makes: it leaves each copy as it was, and joins every side it
 %%   reaches); then writes each pair's winner (subsmanager:merge_pair/1)
@@ -50,6 +50,11 @@
 %% Margin for writes in flight when the link died, and clocks that differ.
 -define(MARGIN_S, 10).
 -define(TABLES, [subscription, subscription_tombstone]).
+%% A copy sends its window itself up to so many rows and tombstones, else
+%% a digest of so many buckets (8 MB; a bucket whose digests differ sends
+%% all its pairs).
+-define(WINDOW_CAP, 100000).
+-define(BUCKETS, 1 bsl 20).
 
 -record(state, {masters = [] :: [node()],
                 connecting = #{} :: #{node() => pid()},
@@ -276,15 +281,33 @@ since(Nodes, All) ->
 
 %% The pairs whose state differs between the copies of Nodes since Since,
 %% and each copy's state of them: {Pairs, [#{Pair => State}]}. Each copy
-%% sends a digest of its window first, then the pairs of the buckets whose
-%% digests differ: after a bulk load just before a partition the windows
-%% hold millions of pairs, nearly all the same on every copy.
+%% sends its window (the rows and tombstones changed since) when it is
+%% small, else a digest of it (hash buckets), and then the pairs of the
+%% buckets where the digests differ: after a bulk load just before a
+%% partition the windows hold millions of pairs, nearly all the same on
+%% every copy. Each copy reads its table once, or twice for a digest.
 collect(Nodes, Since) ->
-    Buckets = buckets(lists:max(on_all(Nodes, changed_count, [Since]))),
-    Differ = differ(on_all(Nodes, changed_digest, [Since, Buckets])),
-    Pairs = case map_size(Differ) of
-                0 -> [];
-                _ -> lists:usort(lists:append(on_all(Nodes, changed_in, [Since, Buckets, Differ])))
+    Windows = lists:zip(Nodes, on_all(Nodes, changed_window, [Since, ?WINDOW_CAP, ?BUCKETS])),
+    Pairs = case [W || {_, {digest, _}} = W <- Windows] of
+                [] ->
+                    Sets = [maps:groups_from_list(fun({P, _}) -> P end, lists:sort(L))
+                            || {_, {entries, L}} <- Windows],
+                    [P || P <- lists:usort(lists:append([maps:keys(M) || M <- Sets])),
+                          length(lists:usort([maps:get(P, M, none) || M <- Sets])) > 1];
+                _ ->
+                    Differ = differ([case W of
+                                         {digest, D} -> D;
+                                         {entries, L} -> subsmanager:digest(L, ?BUCKETS)
+                                     end || {_, W} <- Windows]),
+                    lists:usort(lists:append(
+                                  [case W of
+                                       {digest, _} ->
+                                           erpc:call(N, subsmanager, changed_in,
+                                                     [Since, ?BUCKETS, Differ], ?CALL_MS);
+                                       {entries, L} ->
+                                           [P || {P, _} <- L,
+                                                 is_map_key(erlang:phash2(P, ?BUCKETS), Differ)]
+                                   end || {N, W} <- Windows]))
             end,
     {Pairs, [states(L) || L <- on_all(Nodes, pair_states, [Pairs])]}.
 
@@ -294,11 +317,6 @@ on_all(Nodes, F, A) ->
          {ok, V} -> V;
          {Class, Reason} -> error({F, Class, Reason})
      end || R <- erpc:multicall(Nodes, subsmanager, F, A, ?CALL_MS)].
-
-%% About four pairs a bucket, a power of two, 1024 at least.
-buckets(Window) -> buckets(Window div 4, 1024).
-buckets(Want, B) when B >= Want -> B;
-buckets(Want, B) -> buckets(Want, 2 * B).
 
 %% The buckets where the digests (of one size) do not all agree:
 %% #{Bucket => true}.
