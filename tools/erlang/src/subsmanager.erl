@@ -146,13 +146,20 @@ upgrade() ->
 -spec add_subscriptions([{subscription, term(), term()}]) -> ok.
 add_subscriptions(Subs) when is_list(Subs) ->
     remote(add_subscriptions, [Subs],
-           fun() -> gated(fun() -> lists:foreach(fun add/1, Subs) end) end).
+           fun() -> gated(fun() ->
+                                  Ctx = read_context(),
+                                  lists:foreach(fun(Sub) -> add(Sub, Ctx) end, Subs)
+                          end)
+           end).
 
 %% Reads the pair's rows and tombstone first: the new clock must be above
 %% theirs, and the older rows go (a bag keeps every distinct row).
-add({subscription, S, E}) ->
-    Old = rows(S, E, dirty),
-    Tomb = mnesia:dirty_read(?TOMB, {S, E}),
+add({subscription, S, E}, Ctx) ->
+    Old = rows(S, E, Ctx),
+    Tomb = case Ctx of
+               ets -> ets:lookup(?TOMB, {S, E});
+               dirty -> mnesia:dirty_read(?TOMB, {S, E})
+           end,
     Clock = next_clock(Old, Tomb),
     ok = mnesia:dirty_write(#subscription{subscriber = S, subscribee = E, clock = Clock}),
     [ok = mnesia:dirty_delete_object(O) || O <- Old],
@@ -181,11 +188,26 @@ remove({subscription, S, E}) ->
             ok = mnesia:write(#subscription_tombstone{pair = {S, E}, clock = next_clock(Old, Tomb)})
     end.
 
+%% How a bulk add reads: straight from the ETS tables of this master's own
+%% copies (RAM or disc copies are ETS tables named as the table), which
+%% saves mnesia's dirty read path per row (a bulk load of 10 M rows reads
+%% each pair once); through mnesia where this node has no copy.
+read_context() ->
+    case [subscription, ?TOMB] -- mnesia:system_info(local_tables) of
+        [] -> ets;
+        _ -> dirty
+    end.
+
 %% The rows of the pair (S, E). A match pattern is fast (the bag's key, then
 %% compared inside ETS) but takes the atoms '_' and '$1', '$2'... as
 %% wildcards: the rows of a pair holding one are read whole and filtered.
 rows(S, E, Context) ->
     case plain(S) andalso plain(E) of
+        true when Context =:= ets ->
+            ets:match_object(subscription,
+                             #subscription{subscriber = S, subscribee = E, clock = '_'});
+        false when Context =:= ets ->
+            [R || R = #subscription{subscribee = X} <- ets:lookup(subscription, S), X =:= E];
         true when Context =:= dirty ->
             mnesia:dirty_match_object(#subscription{subscriber = S, subscribee = E, clock = '_'});
         true ->
