@@ -112,7 +112,16 @@ proc(Tab, M) -> ets:lookup_element(Tab, {proc, M}, 2).
 logs(#{masters := Ms, server := S, tab := Tab}) ->
     [maps:get(log, proc(Tab, M)) || M <- Ms] ++ [maps:get(log, S)].
 
-start_app(M, Masters) -> httpdcnode_cluster:start_app(M, [{masters, Masters}]).
+%% Started again from the beginning when global dropped this node's link
+%% to M meanwhile (see m/4): every step of it may run twice.
+start_app(M, Masters) -> start_app(M, Masters, ?L:scaled(?WAIT)).
+
+start_app(M, Masters, Left) ->
+    try httpdcnode_cluster:start_app(M, [{masters, Masters}])
+    catch error:{erpc, noconnection} when Left > 0 ->
+            timer:sleep(50),
+            start_app(M, Masters, Left - 50)
+    end.
 
 %% A call on master N. global may drop this node's link to a master while
 %% two masters are cut (it keeps partitions fully connected): the call is
