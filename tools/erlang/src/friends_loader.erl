@@ -15,15 +15,18 @@ load(File) ->
     load(File, #{}).
 
 %% Options: batch => rows per add_subscriptions/1 call,
-%%          mutual => false to add only A-subscribes-to-B.
+%%          mutual => false to add only A-subscribes-to-B,
+%%          add => Fun(Rows) -> ok instead of subsmanager:add_subscriptions/1
+%%                 (to load the rows into another store).
 -spec load(file:filename(), map()) -> {ok, non_neg_integer()} | {error, term()}.
 load(File, Opts) ->
     Batch = maps:get(batch, Opts, ?BATCH),
     Mutual = maps:get(mutual, Opts, true),
+    Add = maps:get(add, Opts, fun subsmanager:add_subscriptions/1),
     case file:open(File, [read, raw, binary, {read_ahead, 1 bsl 20}]) of
         {ok, Fd} ->
             try
-                read(Fd, 1, Mutual, Batch, [], 0, 0)
+                read(Fd, 1, {Mutual, Batch, Add}, [], 0, 0)
             after
                 file:close(Fd)
             end;
@@ -31,21 +34,21 @@ load(File, Opts) ->
             Error
     end.
 
-read(Fd, LineNo, Mutual, Batch, Buf, BufLen, Edges) ->
+read(Fd, LineNo, How = {Mutual, Batch, Add}, Buf, BufLen, Edges) ->
     case file:read_line(Fd) of
         {ok, Line} ->
             case parse_line(Line) of
                 skip ->
-                    read(Fd, LineNo + 1, Mutual, Batch, Buf, BufLen, Edges);
+                    read(Fd, LineNo + 1, How, Buf, BufLen, Edges);
                 {A, B} ->
                     Rows = rows(A, B, Mutual),
-                    {Buf1, Len1} = flush(Batch, Rows ++ Buf, BufLen + length(Rows)),
-                    read(Fd, LineNo + 1, Mutual, Batch, Buf1, Len1, Edges + 1);
+                    {Buf1, Len1} = flush(Batch, Add, Rows ++ Buf, BufLen + length(Rows)),
+                    read(Fd, LineNo + 1, How, Buf1, Len1, Edges + 1);
                 error ->
                     {error, {LineNo, bad_line}}
             end;
         eof ->
-            ok = subsmanager:add_subscriptions(Buf),
+            ok = Add(Buf),
             {ok, Edges};
         {error, _} = Error ->
             Error
@@ -54,10 +57,10 @@ read(Fd, LineNo, Mutual, Batch, Buf, BufLen, Edges) ->
 rows(A, B, true) -> [{subscription, A, B}, {subscription, B, A}];
 rows(A, B, false) -> [{subscription, A, B}].
 
-flush(Batch, Buf, Len) when Len >= Batch ->
-    ok = subsmanager:add_subscriptions(Buf),
+flush(Batch, Add, Buf, Len) when Len >= Batch ->
+    ok = Add(Buf),
     {[], 0};
-flush(_Batch, Buf, Len) ->
+flush(_Batch, _Add, Buf, Len) ->
     {Buf, Len}.
 
 %% "A B" -> {A, B} (positive integers, any blanks between), skip for blank or

@@ -209,8 +209,9 @@ nodes() ->
 %% relayed_offline, held_sent and held_entries (messages that waited for a
 %% uid not known yet: went, held now), online_by_message,
 %% last_seen_entries and last_seen_bytes (the table now), last_seen_evicted
-%% (by its cap) and last_seen_expired (by its sweep). On a client node,
-%% the master's.
+%% (by its cap) and last_seen_expired (by its sweep); subscription_merges,
+%% subscription_merged_pairs, subscription_tombstones and tombstones_expired
+%% (subsmanager_heal). On a client node, the master's.
 -spec stats() -> #{node() | app => map() | {error, timeout | nodedown}}.
 stats() ->
     stats(?TIMEOUT).
@@ -231,7 +232,8 @@ stats(Timeout) ->
 app_stats() ->
     #{entries := E, bytes := B} = httpdcnode_presence:last_seen_info(),
     (httpdcnode_presence:counter_values())#{last_seen_entries => E, last_seen_bytes => B,
-                                            held_entries => httpdcnode_presence:held_count()}.
+                                            held_entries => httpdcnode_presence:held_count(),
+                                            subscription_tombstones => subsmanager:tombstones()}.
 
 %% A subscriber token for C-nodes started with --auth-secret-file: the query
 %% string <<"exp=...&sig=...">> that lets Uid open a stream for TtlSeconds

@@ -115,7 +115,8 @@
 %% The application's counters (a counters ref in persistent_term).
 -define(COUNTERS, {httpdcnode, counters}).
 -define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
-                        last_seen_expired, online_by_message, held_sent]).
+                        last_seen_expired, online_by_message, held_sent,
+                        subscription_merges, subscription_merged_pairs, tombstones_expired]).
 %% Expired entries removed per sweep step; the next step follows at once.
 -define(SWEEP_BATCH, 10000).
 %% ms for epmd to say whether a hidden node is published.
@@ -290,7 +291,9 @@ sweep() ->
 %% another master, linked to the node), last_seen_evicted (by the cap),
 %% last_seen_expired (by the sweep), online_by_message (uids marked online
 %% by a client message before their node's up was handled), held_sent
-%% (messages for a uid not known yet that waited for it, then went).
+%% (messages for a uid not known yet that waited for it, then went); and
+%% subsmanager_heal's: subscription_merges (sides of a partition merged),
+%% subscription_merged_pairs (pairs they changed), tombstones_expired.
 -spec counter_values() -> #{atom() => non_neg_integer()}.
 counter_values() ->
     case counters() of

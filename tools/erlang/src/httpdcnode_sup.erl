@@ -1,5 +1,6 @@
-%% Top supervisor: the presence server is the only long-lived process;
-%% the API and pubsub modules run in their callers. The supervisor owns the
+%% Top supervisor: the presence server and the subscriptions' merger
+%% (subsmanager_heal) are the long-lived processes; the API and pubsub
+%% modules run in their callers. The supervisor owns the
 %% table of learned C-nodes and the last-seen tables (see
 %% httpdcnode_presence). On a node of role client (application env) it
 %% supervises nothing: that node has no presence, its calls go to a master
@@ -25,12 +26,9 @@ master() ->
     %% Where offline uids were last: a restarted presence server still
     %% routes their messages.
     httpdcnode_presence:create_tables(public),
-    Presence = #{id => httpdcnode_presence,
-                 start => {httpdcnode_presence, start_link, []},
-                 restart => permanent,
-                 shutdown => 5000,
-                 type => worker,
-                 modules => [httpdcnode_presence]},
+    %% When each other master went down: a restarted merger still knows
+    %% since when the sides of a partition differ.
+    subsmanager_heal:create_table(),
     %% The inbox for what clients send (--inbox NAME), when configured;
     %% Opts #{workers => N} makes it a pool (httpdcnode_inbox).
     Inbox = case application:get_env(httpdcnode, inbox) of
@@ -39,4 +37,11 @@ master() ->
                     [httpdcnode_inbox:child_spec(Name, Module, Args, Opts)];
                 undefined -> []
             end,
-    {ok, {#{strategy => one_for_one, intensity => 5, period => 10}, [Presence | Inbox]}}.
+    %% subsmanager_heal merges the subscription copies after a partition
+    %% between masters.
+    {ok, {#{strategy => one_for_one, intensity => 5, period => 10},
+          [worker(httpdcnode_presence), worker(subsmanager_heal) | Inbox]}}.
+
+worker(M) ->
+    #{id => M, start => {M, start_link, []}, restart => permanent, shutdown => 5000,
+      type => worker, modules => [M]}.
