@@ -137,28 +137,8 @@ client() {
   CLI_PID[$i]=$!
   BENCH_PIDS+=("${CLI_PID[$i]}")
 }
-sum() {
-  local n v t=0
-  for n in "${NAMES[@]}"; do
-    v=$(progress "$n" "$1")
-    v=${v%%/*}
-    [[ -n $v ]] || return 1
-    t=$((t + v))
-  done
-  echo "$t"
-}
-sum_is() { [[ $(sum "$1") == "$2" ]]; }
-each_at_least() {
-  local n v
-  for n in "${NAMES[@]}"; do
-    [[ $n == *_held ]] && continue
-    v=$(progress "$n" "$1"); [[ -n $v ]] && ((v >= $2)) || return 1
-  done
-}
-erl_eval() {
-  timeout -k 5 60 erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
-    -sname "takeovercli_$$_$RANDOM@localhost" -setcookie "$COOKIE" -eval "$1" </dev/null
-}
+RUN_CLIENTS=("${NAMES[@]}")
+RUN_READERS=(chunked sse ws poll)
 
 for i in 0 1 2 3 4 5; do client "$i"; done
 wait_for 180 "$STREAMS streams up" sum_is up "$STREAMS" || exit 1
@@ -169,21 +149,14 @@ log "all $STREAMS streams up"
 # read cannot take: TAKEOVER_FILL bytes each, as 16 KiB multicasts.
 HELD_FIRST=${UID0[4]}
 HELD_LAST=$((HELD_FIRST + 2 * SLOW - 1))
-erl_eval "N = '$SRV_NODE', true = net_kernel:connect_node(N), {any, N} ! {broadcast, <<\"takeover\">>},
+run_erl "N = '$SRV_NODE', true = net_kernel:connect_node(N), {any, N} ! {broadcast, <<\"takeover\">>},
   Uids = lists:seq($HELD_FIRST, $HELD_LAST), Pad = binary:copy(<<\"h\">>, 16384),
   [{any, N} ! {Uids, Pad} || _ <- lists:seq(1, max(1, $FILL div 16384))],
   R = make_ref(), {any, N} ! {self(), R, stats}, receive {R, _} -> halt(0) after 30000 -> halt(1) end." \
   >"$WORK/fill.out" 2>&1 || { log "the fill failed: $(tail -n2 "$WORK/fill.out")"; exit 1; }
 wait_for 30 "the broadcast at every stream that reads" each_at_least msgs "$FAST" || exit 1
 
-(exec timeout -k 5 $((PUB_SECONDS + 60)) erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
-   -sname "takeoverpub_$$@localhost" -setcookie "$COOKIE" -pa "$ROOT/tools/erlang/ebin" \
-   -eval 'soak:publish_cli()' -extra --node "$SRV_NODE" --seconds "$PUB_SECONDS" \
-   --rate "$RATE" --uids "1-$STREAMS" --stable "1-1" --procs 2 --broadcast-ms 5000 --slow-uid 0) \
-  >"$WORK/publisher.json" 2>"$WORK/publisher.err" </dev/null &
-PUB_PID=$!
-BENCH_PIDS+=("$PUB_PID")
-wait_for 30 "the publisher to connect" nodes_are 1 || exit 1
+run_publisher "$PUB_SECONDS" "$RATE" "1-$STREAMS" || exit 1
 T_PUB=$(date +%s)
 
 # sum_hist OUT FILE...: the histograms added up (lines "HIGH_US COUNT", then "max US").

@@ -220,17 +220,24 @@ static int open_file(struct history_map *m)
     return 0;
 }
 
-int history_map_open(struct history_map *m, const char *file, const char *node,
-                     uint32_t max_users, uint64_t arena_size, size_t room_size)
+/* m empty, for fd and file; what is asked of it in want. */
+static void start(struct history_map *m, int fd, const char *file, const char *node,
+                  uint32_t max_users, uint64_t arena_size, size_t room_size)
 {
     memset(m, 0, sizeof *m);
-    m->fd = -1;
+    m->fd = fd;
     m->file = file;
     memset(&want, 0, sizeof want);
     snprintf(want.node, sizeof want.node, "%s", node ? node : "");
     want.max_users = max_users;
     want.arena_size = arena_size;
     want.room_size = room_size;
+}
+
+int history_map_open(struct history_map *m, const char *file, const char *node,
+                     uint32_t max_users, uint64_t arena_size, size_t room_size)
+{
+    start(m, -1, file, node, max_users, arena_size, room_size);
     if (file)
         return open_file(m);
     size_t bytes = total_bytes();
@@ -247,14 +254,7 @@ int history_map_open(struct history_map *m, const char *file, const char *node,
 int history_map_adopt(struct history_map *m, int fd, const char *file, const char *node,
                       uint32_t max_users, uint64_t arena_size, size_t room_size)
 {
-    memset(m, 0, sizeof *m);
-    m->fd = fd;
-    m->file = file;
-    memset(&want, 0, sizeof want);
-    snprintf(want.node, sizeof want.node, "%s", node ? node : "");
-    want.max_users = max_users;
-    want.arena_size = arena_size;
-    want.room_size = room_size;
+    start(m, fd, file, node, max_users, arena_size, room_size);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         log_msg(LOG_ERROR, "takeover: cannot look at the history handed over: %m");

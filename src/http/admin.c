@@ -214,13 +214,7 @@ int admin_start(struct event_base *base, const struct options *opts)
     return 0;
 }
 
-void admin_pause(int paused)
-{
-    if (admin_listener && paused)
-        evconnlistener_disable(admin_listener);
-    else if (admin_listener)
-        evconnlistener_enable(admin_listener);
-}
+void admin_pause(int paused) { listener_hold(admin_listener, paused); }
 
 int admin_carry_export(struct carry_out *o)
 {

@@ -308,13 +308,7 @@ int http_front_start(struct event_base *base, const struct options *opts)
     return 0;
 }
 
-void http_front_pause(int paused)
-{
-    if (public_listener && paused)
-        evconnlistener_disable(public_listener);
-    else if (public_listener)
-        evconnlistener_enable(public_listener);
-}
+void http_front_pause(int paused) { listener_hold(public_listener, paused); }
 
 int http_front_carry_export(struct carry_out *o)
 {
