@@ -130,7 +130,7 @@ static int refusal(const struct hello *h, char *why, size_t size)
     return 0;
 }
 
-static void say(int c, int kind, const char *text)
+static int say(int c, int kind, const char *text)
 {
     char msg[1024];
     msg[0] = (char)kind;
@@ -138,7 +138,7 @@ static void say(int c, int kind, const char *text)
     if (n > sizeof msg - 1)
         n = sizeof msg - 1;
     memcpy(msg + 1, text, n);
-    (void)upgrade_wire_send(c, msg, n + 1, NULL, 0, clock_now_ms() + UPGRADE_HELLO_MS);
+    return upgrade_wire_send(c, msg, n + 1, NULL, 0, clock_now_ms() + UPGRADE_HELLO_MS);
 }
 
 /* ---------------------------------------------------------------- quiet */
@@ -319,19 +319,22 @@ static void hand_over(evutil_socket_t fd, short what, void *arg)
     carry_out_init(&o);
     int64_t t[5] = {clock_now_ms()};      /* each step's end */
     int ok = quiet(t0 + UPGRADE_QUIET_MS) == 0;
-    t[1] = clock_now_ms();
     if (!ok)
         snprintf(why, sizeof why, "this process did not stop reading in time");
-    else if (!(ok = export_all(&o, t0 + UPGRADE_QUIET_MS) == 0))
+    t[1] = clock_now_ms();
+    if (ok && !(ok = export_all(&o, t0 + UPGRADE_QUIET_MS) == 0))
         snprintf(why, sizeof why, "its state could not be written (out of memory?)");
-    else if ((t[2] = clock_now_ms()),
-             !(ok = send_all(c, &o, clock_now_ms() + UPGRADE_SEND_MS) == 0))
+    t[2] = clock_now_ms();
+    if (ok && !(ok = send_all(c, &o, clock_now_ms() + UPGRADE_SEND_MS) == 0))
         snprintf(why, sizeof why, "sending it failed: %s", strerror(errno));
-    else
-        ok = (t[3] = clock_now_ms(), taken(c, why, sizeof why) == 0);
+    t[3] = clock_now_ms();
+    if (ok)
+        ok = taken(c, why, sizeof why) == 0;
+    if (ok && !(ok = say(c, MSG_GO, "") == 0))
+        snprintf(why, sizeof why, "it went away before it was told to go on");
     t[4] = clock_now_ms();
     if (!ok) {
-        say(c, MSG_FAILED, why);
+        (void)say(c, MSG_FAILED, why);
         close(c);
         carry_out_free(&o);
         serve_on(pid, why);
@@ -340,7 +343,6 @@ static void hand_over(evutil_socket_t fd, short what, void *arg)
     /* From here the new process serves: nothing more is done here. Its
      * copies of the descriptors keep every socket open as this process's
      * close with it (no FIN, no reset). */
-    say(c, MSG_GO, "");
     log_msg(LOG_INFO, "takeover: handed over to pid %d in %lld ms (%u streams, %zu of them with "
             "%llu bytes unsent; %zu bytes of state, %u descriptors; ms: requests read %lld, "
             "stopping %lld, state %lld, sending %lld, taking %lld); exiting", pid,
@@ -372,14 +374,15 @@ static int give(int c, int pid)
         snprintf(why, sizeof why, "another process is taking over already");
     if (giving.fd >= 0 || refusal(&h, why, sizeof why) != 0) {
         log_msg(LOG_ERROR, "takeover: refused pid %d: %s; this process serves on", pid, why);
-        say(c, MSG_REFUSED, why);
+        (void)say(c, MSG_REFUSED, why);
         return -1;
     }
     log_msg(LOG_INFO, "takeover: pid %d takes over: handing over %llu streams", pid,
             (unsigned long long)loop_stats.streams_open);
     char me[16];
     snprintf(me, sizeof me, "%d", (int)getpid());
-    say(c, MSG_ACCEPTED, me);
+    if (say(c, MSG_ACCEPTED, me) != 0)
+        return -1;
     http_front_pause(1);
     admin_pause(1);
     giving.fd = c;
