@@ -31,8 +31,8 @@
 
 %% run on the masters
 -export([sender/4, watch/4]).
-%% the SSE client, for other cluster tests
--export([sse_client/3, events/1, wait_events/2, close_client/1, split_id/1]).
+%% the SSE client and a wait on presence, for other cluster tests
+-export([sse_client/3, events/1, wait_events/2, close_client/1, split_id/1, wait_view/3]).
 
 -define(L, httpdcnode_test_lib).
 -define(PRESENCE, httpdcnode_presence).
@@ -93,12 +93,7 @@ note_opened(X) -> put(opened, [X | opened()]).
 %%% ------------------------------------------------------------------
 
 setup() ->
-    Procs = [?L:start_master() || _ <- [1, 2]],
-    try setup(Procs)
-    catch C:E:St ->
-            [catch ?L:stop_master(P) || P <- Procs],
-            erlang:raise(C, E, St)
-    end.
+    httpdcnode_cluster:start_masters(2, fun setup/1).
 
 setup(Procs = [MA, MB]) ->
     [A, B] = Masters = [?L:master_node(P) || P <- Procs],
