@@ -66,7 +66,8 @@
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
     X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */ \
-    X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */
+    X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */ \
+    X(seq_gap_uids)     /* uids told a gap: a master could not keep their messages */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \
@@ -86,6 +87,12 @@
     X(in_resets)        /* {httpdcnode_in_reset, Name}: an inbox started (again) */ \
     X(in_reset_unacked) /* client messages its inbox had not acknowledged then: maybe lost */ \
     X(in_windows_stuck) /* now: master links whose inbox window is full, no ack for 5 s */ \
+    X(seq_duplicates)   /* numbered messages dropped: applied before (sent again) */ \
+    X(seq_reordered)    /* numbered messages that came before their turn: held for it */ \
+    X(seq_held_dropped) /* of them, not held: 16 MiB held already (their master sends again) */ \
+    X(seq_skipped)      /* numbers given up: a hole not filled in 10 s, a master's run gone */ \
+    X(seq_untracked)    /* numbered messages applied unnumbered: 16 masters' streams held */ \
+    X(seq_acks)         /* acknowledgements sent to masters */                \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {

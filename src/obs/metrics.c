@@ -15,7 +15,8 @@ enum family {
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
-    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, FAMILIES
+    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, NUMBERED,
+    NUMBERED_SKIPPED, NUMBERED_ACKS, GAP_UIDS, FAMILIES
 };
 
 static const struct {
@@ -86,6 +87,17 @@ static const struct {
                              "for 5 s."},
     [ERLANG_SILENT] = {"erlang_masters_silent_total", "counter",
                        "Links to masters dropped: nothing came from them for --erl-tick-seconds."},
+    [NUMBERED] = {"numbered_messages_total", "counter",
+                  "Numbered messages from masters not applied as they came, by reason: "
+                  "duplicate (dropped), reordered (held for their turn), not_held (no room: "
+                  "their master sends them again), untracked (applied unnumbered)."},
+    [NUMBERED_SKIPPED] = {"numbered_skipped_total", "counter",
+                          "Numbers of a master's stream given up: a hole not filled in 10 s, "
+                          "or the master's run gone."},
+    [NUMBERED_ACKS] = {"numbered_acks_total", "counter",
+                       "Acknowledgements of numbered messages sent to masters."},
+    [GAP_UIDS] = {"gap_uids_total", "counter",
+                  "Uids told a gap: a master could not keep messages for them."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -171,6 +183,13 @@ static const struct sample {
     {INBOX_RESET_UNACKED, NULL, "in_reset_unacked"},
     {INBOX_WINDOWS_STUCK, NULL, "in_windows_stuck"},
     {ERLANG_SILENT, NULL, "erl_silent_masters"},
+    {NUMBERED, "duplicate", "seq_duplicates"},
+    {NUMBERED, "reordered", "seq_reordered"},
+    {NUMBERED, "not_held", "seq_held_dropped"},
+    {NUMBERED, "untracked", "seq_untracked"},
+    {NUMBERED_SKIPPED, NULL, "seq_skipped"},
+    {NUMBERED_ACKS, NULL, "seq_acks"},
+    {GAP_UIDS, NULL, "seq_gap_uids"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 
