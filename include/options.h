@@ -2,6 +2,8 @@
 #ifndef HTTPDCNODE_OPTIONS_H
 #define HTTPDCNODE_OPTIONS_H
 
+#include "lib/peer_addr.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +17,8 @@
 #define CLIENT_MESSAGE_LIMIT (1u << 20)
 
 #define ALLOW_ORIGIN_MAX 16
+/* --trusted-proxy networks, at most. */
+#define TRUSTED_PROXY_MAX 16
 /* --master a@h,b@h: masters linked at once, at most. */
 #define MASTERS_MAX 8
 
@@ -51,6 +55,8 @@ struct options {
     uint32_t poll_timeout;     /* seconds a long-poll waits for a message */
     char allow_origin[ALLOW_ORIGIN_MAX][256];   /* --allow-origin, repeatable; "*" any */
     uint32_t n_allow_origin;
+    struct peer_net trusted_proxy[TRUSTED_PROXY_MAX]; /* --trusted-proxy, repeatable */
+    uint32_t n_trusted_proxy;
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
     char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */

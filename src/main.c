@@ -17,6 +17,7 @@
 #include "core/heartbeat.h"
 #include "transport/sse.h"
 #include "transport/poll.h"
+#include "http/client_addr.h"
 #include "http/cors.h"
 #include "core/stream.h"
 #include "core/uidtable.h"
@@ -105,6 +106,7 @@ int main(int argc, char **argv)
     if (chunked_init() != 0 || sse_init() != 0 || poll_init(opts.poll_timeout, opts.max_backlog) != 0)
         return 1;
     cors_configure(&opts);
+    client_addr_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .per_uid = opts.history,
                                               .ttl_s = opts.history_ttl,

@@ -82,6 +82,11 @@ static const char usage_text[] =
     "                           (default 25)\n"
     "  --allow-origin ORIGIN    a web origin (scheme://host[:port]) whose pages may\n"
     "                           read streams cross-origin; repeatable, or * for any\n"
+    "  --trusted-proxy ADDR[/BITS][,...]  a reverse proxy (or network of them)\n"
+    "                           whose X-Forwarded-For (else X-Real-IP) names the\n"
+    "                           client: its address for the POST /send/N rate and\n"
+    "                           conn_up's Peer; repeatable, at most 16; from any\n"
+    "                           other peer those headers are ignored\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
     "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
@@ -107,7 +112,8 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HISTORY_FILE, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
-       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK };
+       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK,
+       OPT_TRUSTED_PROXY };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -137,6 +143,7 @@ static const struct option long_opts[] = {
     {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
     {"poll-timeout", required_argument, NULL, OPT_POLL_TIMEOUT},
     {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
+    {"trusted-proxy", required_argument, NULL, OPT_TRUSTED_PROXY},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
@@ -247,6 +254,31 @@ static int parse_masters(struct options *o, const char *arg)
         p = end + 1;
     }
     return 0;
+}
+
+/* --trusted-proxy: ADDR[/BITS][,ADDR[/BITS]...], added to those before.
+ * -1 after printing the error. */
+static int parse_trusted(struct options *o, const char *arg)
+{
+    char one[64];
+    for (const char *p = arg;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof one)
+            return bad("--trusted-proxy", arg, "an address is too long");
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (o->n_trusted_proxy == TRUSTED_PROXY_MAX)
+            return bad("--trusted-proxy", arg, "more than 16 addresses");
+        if (peer_net_parse(one, &o->trusted_proxy[o->n_trusted_proxy]) != 0)
+            return bad("--trusted-proxy", arg,
+                       "expected an IPv4 or IPv6 address, or a network ADDR/BITS, e.g. 127.0.0.1 "
+                       "or 10.0.0.0/8");
+        o->n_trusted_proxy++;
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
 }
 
 /* "*", or scheme://host[:port] with no path, as browsers send Origin. */
@@ -431,6 +463,10 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--allow-origin", optarg,
                            "expected * or scheme://host[:port], at most 16 of them");
             o->n_allow_origin++;
+            break;
+        case OPT_TRUSTED_PROXY:
+            if (parse_trusted(o, optarg) != 0)
+                return -1;
             break;
         case OPT_WRITERS:
             if (parse_u32(optarg, 1, 64, &o->writers))

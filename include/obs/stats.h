@@ -59,6 +59,7 @@
     X(post_too_big)     /* POST /send/N refused 413: past --max-client-message */ \
     X(post_rate)        /* POST /send/N refused 429: past --client-rate */    \
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
+    X(proxy_bad_forwarded) /* from a --trusted-proxy, X-Forwarded-For / X-Real-IP naming no address */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
     X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \

@@ -15,7 +15,8 @@ enum family {
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
-    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, FAMILIES
+    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, PROXY_BAD_FORWARDED,
+    FAMILIES
 };
 
 static const struct {
@@ -86,6 +87,9 @@ static const struct {
                              "for 5 s."},
     [ERLANG_SILENT] = {"erlang_masters_silent_total", "counter",
                        "Links to masters dropped: nothing came from them for --erl-tick-seconds."},
+    [PROXY_BAD_FORWARDED] = {"proxy_bad_forwarded_total", "counter",
+                             "Requests from a --trusted-proxy whose X-Forwarded-For or X-Real-IP "
+                             "named no address (the address before it was taken)."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -171,6 +175,7 @@ static const struct sample {
     {INBOX_RESET_UNACKED, NULL, "in_reset_unacked"},
     {INBOX_WINDOWS_STUCK, NULL, "in_windows_stuck"},
     {ERLANG_SILENT, NULL, "erl_silent_masters"},
+    {PROXY_BAD_FORWARDED, NULL, "proxy_bad_forwarded"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 
