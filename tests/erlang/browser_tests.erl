@@ -52,7 +52,12 @@ browser_test_() ->
 
 web_files(S) ->
     Root = httpdcnode_test_lib:repo_root(),
-    {ok, Html} = file:read_file(filename:join([Root, "web", "index.html"])),
+    {ok, Page} = file:read_file(filename:join([Root, "web", "index.html"])),
+    %% the page names this C-node (its --name) where it says @NODE@
+    Node = atom_to_binary(httpdcnode_test_lib:node_of(S)),
+    Html = binary:replace(Page, <<"@NODE@">>, Node, [global]),
+    ?assertNotEqual(Page, Html),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"{any, '", Node/binary, "'}">>)),
     {ok, Js} = file:read_file(filename:join([Root, "web", "httpdcnode.js"])),
     H1 = request(S, "GET", "/?uid=3", []),
     ?assertMatch(#{status := 200, body := Html}, H1),
