@@ -63,10 +63,13 @@ struct options {
     uint32_t drain_seconds;    /* --drain-seconds: SIGTERM ends the streams over this long */
     int token_expiry;          /* a token's stream ends at its exp (--no-token-expiry: 0) */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
+    int list_counters;         /* --list-counters: print them and exit (main) */
 };
 
-/* Parses argv into opts. Returns 0 to run, 1 when --help/--version was
- * handled (exit 0), -1 after printing one error line on stderr (exit 2). */
+/* Parses argv into opts. Returns 0 to run (or, with opts->list_counters,
+ * to list the counters: no cookie is looked for then), 1 when
+ * --help/--version was handled (exit 0), -1 after printing one error
+ * line on stderr (exit 2). */
 int options_parse(struct options *opts, int argc, char **argv);
 
 #endif

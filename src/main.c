@@ -9,6 +9,7 @@
 #include "lib/handoff.h"
 #include "core/history.h"
 #include "http/http_front.h"
+#include "obs/metrics.h"
 #include "obs/probe.h"
 #include "lib/log.h"
 #include "options.h"
@@ -87,6 +88,10 @@ int main(int argc, char **argv)
     int r = options_parse(&opts, argc, argv);
     if (r != 0)
         return r > 0 ? 0 : 2;
+    if (opts.list_counters) {
+        metrics_list(stdout);
+        return 0;
+    }
     log_set_level(opts.verbosity);
     if (auth_http_configure(&opts) != 0)
         return 2;

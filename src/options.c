@@ -37,18 +37,21 @@ static const char usage_text[] =
     "                           {httpdcnode, Node, up|down|snapshot|snapshot_more, Uids}\n"
     "                           to the process registered as NAME on each master\n"
     "  --presence-conns         to --presence also {httpdcnode, Node, conn_up, Uid,\n"
-    "                           Conn, Transport, Peer} when a stream opens and\n"
-    "                           {httpdcnode, Node, conn_down, Uid, Conn, Reason} when\n"
-    "                           it ends (with --inbox, conn_down of a WebSocket to\n"
-    "                           the inbox too); off by default\n"
-    "  --inbox NAME             send each message a WebSocket client sends as\n"
-    "                           {httpdcnode_in, Node, Uid, Conn, Data} to the process\n"
-    "                           registered as NAME on one linked master (by uid);\n"
-    "                           without it client messages are refused (counted)\n"
+    "                           ConnId, Transport, Peer} when a stream opens and\n"
+    "                           {httpdcnode, Node, conn_down, Uid, ConnId, Reason}\n"
+    "                           when it ends (with --inbox, conn_down of a WebSocket\n"
+    "                           to the inbox too); off by default\n"
+    "  --inbox NAME             send each message a client sends (a WebSocket\n"
+    "                           message, a POST /send/N) as {httpdcnode_in, Node,\n"
+    "                           Uid, ConnId, Data} to the process registered as NAME\n"
+    "                           on one linked master (by uid); without it client\n"
+    "                           messages are refused (counted)\n"
     "  --max-client-message BYTES  largest client message (default 4096; past it\n"
-    "                           the WebSocket is closed 1009)\n"
-    "  --client-rate MSGS       client messages per second per connection, with a\n"
-    "                           burst of MSGS/4 + 8 (default 50; past it: close 1008)\n"
+    "                           a WebSocket is closed 1009, a POST gets 413)\n"
+    "  --client-rate MSGS       client messages per second per connection (POST\n"
+    "                           /send/N without ?conn=: per client address), with a\n"
+    "                           burst of MSGS/4 + 8 (default 50; past it: close 1008,\n"
+    "                           429)\n"
     "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
     "  --max-message BYTES      largest message payload (default 65536)\n"
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
@@ -101,6 +104,9 @@ static const char usage_text[] =
     "  --probe-latency          for benchmarks: GET /probe on the admin address gives\n"
     "                           the age of messages whose payload starts with\n"
     "                           t=<ns since the epoch>; at each hop inside the server\n"
+    "  --list-counters          print the name of every counter of GET /stats and\n"
+    "                           every metric family of GET /metrics (with its\n"
+    "                           reason labels), one a line, and exit\n"
     "  -v, --verbose            log connections and Erlang traffic too\n"
     "  -q, --quiet              log errors only\n"
     "  -h, --help               this text\n"
@@ -113,7 +119,7 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
        OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK,
-       OPT_TRUSTED_PROXY };
+       OPT_TRUSTED_PROXY, OPT_LIST_COUNTERS };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -149,6 +155,7 @@ static const struct option long_opts[] = {
     {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
     {"drain-seconds", required_argument, NULL, OPT_DRAIN_SECONDS},
     {"no-token-expiry", no_argument, NULL, OPT_NO_TOKEN_EXPIRY},
+    {"list-counters", no_argument, NULL, OPT_LIST_COUNTERS},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -484,6 +491,7 @@ int options_parse(struct options *o, int argc, char **argv)
             break;
         case OPT_NO_TOKEN_EXPIRY: o->token_expiry = 0; break;
         case OPT_PRESENCE_CONNS: o->presence_conns = 1; break;
+        case OPT_LIST_COUNTERS: o->list_counters = 1; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;
@@ -498,6 +506,8 @@ int options_parse(struct options *o, int argc, char **argv)
         fprintf(stderr, "httpdcnode: unexpected argument '%s' (see --help)\n", argv[optind]);
         return -1;
     }
+    if (o->list_counters)
+        return 0;
     if (o->max_backlog < o->max_message + 32) {
         fprintf(stderr, "httpdcnode: --max-backlog must hold at least one message "
                         "(--max-message + 32 bytes)\n");

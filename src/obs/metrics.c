@@ -200,6 +200,21 @@ const char *metrics_unknown_stat(void)
     return NULL;
 }
 
+void metrics_list(FILE *out)
+{
+    struct stat_pair pairs[STATS_MAX_PAIRS];
+    size_t n = stats_collect(pairs);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "counter %s\n", pairs[i].name);
+    for (int f = 0; f < FAMILIES; f++) {
+        fprintf(out, "metric " PREFIX "%s %s\n", families[f].name, families[f].type);
+        for (size_t i = 0; i < NSAMPLES; i++)
+            if (samples[i].family == (enum family)f && samples[i].reason)
+                fprintf(out, "label " PREFIX "%s reason=%s\n", families[f].name, samples[i].reason);
+    }
+    fprintf(out, "metric " PREFIX "delivery_seconds histogram\n");
+}
+
 /* An output buffer that remembers running out of room. */
 struct out {
     char *buf;
