@@ -37,6 +37,7 @@ struct options {
     char presence[256];        /* --presence NAME on the master, "" for none */
     char inbox[256];           /* --inbox NAME on the master, "" for none */
     int presence_conns;        /* --presence-conns: conn_up / conn_down too */
+    int ws_deflate;            /* --ws-deflate: permessage-deflate for WebSockets that offer it */
     uint32_t max_client_message; /* bytes per client message */
     uint32_t client_rate;      /* client messages per second per connection */
     uint32_t max_users;        /* uids 1..max_users */

@@ -6,6 +6,7 @@
 #include "core/dispatch.h"
 #include "core/drain.h"
 #include "core/expiry.h"
+#include "lib/deflate_msg.h"
 #include "lib/handoff.h"
 #include "core/history.h"
 #include "http/http_front.h"
@@ -178,6 +179,7 @@ int main(int argc, char **argv)
     expiry_free();
     heartbeat_stop();
     ws_free();
+    deflate_msg_free();
     stream_unconfigure();
     presence_free();
     event_base_free(base);

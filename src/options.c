@@ -52,6 +52,11 @@ static const char usage_text[] =
     "                           /send/N without ?conn=: per client address), with a\n"
     "                           burst of MSGS/4 + 8 (default 50; past it: close 1008,\n"
     "                           429)\n"
+    "  --ws-deflate             compress WebSocket messages (permessage-deflate,\n"
+    "                           RFC 7692) for clients that offer it, with no context\n"
+    "                           takeover either way: a message is compressed once\n"
+    "                           for all its receivers (64 bytes and up, when that\n"
+    "                           makes it smaller); off by default\n"
     "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
     "  --max-message BYTES      largest message payload (default 65536)\n"
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
@@ -119,7 +124,7 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
        OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK,
-       OPT_TRUSTED_PROXY, OPT_LIST_COUNTERS };
+       OPT_TRUSTED_PROXY, OPT_LIST_COUNTERS, OPT_WS_DEFLATE };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -134,6 +139,7 @@ static const struct option long_opts[] = {
     {"presence-conns", no_argument, NULL, OPT_PRESENCE_CONNS},
     {"max-client-message", required_argument, NULL, OPT_MAX_CLIENT_MESSAGE},
     {"client-rate", required_argument, NULL, OPT_CLIENT_RATE},
+    {"ws-deflate", no_argument, NULL, OPT_WS_DEFLATE},
     {"max-users", required_argument, NULL, OPT_MAX_USERS},
     {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
     {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
@@ -492,6 +498,7 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_NO_TOKEN_EXPIRY: o->token_expiry = 0; break;
         case OPT_PRESENCE_CONNS: o->presence_conns = 1; break;
         case OPT_LIST_COUNTERS: o->list_counters = 1; break;
+        case OPT_WS_DEFLATE: o->ws_deflate = 1; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;

@@ -67,7 +67,12 @@
     X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
     X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */ \
-    X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */
+    X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */ \
+    X(ws_deflated)      /* payloads compressed for --ws-deflate WebSockets (once per payload and batch) */ \
+    X(ws_deflate_in_bytes) /* their bytes before */                           \
+    X(ws_deflate_out_bytes) /* and compressed */                              \
+    X(ws_inflated)      /* compressed client messages inflated (--ws-deflate, --inbox) */ \
+    X(ws_inflate_too_big) /* of them, past --max-client-message inflated: closed 1009 */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

@@ -275,7 +275,9 @@ static const char *transport_name(uint8_t framing)
     case FRAMING_SSE: return "sse";
     case FRAMING_POLL: return "poll";
     case FRAMING_WS:
-    case FRAMING_WS_META: return "ws";
+    case FRAMING_WS_META:
+    case FRAMING_WS_DEFLATE:
+    case FRAMING_WS_META_DEFLATE: return "ws";
     default: return "chunked";
     }
 }

@@ -16,7 +16,7 @@ enum family {
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
     INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, PROXY_BAD_FORWARDED,
-    FAMILIES
+    WS_DEFLATED, WS_DEFLATE_IN, WS_DEFLATE_OUT, WS_INFLATED, WS_INFLATE_TOO_BIG, FAMILIES
 };
 
 static const struct {
@@ -90,6 +90,18 @@ static const struct {
     [PROXY_BAD_FORWARDED] = {"proxy_bad_forwarded_total", "counter",
                              "Requests from a --trusted-proxy whose X-Forwarded-For or X-Real-IP "
                              "named no address (the address before it was taken)."},
+    [WS_DEFLATED] = {"websocket_deflated_total", "counter",
+                     "Payloads compressed for permessage-deflate WebSockets, once per payload "
+                     "and batch."},
+    [WS_DEFLATE_IN] = {"websocket_deflate_in_bytes_total", "counter",
+                       "Bytes of those payloads before compression."},
+    [WS_DEFLATE_OUT] = {"websocket_deflate_out_bytes_total", "counter",
+                        "Bytes of those payloads compressed."},
+    [WS_INFLATED] = {"websocket_inflated_total", "counter",
+                     "Compressed client messages inflated."},
+    [WS_INFLATE_TOO_BIG] = {"websocket_inflate_too_big_total", "counter",
+                            "Compressed client messages past --max-client-message inflated "
+                            "(closed 1009)."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -176,6 +188,11 @@ static const struct sample {
     {INBOX_WINDOWS_STUCK, NULL, "in_windows_stuck"},
     {ERLANG_SILENT, NULL, "erl_silent_masters"},
     {PROXY_BAD_FORWARDED, NULL, "proxy_bad_forwarded"},
+    {WS_DEFLATED, NULL, "ws_deflated"},
+    {WS_DEFLATE_IN, NULL, "ws_deflate_in_bytes"},
+    {WS_DEFLATE_OUT, NULL, "ws_deflate_out_bytes"},
+    {WS_INFLATED, NULL, "ws_inflated"},
+    {WS_INFLATE_TOO_BIG, NULL, "ws_inflate_too_big"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 
