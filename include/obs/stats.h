@@ -59,6 +59,7 @@
     X(post_too_big)     /* POST /send/N refused 413: past --max-client-message */ \
     X(post_rate)        /* POST /send/N refused 429: past --client-rate */    \
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
+    X(proxy_bad_forwarded) /* from a --trusted-proxy, X-Forwarded-For / X-Real-IP naming no address */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
     X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \
@@ -67,7 +68,12 @@
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
     X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */ \
     X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */ \
-    X(seq_gap_uids)     /* uids told a gap: a master could not keep their messages */
+    X(seq_gap_uids)     /* uids told a gap: a master could not keep their messages */ \
+    X(ws_deflated)      /* payloads compressed for --ws-deflate WebSockets (once per payload and batch) */ \
+    X(ws_deflate_in_bytes) /* their bytes before */                           \
+    X(ws_deflate_out_bytes) /* and compressed */                              \
+    X(ws_inflated)      /* compressed client messages inflated (--ws-deflate, --inbox) */ \
+    X(ws_inflate_too_big) /* of them, past --max-client-message inflated: closed 1009 */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

@@ -189,7 +189,8 @@ static int to_stream(struct stream *s, const char *data, uint32_t len, int binar
 
 /* {conn, Conn, Data}: one WebSocket frame (binary or text: cmd.h) to
  * that connection only, not kept in the history; after what came before
- * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
+ * it. Uncompressed also with permessage-deflate (RFC 7692 lets any
+ * message go so): it goes to one connection, once. With ws+meta it says so ("event: conn", no id: ids are the uid's
  * history's). Other streams: to_stream. 1 when written (or queued), 0 when
  * Conn names no open connection, or Data is empty and the stream cannot
  * carry that (a chunked one: an empty chunk ends it; HTTP/1.0: nothing
@@ -215,7 +216,7 @@ static uint32_t to_conn(uint64_t id, const char *data, uint32_t len, int binary)
         loop_stats.conn_sent++;
         return 1;
     }
-    size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
+    size_t ev = framing_ws_meta(s->framing) ? sizeof event - 1 : 0;
     char head[16];
     size_t k = framing_ws_header(head, binary ? 2 : 1, ev + len);
     struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
