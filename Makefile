@@ -21,6 +21,9 @@ CRYPTO_LIBS   = $(shell pkg-config --libs libcrypto)
 JANSSON_CFLAGS = $(shell pkg-config --cflags jansson)
 JANSSON_LIBS   = $(shell pkg-config --libs jansson)
 WSLAY_LIBS    = -lwslay
+# zlib: permessage-deflate (--ws-deflate).
+ZLIB_CFLAGS = $(shell pkg-config --cflags zlib)
+ZLIB_LIBS   = $(shell pkg-config --libs zlib)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 
@@ -42,9 +45,9 @@ BINP  := $(BUILD)/bin/
 CFLAGS ?= -O1 -g
 SAN_FLAGS := -fsanitize=$(strip $(SANITIZE)) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(HARDEN_CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) \
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(HARDEN_CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS) \
              -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
-LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
+LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(ZLIB_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
 # Server sources, by layer (src/<layer>/, headers in include/<layer>/):
 # everything but main.c also goes into the unit tests. Objects mirror

@@ -6,9 +6,11 @@
 #include "core/dispatch.h"
 #include "core/drain.h"
 #include "core/expiry.h"
+#include "lib/deflate_msg.h"
 #include "lib/handoff.h"
 #include "core/history.h"
 #include "http/http_front.h"
+#include "obs/metrics.h"
 #include "obs/probe.h"
 #include "lib/log.h"
 #include "options.h"
@@ -17,6 +19,7 @@
 #include "core/heartbeat.h"
 #include "transport/sse.h"
 #include "transport/poll.h"
+#include "http/client_addr.h"
 #include "http/cors.h"
 #include "core/stream.h"
 #include "core/uidtable.h"
@@ -99,6 +102,10 @@ int main(int argc, char **argv)
     int r = options_parse(&opts, argc, argv);
     if (r != 0)
         return r > 0 ? 0 : 2;
+    if (opts.list_counters) {
+        metrics_list(stdout);
+        return 0;
+    }
     log_set_level(opts.verbosity);
     if (auth_http_configure(&opts) != 0)
         return 2;
@@ -125,6 +132,7 @@ int main(int argc, char **argv)
     if (chunked_init() != 0 || sse_init() != 0 || poll_init(opts.poll_timeout, opts.max_backlog) != 0)
         return 1;
     cors_configure(&opts);
+    client_addr_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .per_uid = opts.history,
                                               .ttl_s = opts.history_ttl,
@@ -209,6 +217,7 @@ int main(int argc, char **argv)
     expiry_free();
     heartbeat_stop();
     ws_free();
+    deflate_msg_free();
     stream_unconfigure();
     presence_free();
     event_base_free(base);

@@ -69,6 +69,11 @@ uint32_t history_append_shared(uint32_t uid, uint64_t shared);
 /* The last id given to uid (0: none yet). */
 uint32_t history_last_seq(uint32_t uid);
 
+/* Gives uid its next id without a message: one lost before it reached
+ * this node. A client resuming across it is told a gap (the id is never
+ * kept); returns it. */
+uint32_t history_skip(uint32_t uid);
+
 /* What a client that saw up to EPOCH:SEQ missed. */
 struct history_replay {
     int gap;                /* it missed more than is kept (or EPOCH is not ours) */

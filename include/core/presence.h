@@ -47,11 +47,15 @@ void presence_carry_settle(void);
 
 /* --presence-conns (on = 1): the two calls below report each stream. */
 void presence_conns_enable(int on);
+/* Whether they do (a stream's opener needs its client's address then). */
+int presence_conns_on(void);
 
 struct stream;
-/* stream.c: s opened on socket fd (gives s its conn id), and s is ending
- * (reports why, once, and drops its id). No-ops when not enabled. */
-void presence_conn_up(const struct stream *s, int fd);
+struct peer_addr;
+/* stream.c: s opened on socket fd (gives s its conn id), its client at
+ * *peer (NULL: the socket's peer), and s is ending (reports why, once,
+ * and drops its id). No-ops when not enabled. */
+void presence_conn_up(const struct stream *s, int fd, const struct peer_addr *peer);
 void presence_conn_down(const struct stream *s);
 
 #endif

@@ -48,6 +48,11 @@ void stream_unconfigure(void);
  * table at once; the uid's oldest stream is ended if it now has too many.
  * NULL when out of memory. */
 struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd);
+/* The same, its client at *peer (a proxy's client: --presence-conns tells
+ * it); stream_open takes the socket's peer. */
+struct peer_addr;
+struct stream *stream_open_peer(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd,
+                                const struct peer_addr *peer);
 
 /* The socket left evhttp: watch it and write what was queued. -1 when the
  * stream is gone (that failed, or it was ENDING and now has ended). */

@@ -7,8 +7,13 @@
  * (client_rate_closed); while more than 1 MB of client messages wait for
  * Erlang no WebSocket is read (client_paused): TCP pushes back. Protocol errors
  * close the stream: 1002 (unmasked frame, reserved bits or opcodes, a bad
- * control frame, a continuation out of place), 1007 (invalid UTF-8 in a
- * text message or a close reason), 1009 (a data message over --max-client-message).
+ * control frame, a continuation out of place; RSV1 but on the first frame
+ * of a data message where permessage-deflate was agreed), 1007 (invalid
+ * UTF-8 in a text message or a close reason, a compressed message that is
+ * not deflate data), 1009 (a data message over --max-client-message, a
+ * compressed one once inflated: inflating stops there, ws_inflate_too_big).
+ * A compressed message is held whole, then inflated into one buffer shared
+ * by all (lib/deflate_msg.h: no zlib state per connection).
  * Policy closes it, 1008 (ws_policy_closed): a data message not whole
  * within 10 s of its first byte or in 64 frames, or more in one second
  * than 64 KiB, 128 frames or 16 pings.

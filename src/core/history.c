@@ -234,6 +234,8 @@ const char *history_epoch_hex(void) { return epoch_hex; }
 
 uint32_t history_last_seq(uint32_t uid) { return uids[uid].seq; }
 
+uint32_t history_skip(uint32_t uid) { return ++uids[uid].seq; }
+
 static int head_is_live(const struct entry *e);
 
 /* The entry at the head leaves. */

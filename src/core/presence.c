@@ -43,8 +43,8 @@
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/uidtable.h"
+#include "lib/peer_addr.h"
 
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -329,34 +329,36 @@ static const char *transport_name(uint8_t framing)
     case FRAMING_SSE: return "sse";
     case FRAMING_POLL: return "poll";
     case FRAMING_WS:
-    case FRAMING_WS_META: return "ws";
+    case FRAMING_WS_META:
+    case FRAMING_WS_DEFLATE:
+    case FRAMING_WS_META_DEFLATE: return "ws";
     default: return "chunked";
     }
 }
 
-/* The peer of fd, as out_conn has it (family 0 when unknown). */
-static void peer_of(int fd, struct out_conn *c)
+/* The client's address (peer, else the peer of fd), as out_conn has it
+ * (family 0 when unknown). */
+static void peer_of(int fd, const struct peer_addr *peer, struct out_conn *c)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-        c->family = 4;
-        c->port = ntohs(a->sin_port);
-        memcpy(c->addr, &a->sin_addr, 4);
-    } else if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-        c->family = 6;
-        c->port = ntohs(a->sin6_port);
-        memcpy(c->addr, &a->sin6_addr, 16);
+    struct peer_addr a;
+    if (!peer) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 ||
+            peer_addr_from_sockaddr((struct sockaddr *)&ss, &a) != 0)
+            return;
+        peer = &a;
     }
+    c->family = peer->family;
+    c->port = peer->port;
+    memcpy(c->addr, peer->addr, sizeof c->addr);
 }
 
 void presence_conns_enable(int on) { conns = on; }
 
-void presence_conn_up(const struct stream *s, int fd)
+int presence_conns_on(void) { return conns; }
+
+void presence_conn_up(const struct stream *s, int fd, const struct peer_addr *peer)
 {
     if (!conns)
         return;
@@ -365,7 +367,7 @@ void presence_conn_up(const struct stream *s, int fd)
         return;                        /* out of memory: the stream has no name */
     struct out_conn c = {.conn = id->id, .transport = transport_name(s->framing),
                          .uid = s->uid, .up = 1};
-    peer_of(fd, &c);
+    peer_of(fd, peer, &c);
     outbound_conn(&c);
 }
 

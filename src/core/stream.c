@@ -387,6 +387,12 @@ void stream_unconfigure(void)
 
 struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd)
 {
+    return stream_open_peer(uid, framing, req, fd, NULL);
+}
+
+struct stream *stream_open_peer(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd,
+                                const struct peer_addr *peer)
+{
     struct stream *s = pool_alloc(&streams);
     if (!s)
         return NULL;
@@ -399,7 +405,7 @@ struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request 
     loop_stats.streams_open++;
     loop_stats.streams_total++;
     uidtable_add(s);
-    presence_conn_up(s, fd);
+    presence_conn_up(s, fd, peer);
     expiry_track(s);                     /* when its request carried a token */
     if (uidtable_count(uid) > config.max_conns_per_uid) {
         loop_stats.evicted++;

@@ -9,6 +9,7 @@
 #include "erl/erl_link.h"
 #include "lib/carry.h"
 #include "erl/erl_send.h"
+#include "erl/erl_seq.h"
 #include "erl/erl_setup.h"
 #include "erl/erl_socket.h"
 #include "erl/erl_inbound.h"
@@ -140,14 +141,15 @@ static void take_new_link(const struct erl_new_link *n)
 }
 
 /* {Pid, Ref, snapshot} came on link i: the snapshot goes to that master,
- * or, asked by another node, to every master (the loop makes it). */
+ * or, asked by another node, to every master (the loop makes it), each
+ * after a hello (its application may have started after the link). */
 static void snapshot_asked(int i)
 {
     struct erl_link *from = erl_link_at(i);
     for (int j = 0; j < erl_link_count(); j++) {
         struct erl_link *l = erl_link_at(j);
         if (l->is_master && (l == from || !from->is_master))
-            l->awaiting = 1;
+            erl_send_master_up(l);
     }
 }
 
@@ -229,7 +231,7 @@ static void read_link(int i)
         int kind = 0;
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
                              msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
-            kind = erl_inbound_message(xbuf.buff, xbuf.index, &acked);  /* index: its length */
+            kind = erl_inbound_message(xbuf.buff, xbuf.index, erl_link_at(i)->node, &acked);
         if (kind == CMD_SNAPSHOT)
             snapshot_asked(i);
         else if (kind == CMD_IN_ACK)
@@ -268,10 +270,14 @@ static void poll_once(void)
     int wait = buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000;
     if (judge_in < wait)
         wait = (int)judge_in;
+    int seq_wait = erl_seq_active() ? erl_seq_wait_ms(clock_now_ms()) : -1;
+    if (seq_wait >= 0 && seq_wait < wait)
+        wait = seq_wait;
     int ready = poll(fds, (nfds_t)nfds, wait);
     if (repair)
         check_repairs();
     erl_send_check_windows();
+    erl_inbound_seq_tick();
     if (ready < 0 || (ready == 0 && !buffered))
         return;
     if (fds[1].revents) {
@@ -437,6 +443,7 @@ static void *cnode_main(void *arg)
     }
     erl_link_close_all();
     ei_x_free(&xbuf);
+    erl_seq_free();
     erl_send_free();
     return NULL;
 }
@@ -461,6 +468,7 @@ int erl_cnode_prepare(const struct options *opts, struct handoff *in, struct han
         return -1;
     ei_x_new(&xbuf);
     erl_send_init(&ec, outbox, opts);
+    erl_seq_init(erl_send_seq_ack);
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hold_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hold_ack_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -272,6 +272,10 @@ int http_front_start(struct event_base *base, const struct options *opts)
     options = opts;
     if (set_fd_ceiling() != 0 || socket_export_init() != 0)
         return -1;
+    if (web_configure(opts->name) != 0) {
+        log_msg(LOG_ERROR, "cannot build the demo page: out of memory");
+        return -1;
+    }
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     http = evhttp_new(base);
     if (!http) {
@@ -336,5 +340,6 @@ void http_front_stop(void)
         http = NULL;
         http_guard_free();
         socket_export_free();
+        web_free();
     }
 }

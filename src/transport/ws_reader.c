@@ -24,6 +24,7 @@
 #include "lib/carry.h"
 #include "options.h"
 #include "lib/clock.h"
+#include "lib/deflate_msg.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 #include "core/stream.h"
@@ -75,17 +76,26 @@
 #define WS_SECOND_PINGS 16
 
 /* What the options make of these: the client message's bound (without
- * --inbox: 4 KB, for nothing), the bucket of --client-rate (in
- * thousandths of a message), the frames and bytes a second may bring. */
+ * --inbox: 4 KB, for nothing) and a compressed one's before inflating
+ * (deflate's stored blocks add a few bytes to data it cannot shrink), the
+ * bucket of --client-rate (in thousandths of a message), the frames and
+ * bytes a second may bring. */
 static struct {
     int inbox;
     uint32_t max_message;
+    uint32_t max_compressed;
     uint32_t rate;              /* per second, = thousandths per ms */
     uint32_t burst_milli;
     uint32_t second_frames;
     uint32_t second_bytes;
     int32_t late_ms;            /* WS_MESSAGE_MS and a tick of the timers' clock */
-} cfg = {0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
+} cfg = {0, 4096, 4096 + 4096 / 64 + 64, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES,
+         WS_MESSAGE_MS};
+
+/* permessage-deflate: the one buffer every compressed client message is
+ * inflated into in turn (max_message + 1 bytes, made at the first), with
+ * the one inflater of lib/deflate_msg.h: no zlib state per connection. */
+static uint8_t *inflated;
 
 /* stream.ws: pings unanswered (2 bits), not read while Erlang is behind
  * (1 bit), the slot of the frame in flight (13 bits, 0: none). */
@@ -115,6 +125,7 @@ struct ws_frame {
     uint8_t fin;
     uint8_t opcode;
     uint8_t fragmented;         /* opcode of a data message awaiting continuations */
+    uint8_t compressed;         /* the data message is (RSV1 on its first frame) */
     uint8_t frames;             /* frames of the data message so far */
     struct utf8_state text;     /* a text message's validation so far */
     uint8_t ctl_len;
@@ -469,7 +480,13 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
     f->fin = io->fin;
     f->opcode = io->opcode;
     feed.frames++;
-    if (io->rsv || !io->mask)
+    if ((io->rsv & ~WSLAY_RSV1_BIT) || !io->mask)
+        return bad(WSLAY_CODE_PROTOCOL_ERROR);
+    /* RSV1: a compressed message, where permessage-deflate was agreed, and
+     * only on a data message's first frame (RFC 7692 6.1). */
+    int rsv1 = (io->rsv & WSLAY_RSV1_BIT) != 0;
+    if (rsv1 && (!framing_ws_deflate(feed.s->framing) ||
+                 (io->opcode != WSLAY_TEXT_FRAME && io->opcode != WSLAY_BINARY_FRAME)))
         return bad(WSLAY_CODE_PROTOCOL_ERROR);
     switch (io->opcode) {
     case WSLAY_CONTINUATION_FRAME:
@@ -484,6 +501,7 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
             return bad(WSLAY_CODE_PROTOCOL_ERROR);
         f->message = 0;
         f->frames = 1;
+        f->compressed = (uint8_t)rsv1;
         f->text = (struct utf8_state){0};
         if (!io->fin)
             f->fragmented = io->opcode;
@@ -497,22 +515,25 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
     default:
         return bad(WSLAY_CODE_PROTOCOL_ERROR);
     }
-    if (f->length > cfg.max_message - f->message)
+    /* A compressed message is held whole, then inflated (message_in). */
+    uint32_t max = f->compressed ? cfg.max_compressed : cfg.max_message;
+    if (f->length > max - f->message)
         return bad(WSLAY_CODE_MESSAGE_TOO_BIG);
     return go_on;
 }
 
-/* Room in f->msg for need bytes (at most --max-client-message: the
- * header was checked), counted under --max-input-total. */
+/* Room in f->msg for need bytes (at most --max-client-message, or a
+ * compressed message's bound: the header was checked), counted under
+ * --max-input-total. */
 static struct verdict msg_room(struct ws_frame *f, uint32_t need)
 {
-    uint32_t cap = f->cap;
+    uint32_t cap = f->cap, max = f->compressed ? cfg.max_compressed : cfg.max_message;
     if (need > cap) {
         cap = cap < WS_MSG_MIN ? WS_MSG_MIN : cap;
         while (cap < need)
             cap += cap < WS_MSG_STEP ? cap : WS_MSG_STEP;
-        if (cap > cfg.max_message)
-            cap = cfg.max_message;
+        if (cap > max)
+            cap = max;
     }
     uint32_t counted = inflight_bytes(&f->held);
     if (cap > counted && inflight_add(&f->held, feed.s, INFLIGHT_WS, cap - counted) != 0)
@@ -543,7 +564,8 @@ static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n
         memcpy(f->msg + f->message, p, n);
     }
     f->message += (uint32_t)n;
-    if (is_text(f) && !utf8_feed(&f->text, p, n))
+    /* (a compressed text's UTF-8 is checked once inflated) */
+    if (is_text(f) && !f->compressed && !utf8_feed(&f->text, p, n))
         return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
     return go_on;
 }
@@ -573,6 +595,33 @@ static int take_token(struct conn *c)
     return rate_take(&c->tokens, &c->at_ms, feed.now_ms, cfg.rate, cfg.burst_milli);
 }
 
+/* A compressed message inflated into the shared buffer (*data, *len):
+ * at most --max-client-message (past it, a bomb or not: 1009, counted),
+ * deflate data (else 1007), UTF-8 when text (else 1007). */
+static struct verdict inflate_in(int text, const uint8_t **data, uint32_t *len)
+{
+    if (!inflated && !(inflated = malloc((size_t)cfg.max_message + 1)))
+        return bad(1011);
+    size_t n;
+    switch (inflate_msg(*data, *len, inflated, cfg.max_message, &n)) {
+    case INFLATE_MSG_OK:
+        break;
+    case INFLATE_MSG_TOO_BIG:
+        loop_stats.ws_inflate_too_big++;
+        return bad(WSLAY_CODE_MESSAGE_TOO_BIG);
+    case INFLATE_MSG_BAD:
+        return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
+    default:
+        return bad(1011);                       /* internal error: out of memory */
+    }
+    if (text && !utf8_valid((const char *)inflated, n))
+        return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
+    loop_stats.ws_inflated++;
+    *data = inflated;
+    *len = (uint32_t)n;
+    return go_on;
+}
+
 /* A whole data message (text or binary): to Erlang, or refused (no
  * --inbox), counted. */
 static struct verdict message_in(struct ws_frame *f, int text)
@@ -586,9 +635,15 @@ static struct verdict message_in(struct ws_frame *f, int text)
         return bad(1011);
     if (!take_token(c))
         return rate();
+    const uint8_t *data = f->msg ? f->msg : (const uint8_t *)"";
+    uint32_t len = f->message;
+    if (f->compressed) {
+        struct verdict v = inflate_in(text, &data, &len);
+        if (v.why != GO_ON)
+            return v;
+    }
     presence_known(feed.s->uid);
-    if (outbound_in(feed.s->uid, c->id, f->msg ? f->msg : (const uint8_t *)"", f->message,
-                    !text) != 0)
+    if (outbound_in(feed.s->uid, c->id, data, len, !text) != 0)
         loop_stats.client_in_dropped++;
     else
         loop_stats.client_in++;
@@ -898,6 +953,7 @@ void ws_reader_configure(const struct options *o)
     cfg.inbox = o->inbox[0] != 0;
     inflight_on_shed(INFLIGHT_WS, shed_stream);
     cfg.max_message = o->max_client_message;
+    cfg.max_compressed = o->max_client_message + o->max_client_message / 64 + 64;
     cfg.rate = o->client_rate;
     cfg.burst_milli = rate_burst_milli(o->client_rate);
     cfg.late_ms = WS_MESSAGE_MS + clock_coarse_tick_ms();
@@ -923,6 +979,8 @@ void ws_reader_free(void)
     paused = NULL;
     npaused = paused_cap = 0;
     conn_free();
+    free(inflated);
+    inflated = NULL;
     free(slots);
     free(free_slots);
     free(budgets);
