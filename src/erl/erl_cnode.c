@@ -62,8 +62,8 @@ static struct {
     uint32_t creation;
     int listen_fd;
     int publish_fd;
-    struct carry_in links;
-    uint16_t links_version;
+    struct carry_in links, seq;
+    uint16_t links_version, seq_version;
     const int *fds;
     uint32_t nfds;
 } handed = {.listen_fd = -1, .publish_fd = -1};
@@ -327,7 +327,8 @@ static void hold_turn(int state)
         carry_u8(export_to, publish >= 0);
         carry_u32(export_to, publish >= 0 ? carry_fd(export_to, publish) : 0);
         carry_end(export_to, at);
-        export_result = erl_link_carry_export(export_to);
+        export_result = erl_link_carry_export(export_to) == 0 &&
+                        erl_seq_carry_export(export_to) == 0 ? 0 : -1;
         answer_loop(EXPORTED);
         return;
     }
@@ -400,7 +401,8 @@ int erl_cnode_carry_take(const struct carry_in *state, const int *fds, uint32_t 
     int published = carry_get_u8(&rec);
     uint32_t pfd = carry_get_u32(&rec);
     if (rec.failed || lfd >= nfds || (published && pfd >= nfds) ||
-        carry_find(state, ERL_LINK_CARRY_TAG, &handed.links_version, &handed.links) != 1)
+        carry_find(state, ERL_LINK_CARRY_TAG, &handed.links_version, &handed.links) != 1 ||
+        carry_find(state, ERL_SEQ_CARRY_TAG, &handed.seq_version, &handed.seq) != 1)
         return -1;
     handed.listen_fd = fds[lfd];
     handed.publish_fd = published ? fds[pfd] : -1;
@@ -421,7 +423,9 @@ static int take_links(void)
     if (handed.publish_fd >= 0)
         erl_setup_epmd_adopt(handed.publish_fd);
     handed.publish_fd = -1;
-    if (erl_link_carry_take(&handed.links, handed.links_version, handed.fds, handed.nfds, adopt_link) != 0)
+    if (erl_link_carry_take(&handed.links, handed.links_version, handed.fds, handed.nfds,
+                            adopt_link) != 0 ||
+        erl_seq_carry_take(&handed.seq, handed.seq_version) != 0)
         return -1;
     for (int i = 0; i < erl_link_count(); i++)
         if (erl_link_at(i)->is_master)

@@ -996,7 +996,7 @@ void ws_reader_free(void)
  * has not answered and the frame it is in the middle of, if any: the
  * header read so far, and of a frame begun, what of its payload came
  * (a control frame's, or the data message's so far, text checked up to
- * there). wslay's context is not carried: a new one is given the header
+ * there, or compressed). wslay's context is not carried: a new one is given the header
  * again, or, once the frame has begun, a header for the rest of it (the
  * same first byte and mask, the length left, the mask turned to where its
  * payload stands), so that it reads on where the previous one stopped.
@@ -1015,6 +1015,7 @@ static void put_frame(struct carry_out *o, const struct ws_frame *f)
     carry_u8(o, f->fin);
     carry_u8(o, f->opcode);
     carry_u8(o, f->fragmented);
+    carry_u8(o, f->compressed);
     carry_u8(o, f->frames);
     carry_u8(o, f->hdr_len);
     carry_put(o, f->hdr, f->hdr_len);
@@ -1112,6 +1113,7 @@ static int take_frame(struct carry_in *rec, struct stream *s)
     f->fin = carry_get_u8(rec);
     f->opcode = carry_get_u8(rec);
     f->fragmented = carry_get_u8(rec);
+    f->compressed = carry_get_u8(rec);
     f->frames = carry_get_u8(rec);
     f->hdr_len = carry_get_u8(rec);
     if (f->hdr_len > sizeof f->hdr)
@@ -1134,7 +1136,9 @@ static int take_frame(struct carry_in *rec, struct stream *s)
     uint8_t rest[14];
     size_t n = f->started ? rest_header(f, rest) : f->hdr_len;
     int bad = rec->failed || f->got > f->length || (f->started && f->hdr_len != header_size(f)) ||
-              kept > cfg.max_message || (kept && msg_room(f, kept).why != GO_ON);
+              (f->compressed && !framing_ws_deflate(s->framing)) ||
+              kept > (f->compressed ? cfg.max_compressed : cfg.max_message) ||
+              (kept && msg_room(f, kept).why != GO_ON);
     if (!bad) {
         if (kept)
             memcpy(f->msg, msg, kept);

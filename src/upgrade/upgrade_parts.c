@@ -8,6 +8,7 @@
 #include "core/stream.h"
 #include "erl/erl_cnode.h"
 #include "erl/erl_link.h"
+#include "erl/erl_seq.h"
 #include "http/admin.h"
 #include "http/http_front.h"
 #include "obs/stats.h"
@@ -24,6 +25,7 @@ const struct upgrade_part upgrade_parts[] = {
     {ADMIN_CARRY_TAG, ADMIN_CARRY_VERSION, "the admin listening socket"},
     {ERL_CNODE_CARRY_TAG, ERL_CNODE_CARRY_VERSION, "the Erlang node"},
     {ERL_LINK_CARRY_TAG, ERL_LINK_CARRY_VERSION, "the Erlang links"},
+    {ERL_SEQ_CARRY_TAG, ERL_SEQ_CARRY_VERSION, "the masters' numbered streams"},
     {PRESENCE_CARRY_TAG, PRESENCE_CARRY_VERSION, "presence"},
     {STREAM_CARRY_TAG, STREAM_CARRY_VERSION, "the streams"},
     {BACKLOG_CARRY_TAG, BACKLOG_CARRY_VERSION, "the streams' unsent bytes"},

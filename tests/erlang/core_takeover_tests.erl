@@ -5,7 +5,8 @@
 %% unsent bytes, a WebSocket in the middle of a client frame) goes on with
 %% no message lost, doubled or out of order, its ids going on in the same
 %% epoch, its framing whole; the master sees no nodedown and no presence
-%% message. A takeover the running process refuses (another state format,
+%% message, and its numbered stream to the node is acknowledged to the end
+%% with nothing sent twice. A takeover the running process refuses (another state format,
 %% other options) leaves it serving. SIGUSR2 makes the running process
 %% start its own binary to take over (systemctl reload), with a
 %% --history-file, the test node's own link to the C-node kept.
@@ -100,10 +101,15 @@ every_stream(#{server := S, mnode := MNode}) ->
     [?assertEqual(open, closed_or_open(C)) || C <- [Chunked, Sse, Ws, Meta, Slow]],
     ?assertEqual({watched, 0, []}, report(Watch)),
     ?assertEqual(All, m(MNode, httpdcnode, online_uids, [CNode])),
+    %% The master's numbered stream: all of it acknowledged (what came
+    %% after the hand-over by the new process), none of it sent twice.
+    httpdcnode_test_lib:wait_until(
+      fun() -> maps:get(unacked, m(MNode, httpdcnode_outq, info, [])) =:= 0 end, ?T, all_acked),
     St = httpdcnode_test_lib:stats(S2),
     ?assertMatch(#{client_closed := 0, slow_closed := 0, replay_gaps := 0, streams_open := 8,
-                   erl_masters := 1}, St),
+                   erl_masters := 1, seq_duplicates := 0, seq_skipped := 0}, St),
     ?assert(maps:get(deliveries, St) > maps:get(deliveries, Before)),   % counters go on
+    ?assert(maps:get(seq_acks, St) > maps:get(seq_acks, Before)),
     %% The long-poll that waited through it is answered by the new process.
     ok = m(MNode, httpdcnode, send, [5, <<"five">>]),
     Answer = receive {poll_answer, Poll, Bytes} -> Bytes after ?T -> erlang:error(no_poll) end,
