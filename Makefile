@@ -52,7 +52,7 @@ LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(ZLIB_LIBS) $(WSLAY_L
 # Server sources, by layer (src/<layer>/, headers in include/<layer>/):
 # everything but main.c also goes into the unit tests. Objects mirror
 # the folders: $(BUILD)/core/stream.o for src/core/stream.c.
-SRV_LAYERS  := lib core http transport erl auth obs
+SRV_LAYERS  := lib core http transport erl auth obs upgrade
 SRV_LIB_SRC := src/options.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
 SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
@@ -85,7 +85,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
+.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor $(BUILD)/netdelay \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
@@ -261,6 +261,10 @@ soak: deps
 storm: deps
 	$(MAKE) all
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/storm.sh
+
+bench-takeover: deps
+	$(MAKE) all
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench-takeover.sh
 
 # A million streams over ceil(1,000,000 / 19,000) C-nodes routed by one master,
 # each phase measured (about 5 min, 15 at the most; MILLION_STREAMS for fewer):

@@ -63,6 +63,7 @@ struct options {
     char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */
     uint32_t drain_seconds;    /* --drain-seconds: SIGTERM ends the streams over this long */
     int token_expiry;          /* a token's stream ends at its exp (--no-token-expiry: 0) */
+    int takeover;              /* --takeover: from the process running as this --name */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
     int list_counters;         /* --list-counters: print them and exit (main) */
 };

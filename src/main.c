@@ -26,6 +26,7 @@
 #include "core/write_pool.h"
 #include "transport/chunked.h"
 #include "transport/ws.h"
+#include "upgrade/upgrade.h"
 
 #include <event2/event.h>
 #include <signal.h>
@@ -65,11 +66,23 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     shutting_down = 1;
+    upgrade_serve_draining();
     log_msg(LOG_INFO, "signal %d: draining the streams over %u s, then exiting", (int)sig,
             drain_seconds);
     http_front_stop();
     admin_stop();
     drain_start(drain_seconds, on_drained);
+}
+
+/* SIGUSR2: a new process takes over (upgrade.h); SIGCHLD: it ended. */
+static void on_upgrade_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    (void)arg;
+    if (sig == SIGUSR2 && !shutting_down)
+        upgrade_spawn();
+    else if (sig == SIGCHLD)
+        upgrade_reap();
 }
 
 static struct event_base *new_base(void)
@@ -97,6 +110,13 @@ int main(int argc, char **argv)
     if (auth_http_configure(&opts) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
+    /* A reload (SIGUSR2) before the loop takes it must not kill us. */
+    signal(SIGUSR2, SIG_IGN);
+    /* Taking over: what the running process hands over, before anything
+     * here starts (each start below then takes its part). */
+    if (opts.takeover && (upgrade_take_receive(&opts, argc, argv) != 0 ||
+                          upgrade_take_early() != 0))
+        return 1;
 
     base = new_base();
     if (!base) {
@@ -158,14 +178,29 @@ int main(int argc, char **argv)
         dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
         expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0', stream_end_why) != 0 ||
-        http_front_start(base, &opts) != 0 || erl_cnode_start(&opts, inbox, outbox) != 0)
+        http_front_start(base, &opts) != 0 || erl_cnode_prepare(&opts, inbox, outbox) != 0)
+        return 1;
+    /* The streams last; then the running process lets go, and only then is
+     * a socket of it read or written here. */
+    if (opts.takeover && (upgrade_take_late() != 0 || upgrade_take_commit() != 0))
+        return 1;
+    if (erl_cnode_run() != 0)
+        return 1;
+    if (opts.takeover)
+        upgrade_notify_main_pid();
+    upgrade_spawn_init(argc, argv);
+    if (upgrade_serve(base, &opts, argc, argv) != 0)
         return 1;
 
     drain_seconds = opts.drain_seconds;
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
+    struct event *sigusr2 = evsignal_new(base, SIGUSR2, on_upgrade_signal, NULL);
+    struct event *sigchld = evsignal_new(base, SIGCHLD, on_upgrade_signal, NULL);
     evsignal_add(sigint, NULL);
     evsignal_add(sigterm, NULL);
+    evsignal_add(sigusr2, NULL);
+    evsignal_add(sigchld, NULL);
 
     event_base_dispatch(base);
 
@@ -174,6 +209,9 @@ int main(int argc, char **argv)
         return 0;
     event_free(sigint);
     event_free(sigterm);
+    event_free(sigusr2);
+    event_free(sigchld);
+    upgrade_serve_stop();
     dispatch_stop();
     drain_free();
     expiry_free();

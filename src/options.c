@@ -106,6 +106,14 @@ static const char usage_text[] =
     "                           all come back at once (default 10; 0: all at once)\n"
     "  --no-token-expiry        a stream opened with a token lives past the token's\n"
     "                           exp (by default it is ended then)\n"
+    "  --takeover               take over from the process running as this --name\n"
+    "                           on this host, started with the same options: its\n"
+    "                           listening sockets, streams (open, with what they had\n"
+    "                           not written yet), history and Erlang links pass to\n"
+    "                           this one, and it exits; no client is disconnected.\n"
+    "                           Exits 1 when refused (the other one serves on).\n"
+    "                           SIGUSR2 to a running server starts its binary so\n"
+    "                           (systemctl reload)\n"
     "  --probe-latency          for benchmarks: GET /probe on the admin address gives\n"
     "                           the age of messages whose payload starts with\n"
     "                           t=<ns since the epoch>; at each hop inside the server\n"
@@ -124,7 +132,7 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
        OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK,
-       OPT_TRUSTED_PROXY, OPT_LIST_COUNTERS, OPT_WS_DEFLATE };
+       OPT_TRUSTED_PROXY, OPT_LIST_COUNTERS, OPT_WS_DEFLATE, OPT_TAKEOVER };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -162,6 +170,7 @@ static const struct option long_opts[] = {
     {"drain-seconds", required_argument, NULL, OPT_DRAIN_SECONDS},
     {"no-token-expiry", no_argument, NULL, OPT_NO_TOKEN_EXPIRY},
     {"list-counters", no_argument, NULL, OPT_LIST_COUNTERS},
+    {"takeover", no_argument, NULL, OPT_TAKEOVER},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -499,6 +508,7 @@ int options_parse(struct options *o, int argc, char **argv)
         case OPT_PRESENCE_CONNS: o->presence_conns = 1; break;
         case OPT_LIST_COUNTERS: o->list_counters = 1; break;
         case OPT_WS_DEFLATE: o->ws_deflate = 1; break;
+        case OPT_TAKEOVER: o->takeover = 1; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;

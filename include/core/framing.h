@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+/* A stream's framing goes by its value in a hot upgrade's stream record
+ * (stream.c): renumbering these is a new version of that record. */
 enum framing_kind {
     FRAMING_CHUNKED = 0,
     FRAMING_RAW,

@@ -4,6 +4,8 @@
 #ifndef HTTPDCNODE_PRESENCE_H
 #define HTTPDCNODE_PRESENCE_H
 
+#include "lib/carry.h"
+
 #include <event2/event.h>
 #include <stdint.h>
 
@@ -28,6 +30,20 @@ void presence_known(uint32_t uid);
  * asked. */
 uint32_t presence_snapshot_to(int to_all);
 uint32_t presence_snapshot(void);
+
+/* A hot upgrade (upgrade/): what the masters were told goes to the
+ * process taking over, so that the streams it takes make no presence
+ * message (the masters see nothing). flush_now sends what waits in the
+ * window first; settle, once the streams are in, turns uids told online
+ * and not carried into downs. take: -1 when the options differ. */
+#define PRESENCE_CARRY_TAG CARRY_TAG('P', 'R', 'E', 'S')
+#define PRESENCE_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+void presence_flush_now(void);
+int presence_carry_export(struct carry_out *o);
+int presence_carry_take(struct carry_in *rec, uint16_t version);
+void presence_carry_settle(void);
 
 /* --presence-conns (on = 1): the two calls below report each stream. */
 void presence_conns_enable(int on);

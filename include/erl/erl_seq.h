@@ -20,6 +20,8 @@
 #ifndef HTTPDCNODE_ERL_SEQ_H
 #define HTTPDCNODE_ERL_SEQ_H
 
+#include "lib/carry.h"
+
 #include <ei.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,5 +122,19 @@ int erl_seq_wait_ms(int64_t now_ms);
 /* For the hello to master: *inc and *seq of the last applied number of its
  * stream; 0 when it has none here. */
 int erl_seq_applied_for(const char *master, uint64_t *inc, uint64_t *seq);
+
+/* A hot upgrade (upgrade/): every master's stream goes to the process
+ * taking over as it stands here (its numbers, what waits for its turn,
+ * where acknowledgements go), and this run's number with it: the streams
+ * are kept, so a master sees the same node. Export on the C-node thread,
+ * the inbox emptied first (every number committed is applied); take
+ * after erl_seq_init, before the thread starts. -1 when out of memory or
+ * malformed. */
+#define ERL_SEQ_CARRY_TAG CARRY_TAG('E', 'S', 'E', 'Q')
+#define ERL_SEQ_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int erl_seq_carry_export(struct carry_out *out);
+int erl_seq_carry_take(struct carry_in *in, uint16_t version);
 
 #endif

@@ -4,6 +4,8 @@
 #ifndef HTTPDCNODE_STATS_H
 #define HTTPDCNODE_STATS_H
 
+#include "lib/carry.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,5 +137,15 @@ size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
 
 /* The pairs as one JSON object line; returns its length. */
 size_t stats_format_json(char *buf, size_t size);
+
+/* A hot upgrade (upgrade/): the counters go on in the process taking over
+ * (by name; gauges, which say what is now, are counted there afresh), so
+ * that rates read from /metrics see no reset. -1 when malformed. */
+#define STATS_CARRY_TAG CARRY_TAG('S', 'T', 'A', 'T')
+#define STATS_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int stats_carry_export(struct carry_out *o);
+int stats_carry_take(struct carry_in *rec, uint16_t version);
 
 #endif

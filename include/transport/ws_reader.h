@@ -28,6 +28,8 @@
 #ifndef HTTPDCNODE_WS_READER_H
 #define HTTPDCNODE_WS_READER_H
 
+#include "lib/carry.h"
+
 #include <stdint.h>
 
 struct stream;
@@ -50,6 +52,17 @@ void ws_reader_forget(struct stream *s);
  * in ws_dead, when it answered none of the last two pings; 1008 when its
  * message in flight is past its time. */
 int ws_reader_heartbeat(struct stream *s);
+
+/* A hot upgrade (upgrade/): each WebSocket stream handed over keeps the
+ * pings it owes and the frame it is in the middle of (ws_reader.c says
+ * how), named by its index in the hand-over (stream.h). -1 when out of
+ * memory or malformed. */
+#define WS_READER_CARRY_TAG CARRY_TAG('W', 'S', 'R', 'D')
+#define WS_READER_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int ws_reader_carry_export(struct carry_out *o);
+int ws_reader_carry_take(struct carry_in *rec, uint16_t version);
 
 /* Frees what is kept for reuse (at exit, after every stream ended). */
 void ws_reader_free(void);

@@ -314,6 +314,14 @@ static void drain(void)
         event_add(more_ev, &now);
 }
 
+void dispatch_drain_all(void)
+{
+    handoff_clear_wakeup(inbox);
+    drain_deliveries = 0;
+    while (handoff_drain(inbox, DRAIN_BUDGET, apply, flush, NULL) > 0)
+        drain_deliveries = 0;
+}
+
 static void on_wakeup(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;

@@ -37,6 +37,8 @@
 #include "core/presence.h"
 #include "core/conn.h"
 #include "core/framing.h"
+#include "lib/carry.h"
+#include "lib/log.h"
 #include "core/outbound.h"
 #include "obs/stats.h"
 #include "core/stream.h"
@@ -68,6 +70,7 @@ static uint32_t window_ms = PRESENCE_WINDOW_MS;
  * 136 KB for 1.1M uids, its pages touched only where uids are used. It
  * differs from the uid table only for uids of this window's changes. */
 static uint64_t *told;
+static uint32_t told_words;    /* its size */
 static uint32_t batch[BATCH_MAX];   /* one message being built (16 KB) */
 
 /* Sends one part; on a full queue, schedules the repairing snapshot. */
@@ -162,7 +165,8 @@ int presence_init(struct event_base *base, int on, uint32_t max_users)
     enabled = on;
     if (!enabled)
         return 0;
-    told = calloc((size_t)max_users / 64 + 1, sizeof *told);
+    told_words = max_users / 64 + 1;
+    told = calloc(told_words, sizeof *told);
     flush_ev = evtimer_new(base, on_flush, NULL);
     repair_ev = evtimer_new(base, on_repair, NULL);
     return told && flush_ev && repair_ev ? 0 : -1;
@@ -239,6 +243,56 @@ uint32_t presence_snapshot_to(int to_all)
 }
 
 uint32_t presence_snapshot(void) { return presence_snapshot_to(0); }
+
+/* ---------------------------------------------------------------- hand-over */
+
+void presence_flush_now(void)
+{
+    if (enabled)
+        flush();
+}
+
+int presence_carry_export(struct carry_out *o)
+{
+    size_t at = carry_begin(o, PRESENCE_CARRY_TAG, PRESENCE_CARRY_VERSION);
+    carry_u8(o, (uint8_t)enabled);
+    carry_u8(o, enabled && evtimer_pending(repair_ev, NULL));
+    carry_u32(o, enabled ? told_words : 0);
+    if (enabled)
+        carry_put(o, told, told_words * sizeof *told);
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int presence_carry_take(struct carry_in *rec, uint16_t version)
+{
+    (void)version;                   /* 1: the only one yet */
+    int was = carry_get_u8(rec), repair = carry_get_u8(rec);
+    uint32_t words = carry_get_u32(rec);
+    const void *bits = carry_view(rec, (size_t)words * sizeof *told);
+    if (rec->failed || was != enabled || (enabled && words != told_words)) {
+        log_msg(LOG_ERROR, "takeover: presence is %s in the running process: start this one "
+                "with the same --presence and --max-users", was ? "on" : "off");
+        return -1;
+    }
+    if (!enabled)
+        return 0;
+    memcpy(told, bits, (size_t)words * sizeof *told);
+    static const struct timeval one_second = {1, 0};
+    if (repair)
+        evtimer_add(repair_ev, &one_second);
+    return 0;
+}
+
+void presence_carry_settle(void)
+{
+    for (uint32_t w = 0; enabled && w < told_words; w++)
+        for (uint64_t bits = told[w]; bits; bits &= bits - 1) {
+            uint32_t uid = w * 64 + (uint32_t)__builtin_ctzll(bits);
+            if (!uidtable_first(uid))
+                presence_changed(uid, 0);    /* told up, gone meanwhile: a down */
+        }
+}
 
 /* ---------------------------------------------------------------- connections */
 

@@ -1,5 +1,6 @@
 /* The masters' numbered streams: see erl_seq.h. */
 #include "erl/erl_seq.h"
+#include "lib/carry.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 
@@ -356,4 +357,99 @@ int erl_seq_applied_for(const char *master, uint64_t *inc, uint64_t *seq)
         }
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------- hand-over */
+
+static void put_name(struct carry_out *out, const char *name)
+{
+    carry_u16(out, (uint16_t)strlen(name));
+    carry_put(out, name, strlen(name));
+}
+
+static int get_name(struct carry_in *in, char *to, size_t size)
+{
+    uint16_t n = carry_get_u16(in);
+    const char *p = carry_view(in, n);
+    if (!p || n >= size)
+        return -1;
+    memcpy(to, p, n);
+    to[n] = '\0';
+    return 0;
+}
+
+int erl_seq_carry_export(struct carry_out *out)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < ERL_SEQ_ORIGINS; i++)
+        n += origins[i].master[0] != 0;
+    size_t at = carry_begin(out, ERL_SEQ_CARRY_TAG, ERL_SEQ_CARRY_VERSION);
+    carry_u64(out, instance);
+    carry_u32(out, n);
+    for (int i = 0; i < ERL_SEQ_ORIGINS; i++) {
+        const struct erl_seq_origin *o = &origins[i];
+        if (!o->master[0])
+            continue;
+        put_name(out, o->master);
+        put_name(out, o->ack_to);
+        put_name(out, o->path);
+        carry_u64(out, o->inc);
+        carry_u64(out, o->next);
+        /* The hand-over empties the inbox before the C-node exports: every
+         * number committed is applied (the records' numbers are this
+         * process's and go with it). */
+        carry_u64(out, o->last_seq > o->applied ? o->last_seq : o->applied);
+        carry_u64(out, o->acked);
+        carry_u8(out, (uint8_t)o->ack_again);
+        carry_u64(out, (uint64_t)o->ack_ms);
+        carry_u64(out, (uint64_t)o->hole_ms);
+        carry_u64(out, (uint64_t)o->used_ms);
+        uint32_t held = 0;
+        for (const struct erl_seq_held *h = o->head; h; h = h->next)
+            held++;
+        carry_u32(out, held);
+        for (const struct erl_seq_held *h = o->head; h; h = h->next) {
+            carry_u64(out, h->seq);
+            carry_u64(out, h->last);
+            carry_u32(out, h->len);
+            carry_put(out, h->term, h->len);
+        }
+    }
+    carry_end(out, at);
+    return out->failed ? -1 : 0;
+}
+
+int erl_seq_carry_take(struct carry_in *in, uint16_t version)
+{
+    (void)version;                   /* 1: the only one yet */
+    instance = carry_get_u64(in);
+    uint32_t n = carry_get_u32(in);
+    if (in->failed || instance == 0 || n > ERL_SEQ_ORIGINS)
+        return -1;
+    for (uint32_t k = 0; k < n; k++) {
+        char master[MAXATOMLEN];
+        if (get_name(in, master, sizeof master) != 0 || !master[0])
+            return -1;
+        struct erl_seq_origin *o = slot_of(master);
+        if (!o || get_name(in, o->ack_to, sizeof o->ack_to) != 0 ||
+            get_name(in, o->path, sizeof o->path) != 0)
+            return -1;
+        o->inc = carry_get_u64(in);
+        o->next = carry_get_u64(in);
+        o->applied = o->last_seq = carry_get_u64(in);
+        o->acked = carry_get_u64(in);
+        o->ack_again = carry_get_u8(in);
+        o->ack_ms = (int64_t)carry_get_u64(in);
+        o->hole_ms = (int64_t)carry_get_u64(in);
+        o->used_ms = (int64_t)carry_get_u64(in);
+        uint32_t held = carry_get_u32(in);
+        for (uint32_t j = 0; j < held && !in->failed; j++) {
+            uint64_t seq = carry_get_u64(in), last = carry_get_u64(in);
+            uint32_t len = carry_get_u32(in);
+            const char *term = carry_view(in, len);
+            if (!term || last < seq || hold(o, seq, last, term, len) != 0)
+                return -1;
+        }
+    }
+    return in->failed ? -1 : 0;
 }
