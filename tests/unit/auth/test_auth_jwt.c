@@ -18,26 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SECRET "s3cret"
-#define NOW 1700000000
-#define EXP 1700000600
+#include "key_fixture.h"
 #define HS256 "{\"alg\":\"HS256\",\"typ\":\"JWT\"}"
-
-static struct auth_key *key;
-
-static int setup(void **state)
-{
-    (void)state;
-    key = auth_key_new(SECRET, strlen(SECRET));
-    return key ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    auth_key_free(key);
-    return 0;
-}
 
 /* Unpadded base64url of in[0..n) at out; returns the characters written. */
 static size_t b64url(const unsigned char *in, size_t n, char *out)

@@ -20,25 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SECRET "s3cret"
-#define NOW 1700000000
-#define EXP 1700000600
-
-static struct auth_key *key;
-
-static int setup(void **state)
-{
-    (void)state;
-    key = auth_key_new(SECRET, strlen(SECRET));
-    return key ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    auth_key_free(key);
-    return 0;
-}
+#include "key_fixture.h"
 
 /* Reference signature of "uid:exp" under secret, lowercase hex. */
 static void reference_sig(const char *secret, uint32_t uid, long long exp, char hex[65])
