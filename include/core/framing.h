@@ -104,6 +104,10 @@ int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *d
  * writes it to out. */
 size_t framing_sse_body_len(const char *data, uint32_t len, int binary);
 void framing_sse_body(const char *data, uint32_t len, int binary, char *out);
+/* The same without its event line (a binary one's "event: base64\n"),
+ * for an event of another name. */
+size_t framing_sse_data_len(const char *data, uint32_t len, int binary);
+void framing_sse_data(const char *data, uint32_t len, int binary, char *out);
 
 /* Why a stream is ended on purpose, which its last bytes tell the client
  * (docs/protocol.md, "Endings"): whether to come back, and when.

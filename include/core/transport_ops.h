@@ -38,7 +38,21 @@ struct transport_replay {
     int (*end)(struct backlog **out, void *owner, const struct replay *r);
 };
 
+/* What a transport's reply returns when the message is empty and its
+ * framing cannot carry that (a chunked stream: an empty chunk ends it;
+ * HTTP/1.0: nothing would show). */
+#define TRANSPORT_REPLY_EMPTY 1
+
 struct transport_ops {
+    /* Its name, as a master's conn_up and conn_down say it: "chunked",
+     * "sse", "poll", "ws". */
+    const char *name;
+    /* {conn, Conn, Data} to this stream alone (binary or text: cmd.h): not
+     * a message of its uid's, so without id and not kept; after what was
+     * written before. 0 when written (or queued), TRANSPORT_REPLY_EMPTY,
+     * -1 when the stream ended or out of memory. NULL: no reply fits the
+     * framing (a long-poll's answer is JSON of the uid's messages). */
+    int (*reply)(struct stream *s, const char *data, uint32_t len, int binary);
     /* EV_READ on a LIVE or DRAINING stream: read what the client sent.
      * NULL: stray bytes, counted and capped (stream.c). -1 when the
      * stream ended. */

@@ -153,8 +153,8 @@ static size_t line_break(const char *p, size_t left)
  * from text): it goes as one "event: base64" whose data is its base64,
  * lossless, as long-poll's "data_base64". The body is made once per
  * payload and batch, not per stream. */
-static const char b64_head[] = "event: base64\ndata: ";
-#define B64_HEAD_LEN (sizeof b64_head - 1)
+static const char b64_event[] = "event: base64\n";
+#define B64_EVENT_LEN (sizeof b64_event - 1)
 
 static size_t base64_len(uint32_t len) { return ((size_t)len + 2) / 3 * 4; }
 
@@ -174,11 +174,16 @@ static size_t data_lines_len(const char *data, uint32_t len)
     return out;
 }
 
-size_t framing_sse_body_len(const char *data, uint32_t len, int binary)
+size_t framing_sse_data_len(const char *data, uint32_t len, int binary)
 {
     if (binary)
-        return B64_HEAD_LEN + base64_len(len) + 2;
+        return 6 + base64_len(len) + 2;  /* "data: " BASE64 "\n\n" */
     return data_lines_len(data, len);
+}
+
+size_t framing_sse_body_len(const char *data, uint32_t len, int binary)
+{
+    return (binary ? B64_EVENT_LEN : 0) + framing_sse_data_len(data, len, binary);
 }
 
 static void data_lines(const char *data, uint32_t len, char *out)
@@ -200,20 +205,29 @@ static void data_lines(const char *data, uint32_t len, char *out)
 
 /* EVP_EncodeBlock ends its output with a NUL: it lands on the first byte
  * of the closing "\n\n", written over it, so out needs no spare byte. */
-static void base64_event(const char *data, uint32_t len, char *out)
+static void base64_data(const char *data, uint32_t len, char *out)
 {
-    memcpy(out, b64_head, B64_HEAD_LEN);
-    out += B64_HEAD_LEN;
+    memcpy(out, "data: ", 6);
+    out += 6;
     size_t n = (size_t)EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
     memcpy(out + n, "\n\n", 2);
 }
 
-void framing_sse_body(const char *data, uint32_t len, int binary, char *out)
+void framing_sse_data(const char *data, uint32_t len, int binary, char *out)
 {
     if (binary)
-        base64_event(data, len, out);
+        base64_data(data, len, out);
     else
         data_lines(data, len, out);
+}
+
+void framing_sse_body(const char *data, uint32_t len, int binary, char *out)
+{
+    if (binary) {
+        memcpy(out, b64_event, B64_EVENT_LEN);
+        out += B64_EVENT_LEN;
+    }
+    framing_sse_data(data, len, binary, out);
 }
 
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,

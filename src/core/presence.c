@@ -42,6 +42,7 @@
 #include "core/outbound.h"
 #include "obs/stats.h"
 #include "core/stream.h"
+#include "core/transport_ops.h"
 #include "core/uidtable.h"
 #include "lib/peer_addr.h"
 
@@ -323,17 +324,11 @@ static const char *end_reason(void)
     return why ? why : "finished";
 }
 
+/* The name its transport gives itself (transport_ops.h). */
 static const char *transport_name(uint8_t framing)
 {
-    switch (framing) {
-    case FRAMING_SSE: return "sse";
-    case FRAMING_POLL: return "poll";
-    case FRAMING_WS:
-    case FRAMING_WS_META:
-    case FRAMING_WS_DEFLATE:
-    case FRAMING_WS_META_DEFLATE: return "ws";
-    default: return "chunked";
-    }
+    const struct transport_ops *t = framing < FRAMING_KINDS ? transport_ops[framing] : NULL;
+    return t && t->name ? t->name : "unknown";
 }
 
 /* The client's address (peer, else the peer of fd), as out_conn has it

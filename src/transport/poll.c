@@ -165,8 +165,10 @@ static const struct transport_replay poll_replay = {
 };
 
 /* A poll's answer is given at once (deliver), a waiting poll is answered
- * empty when idle, and one ended mid-answer is cut. */
+ * empty when idle, and one ended mid-answer is cut. No {conn, Conn, Data}
+ * reply fits its answer, JSON of the uid's messages. */
 static const struct transport_ops poll_ops = {
+    .name = "poll",
     .replay = &poll_replay,
     .idle = on_poll_idle,
     .deliver = poll_answer,

@@ -156,8 +156,24 @@ static const struct transport_replay ws_replay = {
     .message = ws_replay_message,
 };
 
+/* {conn, Conn, Data}: one frame, binary or text as the message is,
+ * uncompressed also with permessage-deflate (RFC 7692 lets any message
+ * go so: it goes to one connection, once). With ws+meta it says so
+ * ("event: conn", no id: ids are the uid's history's). */
+static int ws_reply(struct stream *s, const char *data, uint32_t len, int binary)
+{
+    static const char event[] = "event: conn\n\n";
+    size_t ev = framing_ws_meta(s->framing) ? sizeof event - 1 : 0;
+    char head[16];
+    size_t k = framing_ws_header(head, binary ? 2 : 1, ev + len);
+    struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
+    return stream_send(s, iov, 3, k + ev + len);
+}
+
 /* A WebSocket client talks: its frames are read and checked. */
 static const struct transport_ops ws_ops = {
+    .name = "ws",
+    .reply = ws_reply,
     .replay = &ws_replay,
     .readable = ws_reader_readable,
     .closing = ws_reader_forget,
