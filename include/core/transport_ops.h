@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct backlog;
 struct replay;
@@ -74,7 +75,11 @@ struct transport_ops {
     int (*deliver)(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq);
     /* Resume (stream_replay); NULL: the framing replays nothing. */
     const struct transport_replay *replay;
-    /* Ended while a replay is under way: cut, without the terminator
+    /* The last bytes of a stream ended on purpose (why: end_reason_told,
+     * end_reason.h): what its client is told to do (may be empty).
+     * NULL: none, the close says it all. */
+    struct iovec (*goodbye)(uint8_t framing, uint8_t why);
+    /* Ended while a replay is under way: cut, without the goodbye
      * (a long-poll's answer would be spoilt by it; the client asks again). */
     uint8_t cut_replay_on_end;
 };
@@ -83,5 +88,9 @@ extern const struct transport_ops *transport_ops[FRAMING_KINDS];
 
 /* At startup, before the first stream of the framing opens. */
 void transport_ops_register(uint8_t framing, const struct transport_ops *ops);
+
+/* The framing's goodbye for why (a reason the client is not told of:
+ * drain's); empty when it has none. */
+struct iovec transport_goodbye(uint8_t framing, uint8_t why);
 
 #endif

@@ -92,12 +92,6 @@ static uint32_t deliver_all(const char *data, uint32_t len, int binary)
     return n;
 }
 
-/* Whether a framing's client has ids, so can be told a gap. */
-static int tells_gaps(uint8_t framing)
-{
-    return framing == FRAMING_SSE || framing == FRAMING_POLL || framing == FRAMING_WS_META;
-}
-
 /* A master could not keep messages for these uids: each gets an id that
  * names no message (history_skip), so that a client resuming across it
  * is told a gap; a live stream with ids is told now, as a resume from the
@@ -109,7 +103,7 @@ static void gap_for_uid(uint32_t uid)
     loop_stats.seq_gap_uids++;
     for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
         next = s->next;
-        if (s->state != STREAM_LIVE || !tells_gaps(s->framing) || stream_replaying(s))
+        if (s->state != STREAM_LIVE || !framing_tells_gaps(s->framing) || stream_replaying(s))
             continue;
         char asked[32];
         replay_id_text(asked, sizeof asked, seq - 1);
@@ -148,7 +142,6 @@ static void kick(uint32_t uid)
     struct stream *s = uidtable_first(uid), *next;
     for (; s; s = next) {
         next = s->next;
-        loop_stats.kicked++;
         stream_end_why(s, END_KICKED);
     }
 }

@@ -136,6 +136,11 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
     assert(!"unknown framing, or one that needs framing_prefix_utf8");
 }
 
+int framing_tells_gaps(uint8_t kind)
+{
+    return kind == FRAMING_SSE || kind == FRAMING_POLL || kind == FRAMING_WS_META;
+}
+
 int framing_encodes_body(uint8_t kind) { return kind == FRAMING_SSE; }
 
 /* The length of the line break at p[0..left), 0 when none. */
@@ -244,46 +249,4 @@ int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *d
         *bytes += 2;
     }
     return k;
-}
-
-/* ---------------------------------------------------------------- endings */
-
-#define POLL_ENDED(r) "{\"messages\":[],\"gap\":false,\"ended\":\"" r "\"}\n"
-#define SSE_END(r) "event: end\ndata: {\"reason\":\"" r "\"}\n\n"
-
-/* Indexed by enum end_reason. */
-static const char *const reason_names[END_REASONS] = {"drain", "kicked", "replaced", "expired"};
-/* A waiting poll's head is out: its body says why it was ended rather
- * than leave the client with no JSON at all. */
-static const char *const poll_ended[END_REASONS] = {
-    POLL_ENDED("drain"), POLL_ENDED("kicked"), POLL_ENDED("replaced"), POLL_ENDED("expired")};
-/* EventSource reconnects after any close: this event is how a client
- * learns not to. */
-static const char *const sse_end[END_REASONS] = {
-    SSE_END("drain"), SSE_END("kicked"), SSE_END("replaced"), SSE_END("expired")};
-/* Close frames: 1012 service restart; 4001-4003 private codes (RFC 6455
- * 7.4.2), the application's own. */
-static const unsigned char ws_close[END_REASONS][4] = {
-    {0x88, 2, 1012 >> 8, 1012 & 0xff}, {0x88, 2, 4001 >> 8, 4001 & 0xff},
-    {0x88, 2, 4002 >> 8, 4002 & 0xff}, {0x88, 2, 4003 >> 8, 4003 & 0xff}};
-
-const char *framing_end_reason(uint8_t reason)
-{
-    return reason < END_REASONS ? reason_names[reason] : "drain";
-}
-
-struct iovec framing_terminator(uint8_t kind, uint8_t reason)
-{
-    static const char last_chunk[] = "0\r\n\r\n";
-    if (reason >= END_REASONS)
-        reason = END_DRAIN;
-    if (kind == FRAMING_CHUNKED)
-        return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
-    if (kind == FRAMING_POLL)
-        return (struct iovec){(void *)poll_ended[reason], strlen(poll_ended[reason])};
-    if (kind == FRAMING_SSE)
-        return (struct iovec){(void *)sse_end[reason], strlen(sse_end[reason])};
-    if (framing_is_websocket(kind))
-        return (struct iovec){(void *)ws_close[reason], 4};
-    return (struct iovec){NULL, 0};
 }

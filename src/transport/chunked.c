@@ -95,8 +95,19 @@ static int wants_conn(struct evhttp_request *req)
 
 static void chunked_closing(struct stream *s) { conn_forget(s); }
 
+/* The terminating chunk, whatever the reason (HTTP/1.0: the close). */
+static struct iovec chunked_goodbye(uint8_t framing, uint8_t why)
+{
+    static const char last_chunk[] = "0\r\n\r\n";
+    (void)why;
+    if (framing == FRAMING_RAW)
+        return (struct iovec){NULL, 0};
+    return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
+}
+
 static const struct transport_ops chunked_ops = {
-    .name = "chunked", .reply = chunked_reply, .closing = chunked_closing};
+    .name = "chunked", .reply = chunked_reply, .goodbye = chunked_goodbye,
+    .closing = chunked_closing};
 
 static int chunked_start(struct evhttp_request *req, uint32_t uid)
 {

@@ -68,8 +68,7 @@ static void on_poll_idle(struct stream *s)
     if (s->state != STREAM_LIVE || stream_replaying(s)) {
         /* Its answer did not go out within --poll-timeout: the client
          * does not read; it polls again from its last id. */
-        loop_stats.slow_closed++;
-        stream_end_with(s, (struct iovec){NULL, 0});
+        stream_end_with(s, (struct iovec){NULL, 0}, END_SLOW);
         return;
     }
     char body[96];
@@ -164,11 +163,24 @@ static const struct transport_replay poll_replay = {
     .end = poll_replay_end,
 };
 
+/* A waiting poll's head is out: its body says why it was ended rather
+ * than leave the client with no JSON at all. */
+static struct iovec poll_goodbye(uint8_t framing, uint8_t why)
+{
+#define POLL_ENDED(name, counter, label, word)                                 \
+    [END_##name] = "{\"messages\":[],\"gap\":false,\"ended\":\"" word "\"}\n",
+    static const char *const ended[END_TOLD_KINDS] = {END_REASONS_TOLD(POLL_ENDED)};
+#undef POLL_ENDED
+    (void)framing;
+    return (struct iovec){(void *)ended[why], strlen(ended[why])};
+}
+
 /* A poll's answer is given at once (deliver), a waiting poll is answered
  * empty when idle, and one ended mid-answer is cut. No {conn, Conn, Data}
  * reply fits its answer, JSON of the uid's messages. */
 static const struct transport_ops poll_ops = {
     .name = "poll",
+    .goodbye = poll_goodbye,
     .replay = &poll_replay,
     .idle = on_poll_idle,
     .deliver = poll_answer,

@@ -164,9 +164,21 @@ static int sse_reply(struct stream *s, const char *data, uint32_t len, int binar
     return r;
 }
 
+/* EventSource reconnects after any close: "event: end" with the reason's
+ * word is how a client learns not to. */
+static struct iovec sse_goodbye(uint8_t framing, uint8_t why)
+{
+#define SSE_END(name, counter, label, word)                                    \
+    [END_##name] = "event: end\ndata: {\"reason\":\"" word "\"}\n\n",
+    static const char *const end[END_TOLD_KINDS] = {END_REASONS_TOLD(SSE_END)};
+#undef SSE_END
+    (void)framing;
+    return (struct iovec){(void *)end[why], strlen(end[why])};
+}
+
 static const struct transport_ops sse_ops = {
-    .name = "sse", .reply = sse_reply, .closing = sse_closing, .heartbeat = sse_heartbeat,
-    .replay = &sse_replay};
+    .name = "sse", .reply = sse_reply, .goodbye = sse_goodbye, .closing = sse_closing,
+    .heartbeat = sse_heartbeat, .replay = &sse_replay};
 
 int sse_init(void)
 {

@@ -170,10 +170,25 @@ static int ws_reply(struct stream *s, const char *data, uint32_t len, int binary
     return stream_send(s, iov, 3, k + ev + len);
 }
 
+/* A close frame whose code says why: 1012 (service restart) for a drain,
+ * else a private code (RFC 6455 7.4.2), 4000 + the reason: 4001 kicked,
+ * 4002 replaced, 4003 expired. */
+#define WS_CLOSE_CODE(why) ((why) == END_DRAIN ? 1012 : 4000 + (why))
+static struct iovec ws_goodbye(uint8_t framing, uint8_t why)
+{
+#define WS_CLOSE(name, counter, label, word)                                   \
+    [END_##name] = {0x88, 2, WS_CLOSE_CODE(END_##name) >> 8, WS_CLOSE_CODE(END_##name) & 0xff},
+    static const unsigned char frame[END_TOLD_KINDS][4] = {END_REASONS_TOLD(WS_CLOSE)};
+#undef WS_CLOSE
+    (void)framing;
+    return (struct iovec){(void *)frame[why], 4};
+}
+
 /* A WebSocket client talks: its frames are read and checked. */
 static const struct transport_ops ws_ops = {
     .name = "ws",
     .reply = ws_reply,
+    .goodbye = ws_goodbye,
     .replay = &ws_replay,
     .readable = ws_reader_readable,
     .closing = ws_reader_forget,

@@ -199,9 +199,9 @@ static uint32_t clock_seconds(void)
 
 /* ---------------------------------------------------------------- verdicts */
 
-/* How a read ends: on (the stream stays), or a close with code, counted
- * by why. code 0: an empty close (the client's own). */
-enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE, SHED };
+/* How a read ends: on (the stream stays), or a close with code, for why
+ * (enum end_reason). code 0: an empty close (the client's own). */
+#define GO_ON END_REASON_KINDS
 
 struct verdict {
     uint16_t code;
@@ -209,11 +209,11 @@ struct verdict {
 };
 
 static const struct verdict go_on = {0, GO_ON};
-static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, BAD_FRAME}; }
-static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, POLICY}; }
-static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, RATE}; }
+static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, END_WS_PROTOCOL}; }
+static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, END_WS_POLICY}; }
+static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, END_CLIENT_RATE}; }
 /* 1013: try again later (the server is receiving too much at once). */
-static struct verdict shed(void) { return (struct verdict){1013, SHED}; }
+static struct verdict shed(void) { return (struct verdict){1013, END_WS_SHED}; }
 
 /* ---------------------------------------------------------------- budgets */
 
@@ -423,33 +423,23 @@ static void drain(int fd)
     }
 }
 
-/* Ends the stream with a close frame of code (0: an empty close). -1: the
- * stream has ended (always). */
-static int close_with(struct stream *s, int fd, unsigned code)
+/* Ends the stream for why with a close frame of code (0: an empty
+ * close). -1: the stream has ended (always). */
+static int close_with(struct stream *s, int fd, unsigned code, uint8_t why)
 {
     static char frame[4] = {(char)0x88};
     frame[1] = code ? 2 : 0;
     frame[2] = (char)(code >> 8);
     frame[3] = (char)code;
     drain(fd);
-    stream_end_with(s, (struct iovec){frame, code ? 4 : 2});
+    stream_end_with(s, (struct iovec){frame, code ? 4 : 2}, why);
     return -1;
 }
 
-/* Ends the stream as the verdict says, counted. -1 (always). */
+/* Ends the stream as the verdict says. -1 (always). */
 static int end_with(struct stream *s, int fd, struct verdict v)
 {
-    if (v.why == BY_CLIENT)
-        loop_stats.client_closed++;
-    else if (v.why == BAD_FRAME)
-        loop_stats.ws_bad_frames++;
-    else if (v.why == RATE)
-        loop_stats.client_rate_closed++;
-    else if (v.why == SHED)
-        loop_stats.ws_shed++;
-    else
-        loop_stats.ws_policy_closed++;
-    return close_with(s, fd, v.code);
+    return close_with(s, fd, v.code, v.why);
 }
 
 /* The pong of the read's last ping. -1 when that ended the stream (its
@@ -580,13 +570,13 @@ static int close_code_valid(unsigned code)
 static struct verdict client_close(const struct ws_frame *f)
 {
     if (f->ctl_len == 0)
-        return (struct verdict){0, BY_CLIENT};
+        return (struct verdict){0, END_CLIENT};
     unsigned code = f->ctl_len < 2 ? 0 : (unsigned)f->ctl[0] << 8 | f->ctl[1];
     if (!close_code_valid(code))
         return bad(WSLAY_CODE_PROTOCOL_ERROR);
     if (!utf8_valid((const char *)f->ctl + 2, f->ctl_len - 2u))
         return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
-    return (struct verdict){(uint16_t)code, BY_CLIENT};
+    return (struct verdict){(uint16_t)code, END_CLIENT};
 }
 
 /* Takes a message from the connection's --client-rate bucket. 0: none left. */
@@ -849,8 +839,7 @@ int ws_reader_readable(struct stream *s, int fd)
         return 0;
     ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        loop_stats.client_closed++;
-        stream_end_with(s, (struct iovec){NULL, 0});
+        stream_end_with(s, (struct iovec){NULL, 0}, END_CLIENT);
         return -1;
     }
     if (n < 0)
@@ -862,7 +851,7 @@ int ws_reader_readable(struct stream *s, int fd)
     struct ws_frame *f = slot ? slots[slot] : frame_take();
     if (!f) {
         log_msg(LOG_ERROR, "out of memory reading a WebSocket frame: closing the stream");
-        return close_with(s, fd, WSLAY_CODE_INTERNAL_SERVER_ERROR);
+        return close_with(s, fd, WSLAY_CODE_INTERNAL_SERVER_ERROR, END_FINISHED);
     }
     feed.p = buf;
     feed.left = (size_t)n;
@@ -902,7 +891,7 @@ int ws_reader_readable(struct stream *s, int fd)
     /* A ping read before the client's close is owed its pong (RFC 6455
      * 5.5.2: unless a close came first; what follows the close is not
      * read). A connection failed for a bad frame owes nothing. */
-    if (feed.ping_due && (v.why == GO_ON || v.why == BY_CLIENT) && pong(s) != 0)
+    if (feed.ping_due && (v.why == GO_ON || v.why == END_CLIENT) && pong(s) != 0)
         return -1;
     return v.why == GO_ON ? 0 : end_with(s, fd, v);
 }
@@ -931,8 +920,7 @@ int ws_reader_heartbeat(struct stream *s)
     unsigned pings = paused_now ? 0 : s->ws & PINGS_MASK;
     if (pings >= 2) {
         static const char going_away[] = "\x88\x02\x03\xe9";   /* 1001 */
-        loop_stats.ws_dead++;
-        stream_end_with(s, (struct iovec){(void *)going_away, 4});
+        stream_end_with(s, (struct iovec){(void *)going_away, 4}, END_WS_DEAD);
         return -1;
     }
     s->ws = (uint16_t)((s->ws & ~PINGS_MASK) | (pings + 1));
