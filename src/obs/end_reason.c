@@ -3,14 +3,14 @@
 #include "obs/stats.h"
 
 static const char *const labels[END_REASON_KINDS] = {
-#define X(name, counter, label, word) [END_##name] = label,
+#define X(counter, name, label, word) [END_##name] = label,
     END_REASONS(X)
 #undef X
     [END_FINISHED] = "finished",
 };
 
 static const char *const words[END_TOLD_KINDS] = {
-#define X(name, counter, label, word) [END_##name] = word,
+#define X(counter, name, label, word) [END_##name] = word,
     END_REASONS_TOLD(X)
 #undef X
 };
@@ -25,7 +25,7 @@ const char *end_reason_word(uint8_t why) { return words[end_reason_told(why) ? w
 void end_reason_count(uint8_t why)
 {
     switch (why) {
-#define X(name, counter, label, word)                                          \
+#define X(counter, name, label, word)                                          \
     case END_##name:                                                           \
         loop_stats.counter++;                                                  \
         return;

@@ -132,7 +132,7 @@ static const struct sample {
     {ERLANG_NODES, NULL, "erl_nodes"},
     {RESIDENT_MEMORY, NULL, "memory"},
     {STREAMS_OPENED, NULL, "streams_total"},
-#define CLOSED(name, counter, label, word) {STREAMS_CLOSED, label, #counter},
+#define CLOSED(counter, name, label, word) {STREAMS_CLOSED, label, #counter},
     END_REASONS(CLOSED)
 #undef CLOSED
     {MESSAGES_RECEIVED, NULL, "msgs_in"},

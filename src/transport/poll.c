@@ -165,14 +165,14 @@ static const struct transport_replay poll_replay = {
 
 /* A waiting poll's head is out: its body says why it was ended rather
  * than leave the client with no JSON at all. */
+#define END_TEXT_BEFORE "{\"messages\":[],\"gap\":false,\"ended\":\""
+#define END_TEXT_AFTER "\"}\n"
+static const char *const poll_ended[END_TOLD_KINDS] = {END_REASONS_TOLD(END_TEXT)};
+
 static struct iovec poll_goodbye(uint8_t framing, uint8_t why)
 {
-#define POLL_ENDED(name, counter, label, word)                                 \
-    [END_##name] = "{\"messages\":[],\"gap\":false,\"ended\":\"" word "\"}\n",
-    static const char *const ended[END_TOLD_KINDS] = {END_REASONS_TOLD(POLL_ENDED)};
-#undef POLL_ENDED
     (void)framing;
-    return (struct iovec){(void *)ended[why], strlen(ended[why])};
+    return (struct iovec){(void *)poll_ended[why], strlen(poll_ended[why])};
 }
 
 /* A poll's answer is given at once (deliver), a waiting poll is answered

@@ -166,14 +166,14 @@ static int sse_reply(struct stream *s, const char *data, uint32_t len, int binar
 
 /* EventSource reconnects after any close: "event: end" with the reason's
  * word is how a client learns not to. */
+#define END_TEXT_BEFORE "event: end\ndata: {\"reason\":\""
+#define END_TEXT_AFTER "\"}\n\n"
+static const char *const sse_end[END_TOLD_KINDS] = {END_REASONS_TOLD(END_TEXT)};
+
 static struct iovec sse_goodbye(uint8_t framing, uint8_t why)
 {
-#define SSE_END(name, counter, label, word)                                    \
-    [END_##name] = "event: end\ndata: {\"reason\":\"" word "\"}\n\n",
-    static const char *const end[END_TOLD_KINDS] = {END_REASONS_TOLD(SSE_END)};
-#undef SSE_END
     (void)framing;
-    return (struct iovec){(void *)end[why], strlen(end[why])};
+    return (struct iovec){(void *)sse_end[why], strlen(sse_end[why])};
 }
 
 static const struct transport_ops sse_ops = {

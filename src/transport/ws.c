@@ -176,7 +176,7 @@ static int ws_reply(struct stream *s, const char *data, uint32_t len, int binary
 #define WS_CLOSE_CODE(why) ((why) == END_DRAIN ? 1012 : 4000 + (why))
 static struct iovec ws_goodbye(uint8_t framing, uint8_t why)
 {
-#define WS_CLOSE(name, counter, label, word)                                   \
+#define WS_CLOSE(counter, name, label, word)                                   \
     [END_##name] = {0x88, 2, WS_CLOSE_CODE(END_##name) >> 8, WS_CLOSE_CODE(END_##name) & 0xff},
     static const unsigned char frame[END_TOLD_KINDS][4] = {END_REASONS_TOLD(WS_CLOSE)};
 #undef WS_CLOSE
