@@ -21,9 +21,11 @@ void client_in_configure(uint32_t rate);
 /* uid's message (binary or text, cmd.h): from the connection from (its
  * own stream, or the one it names; its id goes with it and its bucket is
  * taken from), else (NULL, id 0) from the bucket *tokens, *at_ms (8 bytes
- * of the caller's, client_rate.h). The uid's presence is told first
- * (presence_known), so the masters know it before its message. */
+ * of the caller's, client_rate.h); now_ms: client_rate_now_ms(), which a
+ * WebSocket's read takes once for all its messages. The uid's presence is
+ * told first (presence_known), so the masters know it before its message. */
 enum client_in client_in_send(uint32_t uid, const struct stream *from, uint32_t *tokens,
-                              uint32_t *at_ms, const void *data, uint32_t len, int binary);
+                              uint32_t *at_ms, uint32_t now_ms, const void *data, uint32_t len,
+                              int binary);
 
 #endif

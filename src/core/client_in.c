@@ -16,7 +16,8 @@ void client_in_configure(uint32_t r)
 }
 
 enum client_in client_in_send(uint32_t uid, const struct stream *from, uint32_t *tokens,
-                              uint32_t *at_ms, const void *data, uint32_t len, int binary)
+                              uint32_t *at_ms, uint32_t now_ms, const void *data, uint32_t len,
+                              int binary)
 {
     struct conn *c = from ? conn_of(from) : NULL;
     if (from && !c)
@@ -25,7 +26,7 @@ enum client_in client_in_send(uint32_t uid, const struct stream *from, uint32_t 
         tokens = &c->tokens;
         at_ms = &c->at_ms;
     }
-    if (!rate_take(tokens, at_ms, client_rate_now_ms(), rate, burst_milli))
+    if (!rate_take(tokens, at_ms, now_ms, rate, burst_milli))
         return CLIENT_IN_RATE;
     presence_known(uid);
     if (outbound_in(uid, c ? c->id : 0, data, len, binary) != 0) {

@@ -254,8 +254,9 @@ static void post(struct evhttp_request *req, const char *uid_text)
         return;
     /* A token of the named connection's bucket, else of the peer's. */
     struct peer_bucket *p = from ? NULL : peer_of(req);
-    switch (client_in_send(uid, from, p ? &p->tokens : NULL, p ? &p->at_ms : NULL, data,
-                           (uint32_t)len, binary)) {
+    /* ws_reader's clock: a conn's bucket is shared */
+    switch (client_in_send(uid, from, p ? &p->tokens : NULL, p ? &p->at_ms : NULL,
+                           client_rate_now_ms(), data, (uint32_t)len, binary)) {
     case CLIENT_IN_QUEUED:
         loop_stats.post_in++;
         reply_plain(req, 202, "Accepted", "");

@@ -524,7 +524,7 @@ static struct verdict message_in(struct ws_frame *f, int text)
         if (v.why != GO_ON)
             return v;
     }
-    switch (client_in_send(feed.s->uid, feed.s, NULL, NULL, data, len, !text)) {
+    switch (client_in_send(feed.s->uid, feed.s, NULL, NULL, feed.now_ms, data, len, !text)) {
     case CLIENT_IN_RATE:
         return rate();
     case CLIENT_IN_NO_MEMORY:
