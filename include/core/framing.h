@@ -5,7 +5,8 @@
  * {conn, Conn, Data} reply, the replay's encoders and the goodbye of a
  * stream ended on purpose (obs/end_reason.h). A new transport that frames
  * messages in a batch adds its kind below and its prefix here; one that
- * answers at once (deliver, as a long-poll) adds only its kind.
+ * answers at once (deliver, as a long-poll) adds only its kind; either,
+ * when its client has message ids, says so in framing_tells_gaps.
  *
  *   chunked  HTTP/1.1: "%x\r\n" size line, payload, "\r\n"
  *   raw      HTTP/1.0: the payload as it is
