@@ -15,7 +15,7 @@
  * kept at most half full): 40 to 80 bytes. With --presence-conns every
  * stream gets its id at open (presence.c), so every stream costs that.
  * Each entry also holds two words for its --client-rate bucket
- * (client_rate.h: ws_reader.c's and client_post.c's). Loop thread only. */
+ * (client_rate.h), taken from by client_in.c. Loop thread only. */
 #ifndef HTTPDCNODE_CONN_H
 #define HTTPDCNODE_CONN_H
 

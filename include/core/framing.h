@@ -1,19 +1,22 @@
-/* How a message is put on the wire for one kind of stream. Each stream
- * names its framing; adding a transport's framing touches framing.c only.
+/* How a message of a uid is put on the wire for one kind of stream, on
+ * the per-message path (batch.c, replay): the prefix and body of each
+ * framing, direct calls, no table. Everything else a transport writes is
+ * its own file's, through its table (core/transport_ops.h): its head, a
+ * {conn, Conn, Data} reply, the replay's encoders and the goodbye of a
+ * stream ended on purpose (obs/end_reason.h). A new transport that frames
+ * messages in a batch adds its kind below and its prefix here; one that
+ * answers at once (deliver, as a long-poll) adds only its kind; either,
+ * when its client has message ids, says so in framing_tells_gaps.
  *
- *   chunked  HTTP/1.1: "%x\r\n" size line, payload, "\r\n"; ends with
- *            the terminating chunk "0\r\n\r\n"
- *   raw      HTTP/1.0: the payload as it is; the end is the close
+ *   chunked  HTTP/1.1: "%x\r\n" size line, payload, "\r\n"
+ *   raw      HTTP/1.0: the payload as it is
  *   sse      Server-Sent Events: "id: EPOCH:SEQ\n", the payload as data:
  *            lines (framing_sse_body, made once per payload), a blank line;
- *            a binary message (cmd.h) as "event: base64" and its base64;
- *            ended on purpose, an "event: end" saying why
- *   poll     a long-poll: its one answer is made by poll.c, not framed;
- *            ended early (kick, drain), it answers "ended":"REASON"
+ *            a binary message (cmd.h) as "event: base64" and its base64
+ *   poll     a long-poll: its one answer is made by poll.c, not framed
  *   ws       WebSocket (RFC 6455): one unmasked frame per message, binary
  *            for a binary message (cmd.h), else text; the 2-10 byte
- *            frame header is the prefix; ends with a close frame whose code
- *            says why (framing_terminator)
+ *            frame header is the prefix
  *   ws_meta  the same, each frame's payload led by "id: EPOCH:SEQ\n\n"
  *            (subprotocol ws+meta.httpdcnode)
  *   ws_deflate, ws_meta_deflate  the same with permessage-deflate (RFC
@@ -21,8 +24,8 @@
  *            once per batch (batch.c, lib/deflate_msg.h) and its frame has
  *            RSV1; ws_meta's id goes ahead of it as a stored deflate block,
  *            so the compressed bytes are the same for every uid.
- *            framing_prefix_utf8 makes their uncompressed frames (replays,
- *            replies), framing_prefix_deflate the compressed ones. */
+ *            framing_prefix_utf8 makes their uncompressed frames (replays),
+ *            framing_prefix_deflate the compressed ones. */
 #ifndef HTTPDCNODE_FRAMING_H
 #define HTTPDCNODE_FRAMING_H
 
@@ -89,6 +92,8 @@ void framing_prefix_deflate(uint8_t kind, uint32_t deflated_len, uint32_t seq, i
  * bytes: 2, 4 or 10 bytes written to out, its length returned. opcode may
  * carry RSV1 (0x40: a compressed message). */
 size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len);
+/* Whether a framing's client has message ids, so can be told a gap. */
+int framing_tells_gaps(uint8_t kind);
 /* Whether a framing carries its payload re-encoded (framing_sse_body). */
 int framing_encodes_body(uint8_t kind);
 /* Fills iov[FRAMING_IOV_MAX] with the framed message (data: the payload,
@@ -104,25 +109,9 @@ int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *d
  * writes it to out. */
 size_t framing_sse_body_len(const char *data, uint32_t len, int binary);
 void framing_sse_body(const char *data, uint32_t len, int binary, char *out);
-
-/* Why a stream is ended on purpose, which its last bytes tell the client
- * (docs/protocol.md, "Endings"): whether to come back, and when.
- *   drain     the server is going away (SIGTERM, {drain, S}): come back,
- *             with a backoff, to this or another node (WebSocket 1012)
- *   kicked    Erlang ended the uid's streams: do not come back (4001)
- *   replaced  a newer stream of the uid took its place past
- *             --max-conns-per-uid: do not come back (4002)
- *   expired   its subscriber token expired: come back only with a fresh
- *             token (4003) */
-enum end_reason { END_DRAIN = 0, END_KICKED, END_REPLACED, END_EXPIRED, END_REASONS };
-
-/* The reason as the client reads it: "drain", "kicked", ... */
-const char *framing_end_reason(uint8_t reason);
-
-/* What ends a stream of this framing for this reason (may be empty):
- * chunked the last chunk, raw nothing (the close), poll its answer with
- * "ended":"REASON", sse "event: end" with data {"reason":"REASON"}, ws a
- * close frame with the reason's code. */
-struct iovec framing_terminator(uint8_t kind, uint8_t reason);
+/* The same without its event line (a binary one's "event: base64\n"),
+ * for an event of another name. */
+size_t framing_sse_data_len(const char *data, uint32_t len, int binary);
+void framing_sse_data(const char *data, uint32_t len, int binary, char *out);
 
 #endif

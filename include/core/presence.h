@@ -53,9 +53,10 @@ int presence_conns_on(void);
 struct stream;
 struct peer_addr;
 /* stream.c: s opened on socket fd (gives s its conn id), its client at
- * *peer (NULL: the socket's peer), and s is ending (reports why, once,
- * and drops its id). No-ops when not enabled. */
+ * *peer (NULL: the socket's peer), and s ended for why (enum end_reason,
+ * obs/end_reason.h: reported once, and its id dropped). No-ops when not
+ * enabled. */
 void presence_conn_up(const struct stream *s, int fd, const struct peer_addr *peer);
-void presence_conn_down(const struct stream *s);
+void presence_conn_down(const struct stream *s, uint8_t why);
 
 #endif

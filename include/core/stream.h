@@ -25,6 +25,7 @@
 
 #include "core/stream-t.h"
 #include "lib/carry.h"
+#include "obs/end_reason.h"
 
 #include <event2/event.h>
 #include <stddef.h>
@@ -88,19 +89,23 @@ int stream_replay(struct stream *s, const char *asked, uint32_t budget);
  * (the replay reaches it in the history). */
 int stream_replaying(const struct stream *s);
 
-/* Ends a stream on purpose: its framing's terminator for the reason
- * (enum end_reason, framing.h: what the client is told to do), then the
- * close. The reason is counted by the caller. */
+/* Every stream's end has its reason (enum end_reason, end_reason.h),
+ * given by the call that ends it and taken from there to its counter,
+ * the masters' conn_down and the client's goodbye; once a stream.
+ *
+ * Ends a stream on purpose (why: end_reason_told): its transport's
+ * goodbye for the reason (transport_ops.h: what the client is told to
+ * do), then the close. */
 void stream_end_why(struct stream *s, uint8_t why);
 /* stream_end_why(s, END_DRAIN): the server is going away. */
 void stream_end(struct stream *s);
-/* The same with other last bytes than the terminator (none: iov_len 0),
- * for a LIVE stream (one still welcoming gets its terminator). */
-void stream_end_with(struct stream *s, struct iovec last);
+/* The same with other last bytes than the goodbye (none: iov_len 0), for
+ * any reason, for a LIVE stream (one still welcoming gets its goodbye). */
+void stream_end_with(struct stream *s, struct iovec last, uint8_t why);
 
 /* Writes whole framed messages (iov, total bytes), or queues them when the
  * socket is not ours yet or has a backlog. What the socket does not take
- * is kept up to --max-backlog, then the stream is closed (slow_closed).
+ * is kept up to --max-backlog, then the stream is closed (END_SLOW).
  * 0 when written or kept, -1 when the stream is closed (now or before). */
 int stream_send(struct stream *s, const struct iovec *iov, int iovcnt, size_t total);
 

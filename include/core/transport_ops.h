@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct backlog;
 struct replay;
@@ -38,7 +39,21 @@ struct transport_replay {
     int (*end)(struct backlog **out, void *owner, const struct replay *r);
 };
 
+/* What a transport's reply returns when the message is empty and its
+ * framing cannot carry that (a chunked stream: an empty chunk ends it;
+ * HTTP/1.0: nothing would show). */
+#define TRANSPORT_REPLY_EMPTY 1
+
 struct transport_ops {
+    /* Its name, as a master's conn_up and conn_down say it: "chunked",
+     * "sse", "poll", "ws". */
+    const char *name;
+    /* {conn, Conn, Data} to this stream alone (binary or text: cmd.h): not
+     * a message of its uid's, so without id and not kept; after what was
+     * written before. 0 when written (or queued), TRANSPORT_REPLY_EMPTY,
+     * -1 when the stream ended or out of memory. NULL: no reply fits the
+     * framing (a long-poll's answer is JSON of the uid's messages). */
+    int (*reply)(struct stream *s, const char *data, uint32_t len, int binary);
     /* EV_READ on a LIVE or DRAINING stream: read what the client sent.
      * NULL: stray bytes, counted and capped (stream.c). -1 when the
      * stream ended. */
@@ -60,7 +75,11 @@ struct transport_ops {
     int (*deliver)(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq);
     /* Resume (stream_replay); NULL: the framing replays nothing. */
     const struct transport_replay *replay;
-    /* Ended while a replay is under way: cut, without the terminator
+    /* The last bytes of a stream ended on purpose (why: end_reason_told,
+     * end_reason.h): what its client is told to do (may be empty).
+     * NULL: none, the close says it all. */
+    struct iovec (*goodbye)(uint8_t framing, uint8_t why);
+    /* Ended while a replay is under way: cut, without the goodbye
      * (a long-poll's answer would be spoilt by it; the client asks again). */
     uint8_t cut_replay_on_end;
 };
@@ -69,5 +88,9 @@ extern const struct transport_ops *transport_ops[FRAMING_KINDS];
 
 /* At startup, before the first stream of the framing opens. */
 void transport_ops_register(uint8_t framing, const struct transport_ops *ops);
+
+/* The framing's goodbye for why (a reason the client is not told of:
+ * drain's); empty when it has none. */
+struct iovec transport_goodbye(uint8_t framing, uint8_t why);
 
 #endif

@@ -1,10 +1,12 @@
 /* Counters of the server. Loop-thread counters are plain; the C-node
  * thread's are atomics. The field lists below feed both GET /stats (JSON)
- * and the {Pid, Ref, stats} reply (an Erlang map), so they cannot drift. */
+ * and the {Pid, Ref, stats} reply (an Erlang map), so they cannot drift.
+ * X(name, ...): a line of end_reason.h's table gives more than the name. */
 #ifndef HTTPDCNODE_STATS_H
 #define HTTPDCNODE_STATS_H
 
 #include "lib/carry.h"
+#include "obs/end_reason.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -14,15 +16,9 @@
     X(streams_open)     /* streams held now */                                \
     X(streams_total)    /* streams ever started */                            \
     X(uids_online)      /* uids with at least one stream */                   \
-    X(client_closed)    /* streams ended by their client */                   \
-    X(evicted)          /* oldest stream ended by --max-conns-per-uid */      \
-    X(slow_closed)      /* ended for passing --max-backlog(-total) */         \
-    X(input_closed)     /* ended for sending more than 4 KB after its GET */  \
+    END_REASONS(X)      /* streams ended, one counter a reason (end_reason.h) */ \
     X(backlog_bytes)    /* unsent bytes held for all streams now */           \
     X(input_bytes)      /* bytes clients sent held until whole now (--max-input-total) */ \
-    X(kicked)           /* streams ended by {kick, Uid} */                    \
-    X(drained)          /* streams ended by a drain (SIGTERM, {drain, S}) */  \
-    X(token_expired)    /* streams ended at their subscriber token's exp */   \
     X(msgs_applied)     /* messages taken from the hand-off */                \
     X(history_bytes)    /* bytes of kept messages, headers included */        \
     X(history_entries)  /* messages kept */                                   \
@@ -52,7 +48,6 @@
     X(ws_ignored)       /* data messages WebSocket clients sent, refused: no --inbox */ \
     X(client_in)        /* client messages queued for the --inbox process */ \
     X(client_in_dropped) /* client messages lost: the outbox was full */      \
-    X(client_rate_closed) /* WebSockets closed 1008: past --client-rate */    \
     X(client_paused)    /* times a WebSocket was not read: Erlang was behind */ \
     X(post_in)          /* POST /send/N messages queued for the --inbox process (202) */ \
     X(post_no_inbox)    /* POST /send/N refused 404: no --inbox */            \
@@ -66,10 +61,6 @@
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
     X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \
     X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
-    X(ws_bad_frames)    /* WebSockets closed: protocol error (1002, 1007, 1009), 1013 */ \
-    X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
-    X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */ \
-    X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */ \
     X(seq_gap_uids)     /* uids told a gap: a master could not keep their messages */ \
     X(ws_deflated)      /* payloads compressed for --ws-deflate WebSockets (once per payload and batch) */ \
     X(ws_deflate_in_bytes) /* their bytes before */                           \
@@ -104,7 +95,7 @@
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {
-#define X(name) uint64_t name;
+#define X(name, ...) uint64_t name;
     LOOP_STATS(X)
 #undef X
 };
@@ -126,7 +117,7 @@ struct stat_pair {
 /* Every counter plus memory (resident set size, bytes), as name/value pairs; returns the count.
  * Call on the loop thread. */
 #define STATS_MAX_PAIRS 128
-#define STATS_ONE(name) +1
+#define STATS_ONE(...) +1
 _Static_assert(0 LOOP_STATS(STATS_ONE) CNODE_STATS(STATS_ONE) + 1 <= STATS_MAX_PAIRS,
                "more counters than STATS_MAX_PAIRS: raise it");
 #undef STATS_ONE

@@ -13,6 +13,7 @@
 #include "core/replay.h"
 #include "obs/stats.h"
 #include "core/stream.h"
+#include "core/transport_ops.h"
 #include "core/uidtable.h"
 
 #include <stdlib.h>
@@ -91,12 +92,6 @@ static uint32_t deliver_all(const char *data, uint32_t len, int binary)
     return n;
 }
 
-/* Whether a framing's client has ids, so can be told a gap. */
-static int tells_gaps(uint8_t framing)
-{
-    return framing == FRAMING_SSE || framing == FRAMING_POLL || framing == FRAMING_WS_META;
-}
-
 /* A master could not keep messages for these uids: each gets an id that
  * names no message (history_skip), so that a client resuming across it
  * is told a gap; a live stream with ids is told now, as a resume from the
@@ -108,7 +103,7 @@ static void gap_for_uid(uint32_t uid)
     loop_stats.seq_gap_uids++;
     for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
         next = s->next;
-        if (s->state != STREAM_LIVE || !tells_gaps(s->framing) || stream_replaying(s))
+        if (s->state != STREAM_LIVE || !framing_tells_gaps(s->framing) || stream_replaying(s))
             continue;
         char asked[32];
         replay_id_text(asked, sizeof asked, seq - 1);
@@ -147,80 +142,27 @@ static void kick(uint32_t uid)
     struct stream *s = uidtable_first(uid), *next;
     for (; s; s = next) {
         next = s->next;
-        loop_stats.kicked++;
         stream_end_why(s, END_KICKED);
     }
 }
 
-/* {conn, Conn, Data} to an SSE or chunked stream (one that asked for its
- * id, for POST /send/N): not a message of the uid's, so without id. SSE
- * names it "event: reply" (its data: lines), or "event: reply_base64"
- * when binary (framing.h's base64 event, renamed): an EventSource
- * would give a plain event the last id again. Chunked: a chunk. An SSE
- * body is re-encoded: on the stack when small, else in a buffer of its own
- * (this is not the fan-out path). -1 when s ended or out of memory. */
-static int to_stream(struct stream *s, const char *data, uint32_t len, int binary)
-{
-    static const char reply[] = "event: reply\n", reply_b64[] = "event: reply_base64\n";
-    static const size_t b64_event = sizeof "event: base64\n" - 1;
-    struct framing_prefix prefix = {.len = 0};
-    struct iovec iov[FRAMING_IOV_MAX];
-    size_t bytes = 0;
-    if (framing_encodes_body(s->framing)) {
-        char small[1024], *body;
-        bytes = framing_sse_body_len(data, len, binary);
-        body = bytes <= sizeof small ? small : malloc(bytes);
-        if (!body)
-            return -1;
-        framing_sse_body(data, len, binary, body);
-        iov[0] = !binary ? (struct iovec){(void *)reply, sizeof reply - 1}
-                         : (struct iovec){(void *)reply_b64, sizeof reply_b64 - 1};
-        iov[1] = !binary ? (struct iovec){body, bytes}
-                         : (struct iovec){body + b64_event, bytes - b64_event};
-        int r = stream_send(s, iov, 2, iov[0].iov_len + iov[1].iov_len);
-        if (body != small)
-            free(body);
-        return r;
-    }
-    framing_prefix(s->framing, len, 0, &prefix);
-    int n = framing_iov(s->framing, &prefix, data, len, iov, &bytes);
-    return stream_send(s, iov, n, bytes);
-}
-
-/* {conn, Conn, Data}: one WebSocket frame (binary or text: cmd.h) to
- * that connection only, not kept in the history; after what came before
- * it. Uncompressed also with permessage-deflate (RFC 7692 lets any
- * message go so): it goes to one connection, once. With ws+meta it says so ("event: conn", no id: ids are the uid's
- * history's). Other streams: to_stream. 1 when written (or queued), 0 when
- * Conn names no open connection, or Data is empty and the stream cannot
- * carry that (a chunked one: an empty chunk ends it; HTTP/1.0: nothing
- * would show). */
+/* {conn, Conn, Data}: to that connection only, through its transport's
+ * reply (transport_ops.h), after what came before it. 1 when written (or
+ * queued), 0 when Conn names no open connection, its framing has no reply
+ * (a long-poll's), or Data is empty and the stream cannot carry that. */
 static uint32_t to_conn(uint64_t id, const char *data, uint32_t len, int binary)
 {
-    static const char event[] = "event: conn\n\n";
     batch_flush();
     struct stream *s = conn_find(id);
-    /* a poll's answer is JSON of the uid's messages: no reply fits there
-     * (--presence-conns names every stream, polls too) */
-    if (!s || s->state != STREAM_LIVE || s->framing == FRAMING_POLL) {
+    const struct transport_ops *t = s ? transport_ops[s->framing] : NULL;
+    if (!s || s->state != STREAM_LIVE || !t || !t->reply) {
         loop_stats.conn_dropped++;
         return 0;
     }
-    if (len == 0 && (s->framing == FRAMING_CHUNKED || s->framing == FRAMING_RAW)) {
+    int r = t->reply(s, data, len, binary);
+    if (r == TRANSPORT_REPLY_EMPTY)
         loop_stats.conn_empty_dropped++;
-        return 0;
-    }
-    if (!framing_is_websocket(s->framing)) {
-        if (to_stream(s, data, len, binary) != 0)
-            return 0;
-        loop_stats.conn_sent++;
-        return 1;
-    }
-    size_t ev = framing_ws_meta(s->framing) ? sizeof event - 1 : 0;
-    char head[16];
-    size_t k = framing_ws_header(head, binary ? 2 : 1, ev + len);
-    struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
-    if (stream_send(s, iov, 3, k + ev + len) != 0)
+    if (r != 0)
         return 0;
     loop_stats.conn_sent++;
     return 1;

@@ -30,7 +30,6 @@ static int end_some(uint64_t budget)
         /* next first: the stream leaves the uid's list as it ends */
         for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
             next = s->next;
-            loop_stats.drained++;       /* first: presence.c reads the reason off it */
             stream_end_why(s, END_DRAIN);
             ended++;
         }

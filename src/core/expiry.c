@@ -7,7 +7,7 @@
  * exp % WHEEL_SLOTS and is skipped there until its own second comes, so a
  * token valid for days costs one look every WHEEL_SLOTS seconds (68 min). */
 #include "core/expiry.h"
-#include "core/framing.h"
+#include "obs/end_reason.h"
 #include "lib/carry.h"
 #include "lib/log.h"
 #include "obs/stats.h"
@@ -155,7 +155,6 @@ static void expire_slot(uint32_t slot, int64_t now)
         struct stream *s = entries[i].s;
         if (entries[i].exp > now || s->state == STREAM_ENDING)
             continue;
-        loop_stats.token_expired++;
         end_stream(s, END_EXPIRED);
     }
 }

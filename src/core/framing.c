@@ -136,6 +136,11 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
     assert(!"unknown framing, or one that needs framing_prefix_utf8");
 }
 
+int framing_tells_gaps(uint8_t kind)
+{
+    return kind == FRAMING_SSE || kind == FRAMING_POLL || kind == FRAMING_WS_META;
+}
+
 int framing_encodes_body(uint8_t kind) { return kind == FRAMING_SSE; }
 
 /* The length of the line break at p[0..left), 0 when none. */
@@ -153,8 +158,8 @@ static size_t line_break(const char *p, size_t left)
  * from text): it goes as one "event: base64" whose data is its base64,
  * lossless, as long-poll's "data_base64". The body is made once per
  * payload and batch, not per stream. */
-static const char b64_head[] = "event: base64\ndata: ";
-#define B64_HEAD_LEN (sizeof b64_head - 1)
+static const char b64_event[] = "event: base64\n";
+#define B64_EVENT_LEN (sizeof b64_event - 1)
 
 static size_t base64_len(uint32_t len) { return ((size_t)len + 2) / 3 * 4; }
 
@@ -174,11 +179,16 @@ static size_t data_lines_len(const char *data, uint32_t len)
     return out;
 }
 
-size_t framing_sse_body_len(const char *data, uint32_t len, int binary)
+size_t framing_sse_data_len(const char *data, uint32_t len, int binary)
 {
     if (binary)
-        return B64_HEAD_LEN + base64_len(len) + 2;
+        return 6 + base64_len(len) + 2;  /* "data: " BASE64 "\n\n" */
     return data_lines_len(data, len);
+}
+
+size_t framing_sse_body_len(const char *data, uint32_t len, int binary)
+{
+    return (binary ? B64_EVENT_LEN : 0) + framing_sse_data_len(data, len, binary);
 }
 
 static void data_lines(const char *data, uint32_t len, char *out)
@@ -200,20 +210,29 @@ static void data_lines(const char *data, uint32_t len, char *out)
 
 /* EVP_EncodeBlock ends its output with a NUL: it lands on the first byte
  * of the closing "\n\n", written over it, so out needs no spare byte. */
-static void base64_event(const char *data, uint32_t len, char *out)
+static void base64_data(const char *data, uint32_t len, char *out)
 {
-    memcpy(out, b64_head, B64_HEAD_LEN);
-    out += B64_HEAD_LEN;
+    memcpy(out, "data: ", 6);
+    out += 6;
     size_t n = (size_t)EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
     memcpy(out + n, "\n\n", 2);
 }
 
-void framing_sse_body(const char *data, uint32_t len, int binary, char *out)
+void framing_sse_data(const char *data, uint32_t len, int binary, char *out)
 {
     if (binary)
-        base64_event(data, len, out);
+        base64_data(data, len, out);
     else
         data_lines(data, len, out);
+}
+
+void framing_sse_body(const char *data, uint32_t len, int binary, char *out)
+{
+    if (binary) {
+        memcpy(out, b64_event, B64_EVENT_LEN);
+        out += B64_EVENT_LEN;
+    }
+    framing_sse_data(data, len, binary, out);
 }
 
 int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *data,
@@ -230,46 +249,4 @@ int framing_iov(uint8_t kind, const struct framing_prefix *prefix, const char *d
         *bytes += 2;
     }
     return k;
-}
-
-/* ---------------------------------------------------------------- endings */
-
-#define POLL_ENDED(r) "{\"messages\":[],\"gap\":false,\"ended\":\"" r "\"}\n"
-#define SSE_END(r) "event: end\ndata: {\"reason\":\"" r "\"}\n\n"
-
-/* Indexed by enum end_reason. */
-static const char *const reason_names[END_REASONS] = {"drain", "kicked", "replaced", "expired"};
-/* A waiting poll's head is out: its body says why it was ended rather
- * than leave the client with no JSON at all. */
-static const char *const poll_ended[END_REASONS] = {
-    POLL_ENDED("drain"), POLL_ENDED("kicked"), POLL_ENDED("replaced"), POLL_ENDED("expired")};
-/* EventSource reconnects after any close: this event is how a client
- * learns not to. */
-static const char *const sse_end[END_REASONS] = {
-    SSE_END("drain"), SSE_END("kicked"), SSE_END("replaced"), SSE_END("expired")};
-/* Close frames: 1012 service restart; 4001-4003 private codes (RFC 6455
- * 7.4.2), the application's own. */
-static const unsigned char ws_close[END_REASONS][4] = {
-    {0x88, 2, 1012 >> 8, 1012 & 0xff}, {0x88, 2, 4001 >> 8, 4001 & 0xff},
-    {0x88, 2, 4002 >> 8, 4002 & 0xff}, {0x88, 2, 4003 >> 8, 4003 & 0xff}};
-
-const char *framing_end_reason(uint8_t reason)
-{
-    return reason < END_REASONS ? reason_names[reason] : "drain";
-}
-
-struct iovec framing_terminator(uint8_t kind, uint8_t reason)
-{
-    static const char last_chunk[] = "0\r\n\r\n";
-    if (reason >= END_REASONS)
-        reason = END_DRAIN;
-    if (kind == FRAMING_CHUNKED)
-        return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
-    if (kind == FRAMING_POLL)
-        return (struct iovec){(void *)poll_ended[reason], strlen(poll_ended[reason])};
-    if (kind == FRAMING_SSE)
-        return (struct iovec){(void *)sse_end[reason], strlen(sse_end[reason])};
-    if (framing_is_websocket(kind))
-        return (struct iovec){(void *)ws_close[reason], 4};
-    return (struct iovec){NULL, 0};
 }

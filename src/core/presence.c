@@ -31,17 +31,18 @@
  * cancel out), bounded by OUTBOUND_CONN_MAX queued (outbound.h); one lost
  * is counted (conn_events_dropped) and not repaired: no snapshot has
  * connections. It gives every stream its conn id at open (conn.h: 40 to
- * 80 bytes a stream) and drops it at the end. The reason a stream ended is
- * the ending counter of stats.h that moved since the last end: every site
- * that ends a stream counts it first. */
+ * 80 bytes a stream) and drops it at the end, with the reason the call
+ * that ended it gave (end_reason.h). */
 #include "core/presence.h"
 #include "core/conn.h"
 #include "core/framing.h"
 #include "lib/carry.h"
 #include "lib/log.h"
 #include "core/outbound.h"
+#include "obs/end_reason.h"
 #include "obs/stats.h"
 #include "core/stream.h"
+#include "core/transport_ops.h"
 #include "core/uidtable.h"
 #include "lib/peer_addr.h"
 
@@ -296,44 +297,11 @@ void presence_carry_settle(void)
 
 /* ---------------------------------------------------------------- connections */
 
-/* The ending counters and the reason each names (metrics.c's labels). */
-#define END_COUNTERS(X)                                                        \
-    X(client_closed, "client") X(kicked, "kick") X(evicted, "evicted")         \
-    X(drained, "drain") X(token_expired, "token_expired") X(slow_closed, "slow") \
-    X(input_closed, "input") X(ws_bad_frames, "ws_protocol") X(ws_dead, "ws_dead") \
-    X(ws_policy_closed, "ws_policy") X(client_rate_closed, "client_rate")
-
-#define ONE(field, name) +1
-static uint64_t ends_seen[0 END_COUNTERS(ONE)];   /* each counter at the last stream end */
-#undef ONE
-
-/* Why the stream ending now ended: the first counter that moved (all are
- * taken as seen); "finished" when none did (a long-poll answered, a stream
- * the server closed without a count). */
-static const char *end_reason(void)
-{
-    const char *why = NULL;
-    size_t i = 0;
-#define X(field, name)                                                         \
-    if (loop_stats.field != ends_seen[i] && !why)                              \
-        why = name;                                                            \
-    ends_seen[i++] = loop_stats.field;
-    END_COUNTERS(X)
-#undef X
-    return why ? why : "finished";
-}
-
+/* The name its transport gives itself (transport_ops.h). */
 static const char *transport_name(uint8_t framing)
 {
-    switch (framing) {
-    case FRAMING_SSE: return "sse";
-    case FRAMING_POLL: return "poll";
-    case FRAMING_WS:
-    case FRAMING_WS_META:
-    case FRAMING_WS_DEFLATE:
-    case FRAMING_WS_META_DEFLATE: return "ws";
-    default: return "chunked";
-    }
+    const struct transport_ops *t = framing < FRAMING_KINDS ? transport_ops[framing] : NULL;
+    return t && t->name ? t->name : "unknown";
 }
 
 /* The client's address (peer, else the peer of fd), as out_conn has it
@@ -371,16 +339,15 @@ void presence_conn_up(const struct stream *s, int fd, const struct peer_addr *pe
     outbound_conn(&c);
 }
 
-void presence_conn_down(const struct stream *s)
+void presence_conn_down(const struct stream *s, uint8_t why)
 {
     if (!conns)
         return;
-    const char *why = end_reason();    /* even without an id: the counters are seen */
     uint64_t id = conn_id_of(s);
     if (!id)
-        return;                        /* told already (ended while welcoming) */
-    struct out_conn c = {.conn = id, .transport = transport_name(s->framing), .reason = why,
-                         .uid = s->uid};
+        return;                        /* out of memory at its open: the stream has no name */
+    struct out_conn c = {.conn = id, .transport = transport_name(s->framing),
+                         .reason = end_reason_label(why), .uid = s->uid};
     outbound_conn(&c);
     conn_forget(s);
 }

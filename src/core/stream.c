@@ -73,13 +73,28 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
     stream_reap();
 }
 
+/* Not a reason (end_reason.h): the stream's end was counted and told
+ * before (it was ENDING). */
+#define END_COUNTED END_REASON_KINDS
+
+/* The stream ends for why: counted, and told to the masters (before
+ * closing forgets its conn id). Once a stream: not again when it closes. */
+static void ended(struct stream *s, uint8_t why)
+{
+    if (why == END_COUNTED)
+        return;
+    end_reason_count(why);
+    presence_conn_down(s, why);
+}
+
 /* Out of the uid table, backlog and socket gone; the record stays valid
- * (CLOSED, or ABANDONED while evhttp holds it) until it is reaped. */
-static void stream_close(struct stream *s)
+ * (CLOSED, or ABANDONED while evhttp holds it) until it is reaped. why:
+ * the reason it ended (an ENDING stream's was counted then). */
+static void stream_close(struct stream *s, uint8_t why)
 {
     if (!stream_gone(s)) {
         loop_stats.streams_open--;      /* open no more, though not yet reaped */
-        presence_conn_down(s);          /* before closing forgets its conn id */
+        ended(s, s->state == STREAM_ENDING ? END_COUNTED : why);
     }
     switch (s->state) {
     case STREAM_WELCOMING:
@@ -110,9 +125,7 @@ static void stream_close(struct stream *s)
 void stream_release(struct stream *s, int client_left)
 {
     assert(s->state != STREAM_LIVE && s->state != STREAM_CLOSED);
-    if (client_left && s->state != STREAM_ABANDONED)
-        loop_stats.client_closed++;
-    stream_close(s);
+    stream_close(s, client_left ? END_CLIENT : END_FINISHED);
     reap_later(s);
 }
 
@@ -140,18 +153,15 @@ static int total_room(struct stream *s, size_t n)
             continue;
         if (own >= backlog_pending(o->out))
             o = s;
-        loop_stats.slow_closed++;
-        stream_close(o);
+        stream_close(o, END_SLOW);
         ended++;
     }
     free(owners);
     static struct log_ratelimit rl;
     log_limited(&rl, LOG_INFO, "unsent bytes would pass --max-backlog-total: ended the %zu "
                 "streams holding the most", ended);
-    if (!stream_gone(s) && loop_stats.backlog_bytes + n > cap) {
-        loop_stats.slow_closed++;         /* even alone it does not fit */
-        stream_close(s);
-    }
+    if (!stream_gone(s) && loop_stats.backlog_bytes + n > cap)
+        stream_close(s, END_SLOW);        /* even alone it does not fit */
     return stream_gone(s) ? -1 : 0;
 }
 
@@ -186,13 +196,11 @@ static int read_client(struct stream *s, int fd)
     char sink[512];
     ssize_t n = recv(fd, sink, sizeof sink, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        loop_stats.client_closed++;
-        stream_close(s);
+        stream_close(s, END_CLIENT);
         return -1;
     }
     if (n > 0 && s->input_bytes + (size_t)n > STREAM_INPUT_ALLOWANCE) {
-        loop_stats.input_closed++;
-        stream_close(s);
+        stream_close(s, END_INPUT);
         return -1;
     }
     if (n > 0)
@@ -212,8 +220,7 @@ static int stream_flush(struct stream *s, int fd)
     for (int round = 0;; round++) {
         int r = backlog_send(&s->out, fd);
         if (r < 0) {
-            loop_stats.client_closed++;
-            stream_close(s);
+            stream_close(s, END_CLIENT);
             return -1;
         }
         if (r == 0)
@@ -226,7 +233,7 @@ static int stream_flush(struct stream *s, int fd)
             return -1;
         int finished;
         if (replay_fill(&s->out, s, s->framing, s->uid, &finished) < 0) {
-            stream_close(s);
+            stream_close(s, END_FINISHED);
             return -1;
         }
         if (finished)
@@ -243,7 +250,7 @@ static int stream_flushed(struct stream *s, int r)
     if (r < 0)
         return -1;
     if (r == 1 && s->state == STREAM_DRAINING) {
-        stream_close(s);                     /* all it had to say went out */
+        stream_close(s, END_FINISHED);       /* all it had to say went out */
         return -1;
     }
     stream_watch(s, r == 0);
@@ -282,7 +289,7 @@ int stream_finish(struct stream *s)
         s->state = STREAM_DRAINING;          /* stays in the uid table till closed */
         return 0;
     }
-    stream_close(s);
+    stream_close(s, END_FINISHED);
     return -1;
 }
 
@@ -295,7 +302,7 @@ int stream_replay(struct stream *s, const char *asked, uint32_t budget)
     enum replay_result r = replay_open(&s->out, s, s->framing, s->uid, asked, budget);
     if (r == REPLAY_FAILED) {
         log_msg(LOG_ERROR, "out of memory starting a replay: the stream is closed");
-        stream_close(s);
+        stream_close(s, END_FINISHED);
         return -1;
     }
     if (r == REPLAY_NONE)
@@ -320,8 +327,7 @@ static int stream_queue(struct stream *s, const struct iovec *iov, int iovcnt, s
     if (total_room(s, n) != 0)
         return -1;
     if (backlog_append(&s->out, s, iov, iovcnt, skip, config.max_backlog) != 0) {
-        loop_stats.slow_closed++;
-        stream_close(s);
+        stream_close(s, END_SLOW);
         return -1;
     }
     if (was_idle && s->state == STREAM_LIVE)
@@ -344,8 +350,7 @@ int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, siz
         return 0;
     if (n < 0) {
         if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
-            loop_stats.client_closed++;
-            stream_close(s);
+            stream_close(s, END_CLIENT);
             return -1;
         }
         n = 0;
@@ -407,11 +412,39 @@ struct stream *stream_open_peer(uint32_t uid, uint8_t framing, struct evhttp_req
     uidtable_add(s);
     presence_conn_up(s, fd, peer);
     expiry_track(s);                     /* when its request carried a token */
-    if (uidtable_count(uid) > config.max_conns_per_uid) {
-        loop_stats.evicted++;
+    if (uidtable_count(uid) > config.max_conns_per_uid)
         stream_end_why(uidtable_oldest(uid), END_REPLACED);
-    }
     return s;
+}
+
+/* Last bytes t, or while welcoming the terminator for why once imported;
+ * why is counted and told (END_COUNTED: it was). */
+static void end_with(struct stream *s, struct iovec t, uint8_t why)
+{
+    if (s->state == STREAM_WELCOMING) {
+        /* No socket of ours yet: finish once the welcome is out. */
+        ended(s, why);
+        uidtable_remove(s);
+        s->u.w.why = why;
+        s->state = STREAM_ENDING;
+        return;
+    }
+    if (s->state == STREAM_DRAINING) {
+        stream_close(s, why);                /* its answer is cut: the client asks again */
+        return;
+    }
+    if (s->state != STREAM_LIVE)
+        return;
+    if (transport_ops[s->framing] && transport_ops[s->framing]->cut_replay_on_end && stream_replaying(s))
+        t.iov_len = 0;                       /* an answer under way: cut, not spoilt */
+    if (t.iov_len) {
+        /* Best effort: a stream whose client does not read loses its tail. */
+        if (!s->out)
+            (void)!send(stream_fd(s), t.iov_base, t.iov_len, MSG_NOSIGNAL);
+        else if (backlog_append(&s->out, s, &t, 1, 0, (size_t)config.max_backlog + t.iov_len) == 0)
+            backlog_send(&s->out, stream_fd(s));
+    }
+    stream_close(s, why);
 }
 
 int stream_import(struct stream *s) { return stream_import_idle(s, NULL); }
@@ -426,7 +459,7 @@ int stream_import_with(struct stream *s, const struct iovec *iov, int iovcnt)
               backlog_prepend(&s->out, s, iov, iovcnt, SIZE_MAX) != 0)) {
         if (!stream_gone(s)) {
             log_msg(LOG_ERROR, "out of memory taking a stream's head from evhttp: it is closed");
-            stream_close(s);
+            stream_close(s, END_FINISHED);
         }
         return -1;
     }
@@ -449,13 +482,13 @@ int stream_import_idle(struct stream *s, const struct timeval *idle)
     event_assign(&s->u.ev, config.base, fd, EV_READ | EV_PERSIST, on_stream_event, s);
     if (event_add(&s->u.ev, idle) != 0) {
         log_msg(LOG_ERROR, "cannot watch stream socket %d; ending the stream", fd);
-        stream_close(s);
+        stream_close(s, ending ? END_COUNTED : END_FINISHED);
         return -1;
     }
     if (s->out && stream_flushed(s, stream_flush(s, fd)) != 0)
         return -1;
     if (ending) {
-        stream_end_why(s, why);
+        end_with(s, transport_goodbye(s->framing, why), END_COUNTED);
         return -1;
     }
     return 0;
@@ -463,41 +496,12 @@ int stream_import_idle(struct stream *s, const struct timeval *idle)
 
 void stream_end(struct stream *s) { stream_end_why(s, END_DRAIN); }
 
-/* Last bytes t, or while welcoming the terminator for why once imported. */
-static void end_with(struct stream *s, struct iovec t, uint8_t why)
-{
-    if (s->state == STREAM_WELCOMING) {
-        /* No socket of ours yet: finish once the welcome is out. */
-        presence_conn_down(s);
-        uidtable_remove(s);
-        s->u.w.why = why;
-        s->state = STREAM_ENDING;
-        return;
-    }
-    if (s->state == STREAM_DRAINING) {
-        stream_close(s);                     /* its answer is cut: the client asks again */
-        return;
-    }
-    if (s->state != STREAM_LIVE)
-        return;
-    if (transport_ops[s->framing] && transport_ops[s->framing]->cut_replay_on_end && stream_replaying(s))
-        t.iov_len = 0;                       /* an answer under way: cut, not spoilt */
-    if (t.iov_len) {
-        /* Best effort: a stream whose client does not read loses its tail. */
-        if (!s->out)
-            (void)!send(stream_fd(s), t.iov_base, t.iov_len, MSG_NOSIGNAL);
-        else if (backlog_append(&s->out, s, &t, 1, 0, (size_t)config.max_backlog + t.iov_len) == 0)
-            backlog_send(&s->out, stream_fd(s));
-    }
-    stream_close(s);
-}
-
 void stream_end_why(struct stream *s, uint8_t why)
 {
-    end_with(s, framing_terminator(s->framing, why), why);
+    end_with(s, transport_goodbye(s->framing, why), why);
 }
 
-void stream_end_with(struct stream *s, struct iovec last) { end_with(s, last, END_DRAIN); }
+void stream_end_with(struct stream *s, struct iovec last, uint8_t why) { end_with(s, last, why); }
 
 /* ---------------------------------------------------------------- hand-over */
 

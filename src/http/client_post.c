@@ -15,10 +15,10 @@
  * share a bucket, which errs on the side of refusing. */
 #include "http/client_post.h"
 #include "auth/auth_http.h"
+#include "core/client_in.h"
 #include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/outbound.h"
-#include "core/presence.h"
 #include "core/stream.h"
 #include "http/client_addr.h"
 #include "http/cors.h"
@@ -44,8 +44,6 @@
 static struct {
     const struct options *o;
     uint32_t max_message;
-    uint32_t rate;
-    uint32_t burst_milli;
 } cfg;
 
 static struct peer_bucket {
@@ -56,8 +54,7 @@ size_t client_post_configure(struct evhttp *http, const struct options *opts)
 {
     cfg.o = opts;
     cfg.max_message = opts->max_client_message;
-    cfg.rate = opts->client_rate;
-    cfg.burst_milli = rate_burst_milli(opts->client_rate);
+    client_in_configure(opts->client_rate);
     size_t body = opts->inbox[0] && opts->max_client_message > BODY_FLOOR
                       ? opts->max_client_message : BODY_FLOOR;
     if (http)
@@ -143,23 +140,24 @@ static int conn_param(const char *q, uint64_t *id)
     return 0;
 }
 
-/* The connection ?conn= names (*c NULL without one); 0 when refused
- * (404). Another uid's live connection gets the same answer as a closed
- * one, so that a client learns nothing of the connections not its own. */
-static int conn_ok(struct evhttp_request *req, uint32_t uid, struct conn **c)
+/* The stream of the connection ?conn= names (*s NULL without one); 0
+ * when refused (404). Another uid's live connection gets the same answer
+ * as a closed one, so that a client learns nothing of the connections not
+ * its own. */
+static int conn_ok(struct evhttp_request *req, uint32_t uid, struct stream **s)
 {
     uint64_t id;
-    *c = NULL;
+    *s = NULL;
     if (!conn_param(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)), &id))
         return 1;
-    struct stream *s = id ? conn_find(id) : NULL;
-    if (!s || s->state != STREAM_LIVE || s->uid != uid) {
+    struct stream *named = id ? conn_find(id) : NULL;
+    if (!named || named->state != STREAM_LIVE || named->uid != uid) {
         loop_stats.post_bad_conn++;
         reply_plain(req, 404, "Not Found",
                     "No such connection of this uid on this node (closed, or never given)");
         return 0;
     }
-    *c = conn_of(s);
+    *s = named;
     return 1;
 }
 
@@ -237,23 +235,10 @@ static struct peer_bucket *peer_of(struct evhttp_request *req)
     return &peers[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (PEER_BUCKETS - 1)];
 }
 
-/* A token of the named connection's bucket, else of the peer's. */
-static int rate_ok(struct evhttp_request *req, struct conn *c)
-{
-    uint32_t now = client_rate_now_ms();     /* ws_reader's clock: a conn's bucket is shared */
-    struct peer_bucket *p = c ? NULL : peer_of(req);
-    uint32_t *tokens = c ? &c->tokens : &p->tokens, *at = c ? &c->at_ms : &p->at_ms;
-    if (rate_take(tokens, at, now, cfg.rate, cfg.burst_milli))
-        return 1;
-    loop_stats.post_rate++;
-    refuse_later(req, 429, "Too Many Requests", "Past --client-rate, slow down");
-    return 0;
-}
-
 static void post(struct evhttp_request *req, const char *uid_text)
 {
     uint32_t uid;
-    struct conn *c;
+    struct stream *from;
     size_t len;
     int binary;
     const char *data;
@@ -264,19 +249,31 @@ static void post(struct evhttp_request *req, const char *uid_text)
         reply_plain(req, 404, "Not Found", "This node takes no client messages (no --inbox)");
         return;
     }
-    if (!uid_ok(req, uid_text, &uid) || !auth_admit(req, uid) || !conn_ok(req, uid, &c) ||
-        !(data = body_ok(req, &len, &binary)) || !erlang_ok(req) || !rate_ok(req, c))
+    if (!uid_ok(req, uid_text, &uid) || !auth_admit(req, uid) || !conn_ok(req, uid, &from) ||
+        !(data = body_ok(req, &len, &binary)) || !erlang_ok(req))
         return;
-    presence_known(uid);
-    if (outbound_in(uid, c ? c->id : 0, data, (uint32_t)len, binary) != 0) {
-        loop_stats.client_in_dropped++;
+    /* A token of the named connection's bucket, else of the peer's. */
+    struct peer_bucket *p = from ? NULL : peer_of(req);
+    /* ws_reader's clock: a conn's bucket is shared */
+    switch (client_in_send(uid, from, p ? &p->tokens : NULL, p ? &p->at_ms : NULL,
+                           client_rate_now_ms(), data, (uint32_t)len, binary)) {
+    case CLIENT_IN_QUEUED:
+        loop_stats.post_in++;
+        reply_plain(req, 202, "Accepted", "");
+        return;
+    case CLIENT_IN_RATE:
+        loop_stats.post_rate++;
+        refuse_later(req, 429, "Too Many Requests", "Past --client-rate, slow down");
+        return;
+    case CLIENT_IN_FULL:
         loop_stats.post_busy++;
         refuse_later(req, 503, "Service Unavailable", "Erlang is not keeping up, try again later");
         return;
+    case CLIENT_IN_NO_MEMORY:
+        loop_stats.post_busy++;
+        refuse_later(req, 503, "Service Unavailable", "Out of memory");
+        return;
     }
-    loop_stats.client_in++;
-    loop_stats.post_in++;
-    reply_plain(req, 202, "Accepted", "");
 }
 
 void client_post_serve(struct evhttp_request *req, const char *uid_text)

@@ -1,7 +1,9 @@
 /* The Prometheus exposition of the counters: see metrics.h. Which counter
- * feeds which metric is one table; a new reason is one line in it. */
+ * feeds which metric is one table; a new reason is one line in it (a
+ * stream's ending: one in end_reason.h's). */
 #include "obs/metrics.h"
 #include "obs/delivery_time.h"
+#include "obs/end_reason.h"
 #include "obs/stats.h"
 
 #include <stdarg.h>
@@ -130,18 +132,9 @@ static const struct sample {
     {ERLANG_NODES, NULL, "erl_nodes"},
     {RESIDENT_MEMORY, NULL, "memory"},
     {STREAMS_OPENED, NULL, "streams_total"},
-    {STREAMS_CLOSED, "client", "client_closed"},
-    {STREAMS_CLOSED, "kick", "kicked"},
-    {STREAMS_CLOSED, "evicted", "evicted"},
-    {STREAMS_CLOSED, "drain", "drained"},
-    {STREAMS_CLOSED, "token_expired", "token_expired"},
-    {STREAMS_CLOSED, "slow", "slow_closed"},
-    {STREAMS_CLOSED, "input", "input_closed"},
-    {STREAMS_CLOSED, "ws_protocol", "ws_bad_frames"},
-    {STREAMS_CLOSED, "ws_dead", "ws_dead"},
-    {STREAMS_CLOSED, "ws_policy", "ws_policy_closed"},
-    {STREAMS_CLOSED, "client_rate", "client_rate_closed"},
-    {STREAMS_CLOSED, "ws_shed", "ws_shed"},
+#define CLOSED(counter, name, label, word) {STREAMS_CLOSED, label, #counter},
+    END_REASONS(CLOSED)
+#undef CLOSED
     {MESSAGES_RECEIVED, NULL, "msgs_in"},
     {MESSAGES_DROPPED, "no_conn", "dropped_no_conn"},
     {MESSAGES_DROPPED, "bad_term", "bad_terms"},

@@ -25,7 +25,7 @@ static uint64_t rss_bytes(void)
 size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS])
 {
     size_t n = 0;
-#define X(name) out[n++] = (struct stat_pair){#name, loop_stats.name};
+#define X(name, ...) out[n++] = (struct stat_pair){#name, loop_stats.name};
     LOOP_STATS(X)
 #undef X
 #define X(name) out[n++] = (struct stat_pair){#name, atomic_load(&cnode_stats.name)};
@@ -94,7 +94,7 @@ int stats_carry_take(struct carry_in *rec, uint16_t version)
         if (rec->failed || is_gauge(name))
             continue;
         /* A counter this build does not have is dropped. */
-#define X(field)                                                               \
+#define X(field, ...)                                                          \
         if (strcmp(name, #field) == 0)                                         \
             loop_stats.field = v;
         LOOP_STATS(X)

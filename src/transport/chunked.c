@@ -46,6 +46,20 @@ static void on_welcome_flushed(struct evhttp_connection *evcon, void *arg)
     stream_import(s);
 }
 
+/* {conn, Conn, Data}: a chunk (HTTP/1.0: the bytes as they are), which
+ * cannot be empty (an empty chunk ends the stream, nothing would show). */
+static int chunked_reply(struct stream *s, const char *data, uint32_t len, int binary)
+{
+    (void)binary;
+    if (len == 0)
+        return TRANSPORT_REPLY_EMPTY;
+    struct framing_prefix prefix;
+    struct iovec iov[FRAMING_IOV_MAX];
+    size_t bytes = 0;
+    framing_prefix(s->framing, len, 0, &prefix);
+    return stream_send(s, iov, framing_iov(s->framing, &prefix, data, len, iov, &bytes), bytes);
+}
+
 /* ?conn=1: once live, the stream's conn id as the chunk after the
  * welcome, {"conn":"ID"}, for POST /send/N?conn=ID (client_post.h). */
 static void send_conn_id(struct stream *s)
@@ -55,11 +69,7 @@ static void send_conn_id(struct stream *s)
         return;                        /* out of memory: the stream goes on without one */
     char json[40];
     int n = snprintf(json, sizeof json, "{\"conn\":\"%llu\"}", (unsigned long long)c->id);
-    struct framing_prefix prefix;
-    struct iovec iov[FRAMING_IOV_MAX];
-    size_t bytes = 0;
-    framing_prefix(s->framing, (uint32_t)n, 0, &prefix);
-    stream_send(s, iov, framing_iov(s->framing, &prefix, json, (uint32_t)n, iov, &bytes), bytes);
+    chunked_reply(s, json, (uint32_t)n, 0);
 }
 
 static void on_welcome_flushed_conn(struct evhttp_connection *evcon, void *arg)
@@ -85,7 +95,19 @@ static int wants_conn(struct evhttp_request *req)
 
 static void chunked_closing(struct stream *s) { conn_forget(s); }
 
-static const struct transport_ops chunked_ops = {.closing = chunked_closing};
+/* The terminating chunk, whatever the reason (HTTP/1.0: the close). */
+static struct iovec chunked_goodbye(uint8_t framing, uint8_t why)
+{
+    static const char last_chunk[] = "0\r\n\r\n";
+    (void)why;
+    if (framing == FRAMING_RAW)
+        return (struct iovec){NULL, 0};
+    return (struct iovec){(void *)last_chunk, sizeof last_chunk - 1};
+}
+
+static const struct transport_ops chunked_ops = {
+    .name = "chunked", .reply = chunked_reply, .goodbye = chunked_goodbye,
+    .closing = chunked_closing};
 
 static int chunked_start(struct evhttp_request *req, uint32_t uid)
 {

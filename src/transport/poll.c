@@ -68,8 +68,7 @@ static void on_poll_idle(struct stream *s)
     if (s->state != STREAM_LIVE || stream_replaying(s)) {
         /* Its answer did not go out within --poll-timeout: the client
          * does not read; it polls again from its last id. */
-        loop_stats.slow_closed++;
-        stream_end_with(s, (struct iovec){NULL, 0});
+        stream_end_with(s, (struct iovec){NULL, 0}, END_SLOW);
         return;
     }
     char body[96];
@@ -164,9 +163,24 @@ static const struct transport_replay poll_replay = {
     .end = poll_replay_end,
 };
 
+/* A waiting poll's head is out: its body says why it was ended rather
+ * than leave the client with no JSON at all. */
+#define END_TEXT_BEFORE "{\"messages\":[],\"gap\":false,\"ended\":\""
+#define END_TEXT_AFTER "\"}\n"
+static const char *const poll_ended[END_TOLD_KINDS] = {END_REASONS_TOLD(END_TEXT)};
+
+static struct iovec poll_goodbye(uint8_t framing, uint8_t why)
+{
+    (void)framing;
+    return (struct iovec){(void *)poll_ended[why], strlen(poll_ended[why])};
+}
+
 /* A poll's answer is given at once (deliver), a waiting poll is answered
- * empty when idle, and one ended mid-answer is cut. */
+ * empty when idle, and one ended mid-answer is cut. No {conn, Conn, Data}
+ * reply fits its answer, JSON of the uid's messages. */
 static const struct transport_ops poll_ops = {
+    .name = "poll",
+    .goodbye = poll_goodbye,
     .replay = &poll_replay,
     .idle = on_poll_idle,
     .deliver = poll_answer,

@@ -141,8 +141,44 @@ static const struct transport_replay sse_replay = {
     .message = sse_replay_message,
 };
 
+/* {conn, Conn, Data}: "event: reply" with its data: lines, or
+ * "event: reply_base64" when binary (the base64 event, renamed); no id:
+ * an EventSource would give a plain event the last id again. The body is
+ * made on the stack when small, else in a buffer of its own (one stream's
+ * reply, not the fan-out path). */
+static int sse_reply(struct stream *s, const char *data, uint32_t len, int binary)
+{
+    static const char reply[] = "event: reply\n", reply_b64[] = "event: reply_base64\n";
+    char small[1024];
+    size_t n = framing_sse_data_len(data, len, binary);
+    char *body = n <= sizeof small ? small : malloc(n);
+    if (!body)
+        return -1;
+    framing_sse_data(data, len, binary, body);
+    struct iovec iov[2] = {binary ? (struct iovec){(void *)reply_b64, sizeof reply_b64 - 1}
+                                  : (struct iovec){(void *)reply, sizeof reply - 1},
+                           {body, n}};
+    int r = stream_send(s, iov, 2, iov[0].iov_len + n);
+    if (body != small)
+        free(body);
+    return r;
+}
+
+/* EventSource reconnects after any close: "event: end" with the reason's
+ * word is how a client learns not to. */
+#define END_TEXT_BEFORE "event: end\ndata: {\"reason\":\""
+#define END_TEXT_AFTER "\"}\n\n"
+static const char *const sse_end[END_TOLD_KINDS] = {END_REASONS_TOLD(END_TEXT)};
+
+static struct iovec sse_goodbye(uint8_t framing, uint8_t why)
+{
+    (void)framing;
+    return (struct iovec){(void *)sse_end[why], strlen(sse_end[why])};
+}
+
 static const struct transport_ops sse_ops = {
-    .closing = sse_closing, .heartbeat = sse_heartbeat, .replay = &sse_replay};
+    .name = "sse", .reply = sse_reply, .goodbye = sse_goodbye, .closing = sse_closing,
+    .heartbeat = sse_heartbeat, .replay = &sse_replay};
 
 int sse_init(void)
 {

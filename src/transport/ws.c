@@ -156,8 +156,39 @@ static const struct transport_replay ws_replay = {
     .message = ws_replay_message,
 };
 
+/* {conn, Conn, Data}: one frame, binary or text as the message is,
+ * uncompressed also with permessage-deflate (RFC 7692 lets any message
+ * go so: it goes to one connection, once). With ws+meta it says so
+ * ("event: conn", no id: ids are the uid's history's). */
+static int ws_reply(struct stream *s, const char *data, uint32_t len, int binary)
+{
+    static const char event[] = "event: conn\n\n";
+    size_t ev = framing_ws_meta(s->framing) ? sizeof event - 1 : 0;
+    char head[16];
+    size_t k = framing_ws_header(head, binary ? 2 : 1, ev + len);
+    struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
+    return stream_send(s, iov, 3, k + ev + len);
+}
+
+/* A close frame whose code says why: 1012 (service restart) for a drain,
+ * else a private code (RFC 6455 7.4.2), 4000 + the reason: 4001 kicked,
+ * 4002 replaced, 4003 expired. */
+#define WS_CLOSE_CODE(why) ((why) == END_DRAIN ? 1012 : 4000 + (why))
+static struct iovec ws_goodbye(uint8_t framing, uint8_t why)
+{
+#define WS_CLOSE(counter, name, label, word)                                   \
+    [END_##name] = {0x88, 2, WS_CLOSE_CODE(END_##name) >> 8, WS_CLOSE_CODE(END_##name) & 0xff},
+    static const unsigned char frame[END_TOLD_KINDS][4] = {END_REASONS_TOLD(WS_CLOSE)};
+#undef WS_CLOSE
+    (void)framing;
+    return (struct iovec){(void *)frame[why], 4};
+}
+
 /* A WebSocket client talks: its frames are read and checked. */
 static const struct transport_ops ws_ops = {
+    .name = "ws",
+    .reply = ws_reply,
+    .goodbye = ws_goodbye,
     .replay = &ws_replay,
     .readable = ws_reader_readable,
     .closing = ws_reader_forget,

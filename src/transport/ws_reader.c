@@ -14,12 +14,13 @@
  * each function that makes one returns -1 when the stream ended and
  * touches nothing of the stream or its frame after it. */
 #include "transport/ws_reader.h"
+#include "transport/ws_budget.h"
+#include "transport/ws_pause.h"
+#include "core/client_in.h"
 #include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/framing.h"
 #include "core/inflight.h"
-#include "core/outbound.h"
-#include "core/presence.h"
 #include "core/transport_ops.h"
 #include "lib/carry.h"
 #include "options.h"
@@ -39,13 +40,9 @@
 
 /* Bytes read from a client per readable event. */
 #define WS_READ_MAX 4096
-/* Client messages waiting for Erlang (outbound_in_pending, weighed as
- * parked: 40 bytes each and their data) past which no WebSocket is read,
- * and below which (half) reading resumes, checked every WS_RESUME_MS. A
- * read adds at most its 4 KB of messages and a message in flight on top:
- * the park (4 MiB) and the outbox (8 MB) keep room for them. */
-#define WS_PENDING_MAX CLIENT_IN_PENDING_MAX
-#define WS_RESUME_MS 5
+/* Past CLIENT_IN_PENDING_MAX waiting for Erlang no WebSocket is read
+ * (ws_pause.h). A read adds at most its 4 KB of messages and a message in
+ * flight on top: the park (4 MiB) and the outbox (8 MB) keep room for them. */
 /* Bytes of unread input discarded before closing on an error, so that the
  * close is a FIN the client reads, not a reset that loses our close frame. */
 #define WS_DRAIN_MAX 65536
@@ -78,19 +75,15 @@
 /* What the options make of these: the client message's bound (without
  * --inbox: 4 KB, for nothing) and a compressed one's before inflating
  * (deflate's stored blocks add a few bytes to data it cannot shrink), the
- * bucket of --client-rate (in thousandths of a message), the frames and
- * bytes a second may bring. */
+ * frames and bytes a second may bring. */
 static struct {
     int inbox;
     uint32_t max_message;
     uint32_t max_compressed;
-    uint32_t rate;              /* per second, = thousandths per ms */
-    uint32_t burst_milli;
     uint32_t second_frames;
     uint32_t second_bytes;
     int32_t late_ms;            /* WS_MESSAGE_MS and a tick of the timers' clock */
-} cfg = {0, 4096, 4096 + 4096 / 64 + 64, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES,
-         WS_MESSAGE_MS};
+} cfg = {0, 4096, 4096 + 4096 / 64 + 64, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
 
 /* permessage-deflate: the one buffer every compressed client message is
  * inflated into in turn (max_message + 1 bytes, made at the first), with
@@ -199,9 +192,9 @@ static uint32_t clock_seconds(void)
 
 /* ---------------------------------------------------------------- verdicts */
 
-/* How a read ends: on (the stream stays), or a close with code, counted
- * by why. code 0: an empty close (the client's own). */
-enum { GO_ON, BY_CLIENT, BAD_FRAME, POLICY, RATE, SHED };
+/* How a read ends: on (the stream stays), or a close with code, for why
+ * (enum end_reason). code 0: an empty close (the client's own). */
+#define GO_ON END_REASON_KINDS
 
 struct verdict {
     uint16_t code;
@@ -209,102 +202,11 @@ struct verdict {
 };
 
 static const struct verdict go_on = {0, GO_ON};
-static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, BAD_FRAME}; }
-static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, POLICY}; }
-static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, RATE}; }
+static struct verdict bad(unsigned code) { return (struct verdict){(uint16_t)code, END_WS_PROTOCOL}; }
+static struct verdict policy(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, END_WS_POLICY}; }
+static struct verdict rate(void) { return (struct verdict){WSLAY_CODE_POLICY_VIOLATION, END_CLIENT_RATE}; }
 /* 1013: try again later (the server is receiving too much at once). */
-static struct verdict shed(void) { return (struct verdict){1013, SHED}; }
-
-/* ---------------------------------------------------------------- budgets */
-
-/* What each stream that sent in the current second has sent in it: a side
- * table, so that an idle stream costs nothing. Open addressing, linear
- * probing; an entry of an earlier second is free, so the table empties
- * itself as the second turns, without a walk. Within a second entries are
- * only added (a closed stream's keeps its place, its stream NULL), so a
- * probe may stop at the first free entry. 24 bytes an entry, at most
- * twice as many entries as streams that sent in a second (256 at least). */
-struct budget {
-    const struct stream *s;
-    uint32_t second;
-    uint32_t bytes;
-    uint16_t frames;
-    uint16_t pings;
-};
-
-#define BUDGET_MIN 256u
-#define BUDGET_PROBES 64u           /* a crowded table does not count a stream */
-
-static struct budget *budgets;
-static uint32_t budget_mask;        /* entries - 1 */
-static uint32_t budget_used;        /* entries of budget_second */
-static uint32_t budget_second;
-
-static uint32_t budget_hash(const struct stream *s)
-{
-    return (uint32_t)(((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 32);
-}
-
-/* s's entry of second, or a new one when add; NULL when none (or crowded). */
-static struct budget *budget_probe(const struct stream *s, uint32_t second, int add)
-{
-    if (!budgets)
-        return NULL;
-    uint32_t i = budget_hash(s) & budget_mask;
-    for (unsigned n = 0; n < BUDGET_PROBES; n++, i = (i + 1) & budget_mask) {
-        struct budget *b = &budgets[i];
-        if (b->second != second) {
-            if (!add)
-                return NULL;
-            *b = (struct budget){s, second, 0, 0, 0};
-            budget_used++;
-            return b;
-        }
-        if (b->s == s)
-            return b;
-    }
-    return NULL;
-}
-
-/* Twice the entries, the current second's moved over. Rare: the table only
- * grows, to twice the most streams that ever sent in one second. */
-static void budget_grow(uint32_t second)
-{
-    uint32_t old_n = budgets ? budget_mask + 1 : 0, n = old_n ? old_n * 2 : BUDGET_MIN;
-    struct budget *old = budgets, *t = calloc(n, sizeof *t);
-    if (!t)
-        return;                     /* the old table, more crowded */
-    budgets = t;
-    budget_mask = n - 1;
-    budget_used = 0;
-    for (uint32_t i = 0; i < old_n; i++) {
-        struct budget *b;
-        if (old[i].second == second && old[i].s && (b = budget_probe(old[i].s, second, 1)))
-            *b = old[i];
-    }
-    free(old);
-}
-
-/* s's entry for this second, made if need be; NULL when out of memory. */
-static struct budget *budget_of(const struct stream *s, uint32_t now)
-{
-    if (budget_second != now) {
-        budget_second = now;
-        budget_used = 0;
-    }
-    if (budget_used >= (budget_mask + 1) / 2)
-        budget_grow(now);
-    return budget_probe(s, now, 1);
-}
-
-/* The stream closes: its entry is no one's (a new stream at the same
- * address starts afresh). */
-static void budget_forget(const struct stream *s)
-{
-    struct budget *b = budget_probe(s, budget_second, 0);
-    if (b)
-        b->s = NULL;
-}
+static struct verdict shed(void) { return (struct verdict){1013, END_WS_SHED}; }
 
 /* ---------------------------------------------------------------- frames */
 
@@ -423,33 +325,23 @@ static void drain(int fd)
     }
 }
 
-/* Ends the stream with a close frame of code (0: an empty close). -1: the
- * stream has ended (always). */
-static int close_with(struct stream *s, int fd, unsigned code)
+/* Ends the stream for why with a close frame of code (0: an empty
+ * close). -1: the stream has ended (always). */
+static int close_with(struct stream *s, int fd, unsigned code, uint8_t why)
 {
     static char frame[4] = {(char)0x88};
     frame[1] = code ? 2 : 0;
     frame[2] = (char)(code >> 8);
     frame[3] = (char)code;
     drain(fd);
-    stream_end_with(s, (struct iovec){frame, code ? 4 : 2});
+    stream_end_with(s, (struct iovec){frame, code ? 4 : 2}, why);
     return -1;
 }
 
-/* Ends the stream as the verdict says, counted. -1 (always). */
+/* Ends the stream as the verdict says. -1 (always). */
 static int end_with(struct stream *s, int fd, struct verdict v)
 {
-    if (v.why == BY_CLIENT)
-        loop_stats.client_closed++;
-    else if (v.why == BAD_FRAME)
-        loop_stats.ws_bad_frames++;
-    else if (v.why == RATE)
-        loop_stats.client_rate_closed++;
-    else if (v.why == SHED)
-        loop_stats.ws_shed++;
-    else
-        loop_stats.ws_policy_closed++;
-    return close_with(s, fd, v.code);
+    return close_with(s, fd, v.code, v.why);
 }
 
 /* The pong of the read's last ping. -1 when that ended the stream (its
@@ -580,19 +472,13 @@ static int close_code_valid(unsigned code)
 static struct verdict client_close(const struct ws_frame *f)
 {
     if (f->ctl_len == 0)
-        return (struct verdict){0, BY_CLIENT};
+        return (struct verdict){0, END_CLIENT};
     unsigned code = f->ctl_len < 2 ? 0 : (unsigned)f->ctl[0] << 8 | f->ctl[1];
     if (!close_code_valid(code))
         return bad(WSLAY_CODE_PROTOCOL_ERROR);
     if (!utf8_valid((const char *)f->ctl + 2, f->ctl_len - 2u))
         return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
-    return (struct verdict){(uint16_t)code, BY_CLIENT};
-}
-
-/* Takes a message from the connection's --client-rate bucket. 0: none left. */
-static int take_token(struct conn *c)
-{
-    return rate_take(&c->tokens, &c->at_ms, feed.now_ms, cfg.rate, cfg.burst_milli);
+    return (struct verdict){(uint16_t)code, END_CLIENT};
 }
 
 /* A compressed message inflated into the shared buffer (*data, *len):
@@ -622,7 +508,8 @@ static struct verdict inflate_in(int text, const uint8_t **data, uint32_t *len)
     return go_on;
 }
 
-/* A whole data message (text or binary): to Erlang, or refused (no
+/* A whole data message (text or binary): to Erlang (client_in.h: past
+ * --client-rate, 1008; lost to a full outbox, counted), or refused (no
  * --inbox), counted. */
 static struct verdict message_in(struct ws_frame *f, int text)
 {
@@ -630,11 +517,6 @@ static struct verdict message_in(struct ws_frame *f, int text)
         loop_stats.ws_ignored++;
         return go_on;
     }
-    struct conn *c = conn_of(feed.s);
-    if (!c)
-        return bad(1011);
-    if (!take_token(c))
-        return rate();
     const uint8_t *data = f->msg ? f->msg : (const uint8_t *)"";
     uint32_t len = f->message;
     if (f->compressed) {
@@ -642,12 +524,14 @@ static struct verdict message_in(struct ws_frame *f, int text)
         if (v.why != GO_ON)
             return v;
     }
-    presence_known(feed.s->uid);
-    if (outbound_in(feed.s->uid, c->id, data, len, !text) != 0)
-        loop_stats.client_in_dropped++;
-    else
-        loop_stats.client_in++;
-    return go_on;
+    switch (client_in_send(feed.s->uid, feed.s, NULL, NULL, feed.now_ms, data, len, !text)) {
+    case CLIENT_IN_RATE:
+        return rate();
+    case CLIENT_IN_NO_MEMORY:
+        return bad(1011);                       /* internal error: out of memory */
+    default:
+        return go_on;
+    }
 }
 
 /* The frame is read: acts on it (a ping's pong waits for the read's end). */
@@ -712,7 +596,7 @@ static struct verdict feed_frames(struct ws_frame *f)
 }
 
 /* The read's bytes against the stream's budget of this second. */
-static struct verdict charge_bytes(struct budget *b, size_t n)
+static struct verdict charge_bytes(struct ws_budget *b, size_t n)
 {
     if (!b)
         return go_on;
@@ -721,7 +605,7 @@ static struct verdict charge_bytes(struct budget *b, size_t n)
 }
 
 /* The read's frames and pings against it. */
-static struct verdict charge_frames(struct budget *b)
+static struct verdict charge_frames(struct ws_budget *b)
 {
     if (b) {
         b->frames = (uint16_t)(b->frames + feed.frames);
@@ -760,82 +644,36 @@ static void time_frame(struct ws_frame *f, struct stream *s) { time_frame_in(f, 
 
 /* ---------------------------------------------------------------- Erlang behind */
 
-/* The streams not read for now (PAUSED in stream.ws), resumed together. */
-static struct stream **paused;
-static uint32_t npaused, paused_cap;
-static struct event *resume_ev;
-
-static void on_resume(evutil_socket_t fd, short what, void *arg);
-
-static void resume_later(void)
-{
-    const struct timeval tv = {0, WS_RESUME_MS * 1000};
-    event_add(resume_ev, &tv);
-}
-
-/* Stops reading s until Erlang catches up. -1 when that cannot be kept
- * track of (out of memory): s is read on. */
+/* Stops reading s until Erlang catches up (ws_pause.h). -1 when that
+ * cannot be kept track of (out of memory): s is read on. */
 static int pause_stream(struct stream *s)
 {
-    if (!resume_ev && !(resume_ev = evtimer_new(event_get_base(&s->u.ev), on_resume, NULL)))
+    if (ws_pause_add(s) != 0)
         return -1;
-    if (npaused == paused_cap) {
-        uint32_t n = paused_cap ? paused_cap * 2 : 64;
-        struct stream **p = realloc(paused, n * sizeof *p);
-        if (!p)
-            return -1;
-        paused = p;
-        paused_cap = n;
-    }
-    paused[npaused++] = s;
     /* Its pongs wait behind what is not read: the pings it has not
      * answered are not held against it, the count starts again; nor is
-     * the time its message does not come (on_resume starts it again). */
+     * the time its message does not come (resume_stream starts it again). */
     s->ws = (uint16_t)((s->ws | PAUSED) & ~PINGS_MASK);
     if (slot_of(s) && slots[slot_of(s)]->timed)
         event_del(&slots[slot_of(s)]->late);
     loop_stats.client_paused++;
     stream_rewatch(s);
-    if (npaused == 1)
-        resume_later();
     return 0;
 }
 
-static void on_resume(evutil_socket_t fd, short what, void *arg)
+static void resume_stream(struct stream *s, uint32_t now_ms)
 {
-    (void)fd;
-    (void)what;
-    (void)arg;
-    if (atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > WS_PENDING_MAX / 2) {
-        resume_later();
-        return;
+    unsigned slot = slot_of(s);
+    if (slot) {
+        slots[slot]->since = now_ms;    /* its message's time ran while not read */
+        time_frame(slots[slot], s);
     }
-    uint32_t n = npaused, now_ms = client_rate_now_ms();
-    npaused = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        struct stream *s = paused[i];
-        unsigned slot = slot_of(s);
-        if (slot) {
-            slots[slot]->since = now_ms;    /* its message's time ran while not read */
-            time_frame(slots[slot], s);
-        }
-        /* And again at the end: the pongs of the pings sent meanwhile may
-         * still be behind its unread bytes, so it has two heartbeats of
-         * reading to answer. A peer that died never becomes readable, is
-         * never paused and is found by the next two heartbeats. */
-        s->ws &= (uint16_t)~(PAUSED | PINGS_MASK);
-        stream_rewatch(s);
-    }
-}
-
-/* A paused stream closes: off the list (linear, but only while paused). */
-static void unpause(struct stream *s)
-{
-    for (uint32_t i = 0; i < npaused; i++)
-        if (paused[i] == s) {
-            paused[i] = paused[--npaused];
-            return;
-        }
+    /* And again at the end: the pongs of the pings sent meanwhile may
+     * still be behind its unread bytes, so it has two heartbeats of
+     * reading to answer. A peer that died never becomes readable, is
+     * never paused and is found by the next two heartbeats. */
+    s->ws &= (uint16_t)~(PAUSED | PINGS_MASK);
+    stream_rewatch(s);
 }
 
 int ws_reader_paused(const struct stream *s) { return (s->ws & PAUSED) != 0; }
@@ -843,14 +681,11 @@ int ws_reader_paused(const struct stream *s) { return (s->ws & PAUSED) != 0; }
 int ws_reader_readable(struct stream *s, int fd)
 {
     uint8_t buf[WS_READ_MAX];
-    if (cfg.inbox &&
-        atomic_load_explicit(&outbound_in_pending, memory_order_relaxed) > WS_PENDING_MAX &&
-        pause_stream(s) == 0)
+    if (cfg.inbox && ws_pause_due() && pause_stream(s) == 0)
         return 0;
     ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        loop_stats.client_closed++;
-        stream_end_with(s, (struct iovec){NULL, 0});
+        stream_end_with(s, (struct iovec){NULL, 0}, END_CLIENT);
         return -1;
     }
     if (n < 0)
@@ -862,13 +697,13 @@ int ws_reader_readable(struct stream *s, int fd)
     struct ws_frame *f = slot ? slots[slot] : frame_take();
     if (!f) {
         log_msg(LOG_ERROR, "out of memory reading a WebSocket frame: closing the stream");
-        return close_with(s, fd, WSLAY_CODE_INTERNAL_SERVER_ERROR);
+        return close_with(s, fd, WSLAY_CODE_INTERNAL_SERVER_ERROR, END_FINISHED);
     }
     feed.p = buf;
     feed.left = (size_t)n;
     feed.frames = feed.pings = 0;
     feed.ping_due = feed.ponged = 0;
-    struct budget *b = budget_of(s, feed.now);
+    struct ws_budget *b = ws_budget_of(s, feed.now);
     struct verdict v = charge_bytes(b, (size_t)n);
     /* Its timer may not have run yet: what comes past the time is not
      * taken. */
@@ -902,7 +737,7 @@ int ws_reader_readable(struct stream *s, int fd)
     /* A ping read before the client's close is owed its pong (RFC 6455
      * 5.5.2: unless a close came first; what follows the close is not
      * read). A connection failed for a bad frame owes nothing. */
-    if (feed.ping_due && (v.why == GO_ON || v.why == BY_CLIENT) && pong(s) != 0)
+    if (feed.ping_due && (v.why == GO_ON || v.why == END_CLIENT) && pong(s) != 0)
         return -1;
     return v.why == GO_ON ? 0 : end_with(s, fd, v);
 }
@@ -915,9 +750,9 @@ void ws_reader_forget(struct stream *s)
         slot_release(s);
         frame_put(f);
     }
-    budget_forget(s);
+    ws_budget_forget(s);
     if (s->ws & PAUSED)
-        unpause(s);
+        ws_pause_drop(s);
     conn_forget(s);
 }
 
@@ -931,8 +766,7 @@ int ws_reader_heartbeat(struct stream *s)
     unsigned pings = paused_now ? 0 : s->ws & PINGS_MASK;
     if (pings >= 2) {
         static const char going_away[] = "\x88\x02\x03\xe9";   /* 1001 */
-        loop_stats.ws_dead++;
-        stream_end_with(s, (struct iovec){(void *)going_away, 4});
+        stream_end_with(s, (struct iovec){(void *)going_away, 4}, END_WS_DEAD);
         return -1;
     }
     s->ws = (uint16_t)((s->ws & ~PINGS_MASK) | (pings + 1));
@@ -952,10 +786,10 @@ void ws_reader_configure(const struct options *o)
 {
     cfg.inbox = o->inbox[0] != 0;
     inflight_on_shed(INFLIGHT_WS, shed_stream);
+    ws_pause_init(resume_stream);
     cfg.max_message = o->max_client_message;
     cfg.max_compressed = o->max_client_message + o->max_client_message / 64 + 64;
-    cfg.rate = o->client_rate;
-    cfg.burst_milli = rate_burst_milli(o->client_rate);
+    client_in_configure(o->client_rate);
     cfg.late_ms = WS_MESSAGE_MS + clock_coarse_tick_ms();
     uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * o->client_rate : 0);
     /* uint16 budget: a read adds at most 4096 / 6 frames to one not past it */
@@ -972,22 +806,15 @@ void ws_reader_free(void)
         free(spare);
         spare = NULL;
     }
-    if (resume_ev)
-        event_free(resume_ev);
-    resume_ev = NULL;
-    free(paused);
-    paused = NULL;
-    npaused = paused_cap = 0;
+    ws_pause_free();
     conn_free();
     free(inflated);
     inflated = NULL;
     free(slots);
     free(free_slots);
-    free(budgets);
     slots = NULL;
     free_slots = NULL;
-    budgets = NULL;
-    budget_mask = budget_used = budget_second = 0;
+    ws_budget_free();
 }
 
 /* ---------------------------------------------------------------- hand-over

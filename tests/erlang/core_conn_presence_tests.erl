@@ -9,7 +9,7 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -import(httpdcnode_test_lib, [port_of/1, node_of/1, wait_stat/4]).
--import(httpdcnode_inbox_lib, [frame/1]).
+-import(httpdcnode_inbox_lib, [frame/1, frame/3]).
 
 -define(T, 10000).
 
@@ -19,6 +19,10 @@ conn_presence_test_() ->
      conns_test("conn_down on a kick, to the presence process and through the inbox's "
                 "handle_conn_down, after the connection's messages", ["--presence-conns"],
                 fun kick_and_inbox/1),
+     conns_test("conn_down says why a WebSocket was closed: shed past --max-input-total "
+                "(ws_shed, 1013), a protocol error (ws_protocol, 1002)",
+                ["--presence-conns", "--max-input-total", "65536",
+                 "--max-client-message", "1048576"], fun ws_closes/1),
      conns_test("off by default: uid presence, no conn_up or conn_down", [],
                 fun off_by_default/1)].
 
@@ -102,6 +106,26 @@ kick_and_inbox(S) ->
                  httpdcnode_test_lib:stats(S)),
     ?assertEqual(Early, maps:get(conn_dropped, httpdcnode_test_lib:stats(S))),
     [gen_tcp:close(X) || X <- [A, B]].
+
+%% Each reason as the call that closed it gave it, to the presence process
+%% and the inbox alike.
+ws_closes(S) ->
+    Node = node_of(S),
+    Shed = open(S, "/ws/61"),
+    {httpdcnode, _, conn_up, 61, ShedConn, ws, _} = conn_event(conn_up, 61),
+    %% A message that grows past the 64 KiB every client byte held shares.
+    ok = gen_tcp:send(Shed, frame(2, binary:copy(<<"x">>, 131072), #{fin => 0})),
+    ?assertEqual({httpdcnode, Node, conn_down, 61, ShedConn, ws_shed},
+                 conn_event(conn_down, 61)),
+    ?assertEqual({conn_down, 61, {Node, ShedConn}, ws_shed}, inbox_down()),
+    Bad = open(S, "/ws/62"),
+    {httpdcnode, _, conn_up, 62, BadConn, ws, _} = conn_event(conn_up, 62),
+    ok = gen_tcp:send(Bad, <<16#81, 1, "x">>),                  % unmasked
+    ?assertEqual({httpdcnode, Node, conn_down, 62, BadConn, ws_protocol},
+                 conn_event(conn_down, 62)),
+    ?assertEqual({conn_down, 62, {Node, BadConn}, ws_protocol}, inbox_down()),
+    ?assertMatch(#{ws_shed := 1, ws_bad_frames := 1}, httpdcnode_test_lib:stats(S)),
+    [gen_tcp:close(X) || X <- [Shed, Bad]].
 
 off_by_default(S) ->
     Node = node_of(S),

@@ -69,11 +69,13 @@
 #include "core/outbound.h"
 #include "core/presence.h"
 #include "core/stream.h"
+#include "core/transport_ops.h"
 #include "core/uidtable.h"
 #include "core/write_pool.h"
 #include "lib/clock.h"
 #include "lib/handoff.h"
 #include "obs/stats.h"
+#include "transport/chunked.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -425,7 +427,7 @@ static int setup(void)
     event_config_free(cfg);
     if (!base || uidtable_init(MAX_USERS, presence_changed) != 0 ||
         history_init(&history_cfg) != 0 ||
-        write_pool_start(0) != 0 ||
+        write_pool_start(0) != 0 || chunked_init() != 0 ||   /* its goodbye: the last chunk */
         stream_configure(&(struct stream_config){.base = base, .max_backlog = 1u << 20,
                                                   .max_backlog_total = 256u << 20,
                                                   .max_conns_per_uid = 8}) != 0)
@@ -584,7 +586,7 @@ static void phase_snapshot(uint32_t n)
 static void phase_close(uint32_t n)
 {
     uint64_t b0 = atomic_load(&sink_bytes);
-    struct iovec t = framing_terminator(framing, END_DRAIN);
+    struct iovec t = transport_goodbye(framing, END_DRAIN);
     uint64_t cpu = thread_cpu_ns();
     for (uint32_t uid = 1; uid <= n; uid++) {
         struct stream *s = uidtable_first(uid);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../../src/core/expiry.c"
+#include "core/framing.h"
 #include "core/stream.h"
 
 #include "core/uidtable.h"

@@ -1,6 +1,6 @@
 /* Framings that look at the payload (WebSocket: frame headers of each
- * length form, text or binary by UTF-8 validity, the ws+meta id prefix,
- * the close that ends a stream; SSE bodies: data: lines, or base64 for a
+ * length form, text or binary by UTF-8 validity, the ws+meta id prefix;
+ * SSE bodies: data: lines, or base64 for a
  * payload that is not UTF-8), the UTF-8 validator whole and piece by
  * piece, and the WebSocket handshake's accept key and header tokens. */
 #include <setjmp.h>
@@ -50,31 +50,6 @@ static void ws_frames_are_whole_messages(void **state)
     assert_false(framing_encodes_body(FRAMING_WS));
     assert_true(framing_checks_utf8(FRAMING_WS_META));
     assert_false(framing_checks_utf8(FRAMING_SSE));
-    struct iovec t = framing_terminator(FRAMING_WS_META, END_DRAIN);
-    assert_int_equal(t.iov_len, 4);
-    assert_memory_equal(t.iov_base, "\x88\x02\x03\xf4", 4);    /* close, 1012 */
-    t = framing_terminator(FRAMING_WS, END_KICKED);
-    assert_memory_equal(t.iov_base, "\x88\x02\x0f\xa1", 4);    /* close, 4001 */
-    t = framing_terminator(FRAMING_WS, END_EXPIRED);
-    assert_memory_equal(t.iov_base, "\x88\x02\x0f\xa3", 4);    /* close, 4003 */
-}
-
-/* Each ending says why: the poll's answer, the SSE end event. */
-static void endings_say_why(void **state)
-{
-    (void)state;
-    static const char poll[] = "{\"messages\":[],\"gap\":false,\"ended\":\"kicked\"}\n";
-    static const char sse[] = "event: end\ndata: {\"reason\":\"drain\"}\n\n";
-    struct iovec t = framing_terminator(FRAMING_POLL, END_KICKED);
-    assert_int_equal(t.iov_len, sizeof poll - 1);
-    assert_memory_equal(t.iov_base, poll, sizeof poll - 1);
-    t = framing_terminator(FRAMING_SSE, END_DRAIN);
-    assert_int_equal(t.iov_len, sizeof sse - 1);
-    assert_memory_equal(t.iov_base, sse, sizeof sse - 1);
-    t = framing_terminator(FRAMING_CHUNKED, END_EXPIRED);
-    assert_memory_equal(t.iov_base, "0\r\n\r\n", 5);
-    assert_int_equal(framing_terminator(FRAMING_RAW, END_DRAIN).iov_len, 0);
-    assert_string_equal(framing_end_reason(END_EXPIRED), "expired");
 }
 
 static void ws_meta_prefixes_the_id(void **state)
@@ -223,7 +198,6 @@ int main(void)
         cmocka_unit_test(ws_frames_are_whole_messages),
         cmocka_unit_test(ws_meta_prefixes_the_id),
         cmocka_unit_test(ws_deflate_prefixes),
-        cmocka_unit_test(endings_say_why),
         cmocka_unit_test(sse_bodies_are_lines_or_base64),
         cmocka_unit_test(utf8_is_checked_strictly),
         cmocka_unit_test(utf8_pieces_split_characters),

@@ -1,6 +1,6 @@
 /* Connection presence (--presence-conns): off, a stream gets no conn id
  * and nothing is queued; on, its open and end are one record each, the
- * end's reason the ending counter that moved, told once; past
+ * end's reason the one its ending gave, told once; past
  * OUTBOUND_CONN_MAX queued records new ones are dropped and counted. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +21,11 @@
 #include "core/stream.h"
 #include "lib/handoff.h"
 #include "obs/stats.h"
+#include "options.h"
+#include "transport/chunked.h"
+#include "transport/poll.h"
+#include "transport/sse.h"
+#include "transport/ws.h"
 
 static struct handoff *ring;
 static struct out_conn got[4];
@@ -88,8 +93,7 @@ static void off_costs_nothing(void **state)
     struct stream s = {.uid = 5, .framing = FRAMING_SSE};
     presence_conn_up(&s, -1, NULL);
     assert_int_equal(conn_id_of(&s), 0);
-    loop_stats.client_closed++;
-    presence_conn_down(&s);
+    presence_conn_down(&s, END_CLIENT);
     assert_int_equal(drain_all(), 0);
 }
 
@@ -112,20 +116,19 @@ static void up_then_down_with_reason(void **state)
     assert_int_equal(got[0].port, ntohs(me.sin_port));
     assert_memory_equal(got[0].addr, "\x7f\x00\x00\x01", 4);
 
-    loop_stats.kicked++;
-    presence_conn_down(&s);
+    presence_conn_down(&s, END_KICKED);
     assert_int_equal(conn_id_of(&s), 0);      /* its id names nothing now */
     assert_null(conn_find(id));
-    presence_conn_down(&s);                    /* told once */
+    presence_conn_down(&s, END_KICKED);        /* told once */
     assert_int_equal(drain_all(), 1);
     assert_false(got[0].up);
     assert_true(got[0].conn == id);
     assert_string_equal(got[0].reason, "kick");
 
-    /* No counter moved: finished (a long-poll answered). */
+    /* A long-poll answered: finished. */
     struct stream p = {.uid = 8, .framing = FRAMING_POLL};
     presence_conn_up(&p, fd, NULL);
-    presence_conn_down(&p);
+    presence_conn_down(&p, END_FINISHED);
     assert_int_equal(drain_all(), 2);
     assert_string_equal(got[0].transport, "poll");
     assert_string_equal(got[1].reason, "finished");
@@ -146,13 +149,17 @@ static void a_storm_is_bounded(void **state)
     assert_int_equal(drain_all(), OUTBOUND_CONN_MAX);
     assert_int_equal(got[0].family, 0);        /* no socket: peer unknown */
     /* Taken by the C-node thread: room again. */
-    presence_conn_down(&s[0]);
+    presence_conn_down(&s[0], END_CLIENT);
     assert_int_equal(drain_all(), 1);
     assert_int_equal(loop_stats.conn_events_dropped, 10);
 }
 
 int main(void)
 {
+    /* The transports name themselves (transport_ops.h). */
+    static struct options opts;
+    if (chunked_init() != 0 || sse_init() != 0 || poll_init(30, 65536) != 0 || ws_init(&opts) != 0)
+        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(off_costs_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(up_then_down_with_reason, setup, teardown),

@@ -20,6 +20,7 @@
 
 #include "options.h"
 #include "core/uidtable.h"
+#include "transport/chunked.h"
 #include "transport/ws.h"
 
 static struct event_base *base;
@@ -30,6 +31,10 @@ static void configure(uint32_t max_backlog, uint64_t max_total, uint32_t max_con
     assert_non_null(base);
     assert_int_equal(uidtable_init(1000, NULL), 0);
     memset(&loop_stats, 0, sizeof loop_stats);
+    /* The chunked transport's goodbye: the terminating chunk. */
+    static int registered;
+    if (!registered++)
+        assert_int_equal(chunked_init(), 0);
     assert_int_equal(stream_configure(&(struct stream_config){
                          .base = base, .max_backlog = max_backlog,
                          .max_backlog_total = max_total, .max_conns_per_uid = max_conns}),
