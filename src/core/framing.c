@@ -138,7 +138,7 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
 
 int framing_tells_gaps(uint8_t kind)
 {
-    return kind == FRAMING_SSE || kind == FRAMING_POLL || kind == FRAMING_WS_META;
+    return kind == FRAMING_SSE || kind == FRAMING_POLL || framing_ws_meta(kind);
 }
 
 int framing_encodes_body(uint8_t kind) { return kind == FRAMING_SSE; }
