@@ -585,7 +585,9 @@ for s in r["scenarios"]:
               f"0); the missing ones count in lost without gap.\n")
     if "master_detection_s" in s:
         m = s["master_detection_s"]
-        side = (f"m1 dropped its side {m} s in (its `net_ticktime`)" if m is not None else
+        side = (f"m1 dropped its side {m} s in (what it wrote waited its `net_ticktime` "
+                f"unacknowledged: the `TCP_USER_TIMEOUT` the application sets on its links to "
+                f"C-nodes), so c1's first dial after the heal found it free" if m is not None else
                 "m1 never dropped its side while the partition lasted: it kept writing into the "
                 "dead link (with 20 msg/s through it, tick 4 s, it dropped it after 3.5 s)"
                 if s["lost_without_gap"] else
@@ -617,9 +619,12 @@ for s in r["scenarios"]:
               f"{s['gaps']:,} gaps told. The masters keep what they cannot deliver to a node for at "
               f"most `unacked_max_ms` (30 s) and `unacked_max_bytes`, and send it once the node "
               f"is back; the cut lasted as long, so the oldest of it went (`held_dropped` "
-              f"{s['held_dropped']:,} on the masters), and the node, given the numbers after "
-              f"them, counted those it never got (`seq_skipped` {s['seq_skipped']:,}) and told "
-              f"their uids a gap. The p99 latency is that of what was kept: sent during the cut, "
+              f"{s['held_dropped']:,} on the masters) and a gap for their uids took their place"
+              + (f"; and the node gave up numbers it never got (`seq_skipped` "
+                 f"{s['seq_skipped']:,}) and told every uid a gap" if s["seq_skipped"] else
+                 f"; the node gave up no number (`seq_skipped` 0): it waited for the masters "
+                 f"that held the rest until they were linked again")
+              + f". The p99 latency is that of what was kept: sent during the cut, "
               f"delivered after the heal.\n")
     if "against_0ms" in s:
         b = s["against_0ms"]

@@ -13,7 +13,12 @@
  * A hole no message fills within ERL_SEQ_HOLE_MS is given up (counted in
  * seq_skipped): a master keeps everything until acknowledged and sends in
  * the place of what it had to drop a gap for its uids (a CMD_GAP), so only
- * a master that died with messages on their way leaves one. Whose they
+ * a master that died with messages on their way leaves one. While the
+ * hole's own master has no link to this node (a link that died silently,
+ * what was on it lost, and that master's later messages came through
+ * another), the hole waits up to ERL_SEQ_HOLE_UNLINKED_MS: that master
+ * still holds the missing numbers and sends them again once its link is
+ * back; from then, ERL_SEQ_HOLE_MS. Whose they
  * were nobody knows: every uid is told a gap (CMD_GAP_ALL, erl_inbound.c).
  * A message of a master's older run, late, is told as a gap to its uids.
  * C-node thread only. */
@@ -35,6 +40,12 @@
 #define ERL_SEQ_HELD_MAX (16u << 20)
 /* How long a hole may wait for the messages that fill it. */
 #define ERL_SEQ_HOLE_MS 10000
+/* ... while the hole's own master is not linked to this node: the
+ * masters' unacked_max_ms (30 s by default), what they keep at most. A
+ * master linked again within it sends the missing numbers at once; the
+ * hole then waits ERL_SEQ_HOLE_MS more from its link at most. So a hole
+ * waits 40 s at most in all, and the messages behind it as long. */
+#define ERL_SEQ_HOLE_UNLINKED_MS 30000
 /* Acknowledgements go at most this long after the loop applied a message,
  * or at once after ERL_SEQ_ACK_EVERY of them. */
 #define ERL_SEQ_ACK_MS 5
@@ -62,6 +73,7 @@ struct erl_seq_origin {
     uint64_t last_seq, last_rec;  /* the newest committed */
     int64_t ack_ms;             /* when last acknowledged */
     int64_t hole_ms;            /* since when a hole waits, 0: none */
+    int64_t link_ms;            /* when its master's own link last came up, 0: not seen */
     int64_t used_ms;            /* last heard of */
     int ack_again;              /* a duplicate came: its master has not heard */
     int ack_failed;             /* the last try found no way to it */
@@ -74,7 +86,11 @@ struct erl_seq_origin {
 typedef int (*erl_seq_ack_fn)(const char *via, const char *ack_to, const char *origin,
                               uint64_t inc, uint64_t seq);
 
-void erl_seq_init(erl_seq_ack_fn send_ack);
+/* Whether master has a live link to this node now (the C-node's links). */
+typedef int (*erl_seq_linked_fn)(const char *master);
+
+/* linked NULL: every master counts as linked (a hole waits ERL_SEQ_HOLE_MS). */
+void erl_seq_init(erl_seq_ack_fn send_ack, erl_seq_linked_fn linked);
 void erl_seq_free(void);
 
 /* This run's number, drawn at start: a master that sees another knows the
@@ -113,9 +129,13 @@ struct erl_seq_origin *erl_seq_base(const char *master, uint64_t inc, uint64_t b
                                     const char *ack_to, const char *from, int64_t now_ms);
 /* Acknowledges what the loop applied (consumed: handoff_consumed). */
 void erl_seq_ack(int64_t now_ms, uint64_t consumed);
-/* An origin whose hole waited ERL_SEQ_HOLE_MS, now given up: its next held
- * message is due; *skipped: how many numbers were given up (0 when it
- * waited for its base, which nothing is lost for). NULL when none. */
+/* Master's own link to this node came up at now_ms: a hole of its stream
+ * waits ERL_SEQ_HOLE_MS from now for what it sends again (bounded as above). */
+void erl_seq_master_linked(const char *master, int64_t now_ms);
+/* An origin whose hole waited its time (ERL_SEQ_HOLE_MS, or
+ * ERL_SEQ_HOLE_UNLINKED_MS while its master is not linked), now given up:
+ * its next held message is due; *skipped: how many numbers were given up
+ * (0 when it waited for its base, which nothing is lost for). NULL when none. */
 struct erl_seq_origin *erl_seq_hole_expired(int64_t now_ms, uint64_t *skipped);
 /* Milliseconds until erl_seq_ack or erl_seq_hole_expired has work; -1: none. */
 int erl_seq_wait_ms(int64_t now_ms);

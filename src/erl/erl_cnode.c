@@ -136,6 +136,8 @@ static void take_new_link(const struct erl_new_link *n)
         return;
     }
     log_msg(LOG_INFO, n->is_master ? "connected to master %s" : "node %s connected", n->node);
+    if (n->is_master)
+        erl_seq_master_linked(n->node, clock_now_ms());
     if (n->is_master && erl_send_master_up(erl_link_at(i)))
         erl_inbound_snapshot();
 }
@@ -457,6 +459,13 @@ int erl_cnode_start(const struct options *opts, struct handoff *in, struct hando
     return erl_cnode_prepare(opts, in, out) == 0 && erl_cnode_run() == 0 ? 0 : -1;
 }
 
+/* For erl_seq: whether a hole's own master is linked (not judged silent). */
+static int master_linked(const char *node)
+{
+    const struct erl_link *l = erl_link_find(node);
+    return l && l->is_master && !l->broken;
+}
+
 int erl_cnode_prepare(const struct options *opts, struct handoff *in, struct handoff *out)
 {
     options = opts;
@@ -472,7 +481,7 @@ int erl_cnode_prepare(const struct options *opts, struct handoff *in, struct han
         return -1;
     ei_x_new(&xbuf);
     erl_send_init(&ec, outbox, opts);
-    erl_seq_init(erl_send_seq_ack);
+    erl_seq_init(erl_send_seq_ack, master_linked);
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hold_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hold_ack_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -12,13 +12,15 @@
 static struct erl_seq_origin origins[ERL_SEQ_ORIGINS];
 static size_t held_bytes;          /* all origins */
 static erl_seq_ack_fn ack_fn;
+static erl_seq_linked_fn linked_fn;
 static uint64_t instance;
 static int64_t now_cache;          /* the clock as the last call gave it */
 static struct log_ratelimit hole_rl, full_rl;
 
-void erl_seq_init(erl_seq_ack_fn send_ack)
+void erl_seq_init(erl_seq_ack_fn send_ack, erl_seq_linked_fn linked)
 {
     ack_fn = send_ack;
+    linked_fn = linked;
     if (getrandom(&instance, sizeof instance, 0) != sizeof instance)
         instance = 0;
     instance = (instance >> 1) | 1;        /* positive, never 0 */
@@ -293,25 +295,48 @@ void erl_seq_ack(int64_t now_ms, uint64_t consumed)
     }
 }
 
+void erl_seq_master_linked(const char *master, int64_t now_ms)
+{
+    for (int i = 0; i < ERL_SEQ_ORIGINS; i++)
+        if (origins[i].master[0] && strcmp(origins[i].master, master) == 0)
+            origins[i].link_ms = now_ms;
+}
+
+/* When o's hole is given up. Its master not linked: it still holds the
+ * missing numbers (up to its unacked_max_ms) and sends them once linked
+ * again, which messages it sent later through another master may come
+ * long before (its resends through them back off). Linked: from the hole,
+ * or from the link if later (then what it sends again is on its way),
+ * within the unlinked bound and ERL_SEQ_HOLE_MS more. */
+static int64_t hole_deadline(const struct erl_seq_origin *o)
+{
+    if (linked_fn && !linked_fn(o->master))
+        return o->hole_ms + ERL_SEQ_HOLE_UNLINKED_MS;
+    int64_t from = o->link_ms > o->hole_ms ? o->link_ms : o->hole_ms;
+    int64_t last = o->hole_ms + ERL_SEQ_HOLE_UNLINKED_MS;
+    return (from < last ? from : last) + ERL_SEQ_HOLE_MS;
+}
+
 struct erl_seq_origin *erl_seq_hole_expired(int64_t now_ms, uint64_t *skipped_out)
 {
     now_cache = now_ms;
     for (int i = 0; i < ERL_SEQ_ORIGINS; i++) {
         struct erl_seq_origin *o = &origins[i];
-        if (!o->head || !o->hole_ms || now_ms - o->hole_ms < ERL_SEQ_HOLE_MS)
+        if (!o->head || !o->hole_ms || now_ms < hole_deadline(o))
             continue;
+        int waited_s = (int)((now_ms - o->hole_ms) / 1000);
         uint64_t skipped = o->next ? o->head->seq - o->next : 0;
         *skipped_out = skipped;
         atomic_fetch_add(&cnode_stats.seq_skipped, skipped);
         if (skipped)
             log_limited(&hole_rl, LOG_ERROR, "master %s: numbers %llu to %llu never came in "
-                        "%d s (lost with a run of it that died?): given up, every uid told a "
-                        "gap, the messages after them applied", o->master,
-                        (unsigned long long)o->next, (unsigned long long)(o->head->seq - 1),
-                        ERL_SEQ_HOLE_MS / 1000);
+                        "%d s (lost with a run of it that died, or past its unacked_max_ms?): "
+                        "given up, every uid told a gap, the messages after them applied",
+                        o->master, (unsigned long long)o->next,
+                        (unsigned long long)(o->head->seq - 1), waited_s);
         else
             log_limited(&hole_rl, LOG_ERROR, "master %s: no base for its run in %d s: its "
-                        "messages applied from number %llu", o->master, ERL_SEQ_HOLE_MS / 1000,
+                        "messages applied from number %llu", o->master, waited_s,
                         (unsigned long long)o->head->seq);
         o->next = o->head->seq;
         o->hole_ms = now_ms;           /* the next hole waits from now */
@@ -336,7 +361,7 @@ int erl_seq_wait_ms(int64_t now_ms)
             w = w < 0 || a < w ? a : w;
         }
         if (o->head && o->hole_ms) {
-            int64_t h = o->hole_ms + ERL_SEQ_HOLE_MS - now_ms;
+            int64_t h = hole_deadline(o) - now_ms;
             h = h < 0 ? 0 : h;
             w = w < 0 || h < w ? h : w;
         }

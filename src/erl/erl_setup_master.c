@@ -9,14 +9,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
 /* One master: its name (read-only once started), then its state under lock.
- * About 800 bytes each, ERL_SETUP_MASTERS_MAX of them. */
+ * About 870 bytes each, ERL_SETUP_MASTERS_MAX of them. */
 struct master {
     char node[MAXNODELEN + 1], alive[MAXNODELEN + 1], host[MAXNODELEN + 1];
     int linked, connecting, down_logged;
+    char why_logged[64];        /* the reason last logged: a new one is logged too */
     int64_t next_connect_ms, backoff_ms;
 };
 
@@ -118,7 +120,8 @@ int erl_setup_master_dial(int i, const char **why)
     }
     int fd = ei_xconnect_host_port_tmo(&erl_setup_ec, &addr, port, ERL_SOCKET_HANDSHAKE_MS);
     if (fd < 0)
-        *why = "the handshake failed (wrong cookie?)";
+        *why = "the handshake failed: a wrong cookie, or the master still holds a link to "
+               "this node that died silently (it refuses another until it drops that one)";
     return fd;
 }
 
@@ -131,11 +134,12 @@ void erl_setup_master_dialled(int i, int ok, const char *why)
         m->backoff_ms = ERL_SETUP_RECONNECT_MIN_MS;
         m->down_logged = 0;
     } else {
-        if (!m->down_logged)
+        if (!m->down_logged || strncmp(m->why_logged, why, sizeof m->why_logged - 1) != 0)
             log_msg(LOG_INFO, "master %s not reachable (%s); retrying every %d s at most "
                               "(HTTP clients are served meanwhile)",
                     m->node, why, ERL_SETUP_RECONNECT_MAX_MS / 1000);
         m->down_logged = 1;
+        snprintf(m->why_logged, sizeof m->why_logged, "%s", why);
         m->next_connect_ms = clock_now_ms() + m->backoff_ms;
         m->backoff_ms *= 2;
         if (m->backoff_ms > ERL_SETUP_RECONNECT_MAX_MS)

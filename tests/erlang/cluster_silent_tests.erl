@@ -5,6 +5,9 @@
 %% (--master M --presence httpdcnode_presence --erl-tick-seconds ?TICK), a
 %% real streaming client on uid 5.
 %%
+%% - The master's link to the C-node has the kernel's TCP_USER_TIMEOUT at
+%%   net_ticktime: a link that dies silently while the master writes into
+%%   it is dropped, and the node's next connection is not refused.
 %% - A healthy idle link stays up over two tick times: ei answers the
 %%   master's ticks, and they are what the C-node judges by.
 %% - Frozen: the C-node judges the link dead within 1 to 1.25 tick times
@@ -57,6 +60,7 @@ frozen_master(#{m := M, s := S}) ->
     Node = ?L:node_of(S),
     C = ?L:open_stream(S, ?UID),
     wait_online(M, [Node]),
+    wait_user_timeout(M, Node),
     %% a healthy idle link is kept: the master's ticks are answered
     Quiet = erlang:monotonic_time(millisecond) + 2 * ?TICK * 1000 + 1000,
     stays_up(S, Quiet),
@@ -87,7 +91,23 @@ frozen_master(#{m := M, s := S}) ->
     ?assertEqual({ok, 1}, m(M, send_sync, [?UID, <<"back">>])),
     ?assertEqual(<<"back">>, ?L:expect_chunk(C, 5000)),
     ?assertEqual(1, maps:get(erl_silent_masters, ?L:stats(S))),
+    wait_user_timeout(M, Node),                         % the new link's too
     ?L:close(C).
+
+%% Until the master's link to Node has TCP_USER_TIMEOUT net_ticktime (set
+%% when the node's hello comes).
+wait_user_timeout(M, Node) ->
+    ?L:wait_until(fun() -> user_timeout(M, Node) =:= ?TICK * 1000 end, ?WAIT,
+                  {tcp_user_timeout, Node}).
+
+%% TCP_USER_TIMEOUT (ms) of the master's link to Node.
+user_timeout(M, Node) ->
+    erpc:call(?L:master_node(M),
+              fun() ->
+                      {Node, Port} = lists:keyfind(Node, 1, erlang:system_info(dist_ctrl)),
+                      {ok, [{raw, 6, 18, <<V:32/native>>}]} = inet:getopts(Port, [{raw, 6, 18, 4}]),
+                      V
+              end, 10000).
 
 %% Until the master's presence says uid ?UID is on Nodes.
 wait_online(M, Nodes) ->

@@ -3,7 +3,9 @@
 %% sockets: each number applied once and in order, acknowledged; a master's
 %% gap told to live clients and to those that come back across it; a hole
 %% nothing fills given up after 10 s, every uid told a gap; a message of a
-%% master's older run told as a gap to its uids.
+%% master's older run told as a gap to its uids. A hole of a master that is
+%% not linked to the node (its messages came through another) waits past
+%% the 10 s, and what that master sends once linked again fills it.
 -module(core_numbered_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -22,6 +24,17 @@ numbered_test_() ->
                t(S, "a hole nothing fills: given up after 10 s, every uid told a gap",
                  fun hole/1),
                t(S, "a message of a master's older run: a gap for its uid", fun stale/1)]}
+     end}.
+
+%% The C-node's masters: this node, and one not running at first.
+unlinked_hole_test_() ->
+    Away = ?L:new_master_name(),
+    Masters = list_to_atom(atom_to_list(node()) ++ "," ++ atom_to_list(Away)),
+    {setup, fun() -> ?L:start_server(#{master => Masters}) end, fun ?L:stop_server/1,
+     fun(S) ->
+             [{"a hole of a master not linked waits for it past 10 s; linked again, "
+               "what it sends fills the hole: nothing given up",
+               {timeout, 120, fun() -> ?L:logged(S, fun(_) -> unlinked_hole(S, Away) end) end}}]
      end}.
 
 t(S, Label, Fun) ->
@@ -100,6 +113,43 @@ hole(S) ->
     ?assertMatch([_, {_, gap, _}, {_, message, <<"three">>}], Evs),
     ?assertEqual(Skipped0 + 1, stat(S, seq_skipped)),
     ?F:close_client(C).
+
+%% Master Away's stream, its numbers passed on by this node as another
+%% master does while Away's own link to the node is down.
+unlinked_hole(S, Away) ->
+    Inc = run(),
+    Seq = fun(N, Inner) -> ?L:send(S, {httpdcnode_seq, Away, Inc, N, Inner}) end,
+    ?L:send(S, {httpdcnode_seq_base, Away, Inc, 0, ?ACK_TO}),
+    C = ?F:sse_client(S, 16, []),
+    Seq(1, {16, <<"one">>}),
+    [{_, message, <<"one">>}] = ?F:wait_events(C, 1),
+    Reordered0 = stat(S, seq_reordered),
+    Skipped0 = stat(S, seq_skipped),
+    Seq(3, {16, <<"three">>}),               % 2 went down with Away's link
+    ?L:wait_stat(S, seq_reordered, fun(R) -> R =:= Reordered0 + 1 end, ?WAIT),
+    %% past the 10 s a hole of a linked master waits (before: given up,
+    %% every uid told a gap), not given up while Away is not linked
+    T0 = erlang:monotonic_time(millisecond),
+    ?L:wait_until(fun() ->
+                          stat(S, seq_skipped) > Skipped0 orelse
+                              erlang:monotonic_time(millisecond) - T0 > 12000
+                  end, 30000, hole_waited),
+    ?assertEqual(Skipped0, stat(S, seq_skipped)),
+    ?assertEqual(1, length(element(1, ?F:events(C)))),
+    %% Away is back, linked: it sends 2 again on its own link
+    M = ?L:start_master(Away),
+    try
+        ?L:wait_stat(S, erl_masters, fun(V) -> V =:= 2 end, ?L:scaled(?WAIT)),
+        CNode = ?L:node_of(S),
+        Two = {httpdcnode_seq, Away, Inc, 2, {16, <<"two">>}},
+        Two = erpc:call(Away, erlang, send, [{any, CNode}, Two], 5000),
+        ?assertMatch([{_, message, <<"one">>}, {_, message, <<"two">>},
+                      {_, message, <<"three">>}], ?F:wait_events(C, 3)),
+        ?assertEqual(Skipped0, stat(S, seq_skipped)),
+        ?F:close_client(C)
+    after
+        ?L:stop_master(M)
+    end.
 
 stale(S) ->
     Old = run(),

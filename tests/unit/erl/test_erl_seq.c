@@ -41,7 +41,7 @@ static int setup(void **state)
     (void)state;
     memset(&acks, 0, sizeof acks);
     memset(&cnode_stats, 0, sizeof cnode_stats);
-    erl_seq_init(fake_ack);
+    erl_seq_init(fake_ack, NULL);
     return 0;
 }
 
@@ -224,6 +224,41 @@ static void a_hole_given_up(void **state)
     free(h);
 }
 
+static int m_linked;
+static int fake_linked(const char *master) { return strcmp(master, "m@h") != 0 || m_linked; }
+
+/* A hole whose own master is not linked waits ERL_SEQ_HOLE_UNLINKED_MS;
+ * once it links again, ERL_SEQ_HOLE_MS from then, within the bound. */
+static void a_hole_of_an_unlinked_master(void **state)
+{
+    (void)state;
+    erl_seq_init(fake_ack, fake_linked);
+    m_linked = 0;
+    struct erl_seq_origin *o;
+    erl_seq_base("m@h", 7, 0, "outq", "other@h", now);
+    assert_int_equal(admit("m@h", 7, 4, 4, &o), ERL_SEQ_HELD);
+    erl_seq_ack(now, records);
+    uint64_t skipped = 0;
+    assert_int_equal(erl_seq_wait_ms(now), ERL_SEQ_HOLE_UNLINKED_MS);
+    assert_null(erl_seq_hole_expired(now + ERL_SEQ_HOLE_UNLINKED_MS - 1, &skipped));
+    /* linked again 20 s in: 10 s from then */
+    m_linked = 1;
+    erl_seq_master_linked("m@h", now + 20000);
+    assert_null(erl_seq_hole_expired(now + 20000 + ERL_SEQ_HOLE_MS - 1, &skipped));
+    assert_int_equal(erl_seq_wait_ms(now + 20000), ERL_SEQ_HOLE_MS);
+    /* what it sends again fills it */
+    assert_int_equal(admit("m@h", 7, 1, 3, &o), ERL_SEQ_APPLY);
+    assert_int_equal(apply(o, 3), 2);
+    assert_int_equal(stat(&cnode_stats.seq_skipped), 0);
+    /* a later hole, the link 35 s old: ERL_SEQ_HOLE_MS from the hole */
+    now += 35000;
+    assert_int_equal(admit("m@h", 7, 6, 6, &o), ERL_SEQ_HELD);
+    assert_ptr_equal(erl_seq_hole_expired(now + ERL_SEQ_HOLE_MS, &skipped), o);
+    assert_int_equal(skipped, 1);
+    free(erl_seq_take_due(o));
+    now -= 35000;
+}
+
 /* A new run of a master: what its old run left held is given up. */
 static void a_new_run(void **state)
 {
@@ -273,6 +308,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(nothing_before_the_base, setup, teardown),
         cmocka_unit_test_setup_teardown(acknowledged_once_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(a_hole_given_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_hole_of_an_unlinked_master, setup, teardown),
         cmocka_unit_test_setup_teardown(a_new_run, setup, teardown),
         cmocka_unit_test_setup_teardown(slots, setup, teardown),
     };

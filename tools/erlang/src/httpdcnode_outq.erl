@@ -290,6 +290,7 @@ with_node(Node, Fun, St = #st{nodes = Ns}) ->
 %% The node's hello (its link is up): what it did not acknowledge is sent
 %% again, in order, before the gate opens.
 hello(Node, Hello, St = #st{inc = Inc, nodes = Ns}) ->
+    user_timeout(Node),
     ets:insert_new(?STREAMS, {Node, 0, 0, ?HOLD, 0}),
     N0 = close_gate(Node, ?HOLD, maps:get(Node, Ns, #n{})),
     Applied = case maps:get(applied, Hello, none) of
@@ -313,6 +314,37 @@ hello(Node, Hello, St = #st{inc = Inc, nodes = Ns}) ->
               sent = case SameRun of true -> N0#n.sent; false -> Acked end,
               progress_ms = now_ms(), retry_ms = 0},
     St#st{nodes = Ns#{Node => pump(Node, N1)}}.
+
+%% A link that dies silently (packets dropped, no reset) while this master
+%% writes into it is not dropped by the ticks (measured: not in 30 s at
+%% 100 msg/s), and while this side holds it, the node's new connection is
+%% refused (the handshake's "alive", which ei does not take): the node
+%% could link again only once a retransmission, backed off through the
+%% outage, met its reset, up to ~30 s after the heal. The kernel's
+%% TCP_USER_TIMEOUT drops it instead once written data waited net_ticktime
+%% unacknowledged: this master keeps what the node did not acknowledge and
+%% the node's next dial succeeds. Linux, TCP distribution only (another
+%% carrier keeps its own rule).
+-define(IPPROTO_TCP, 6).
+-define(TCP_USER_TIMEOUT, 18).
+user_timeout(Node) ->
+    Ms = case net_kernel:get_net_ticktime() of
+             T when is_integer(T) -> T * 1000;
+             {ongoing_change_to, T} -> T * 1000;
+             _ -> none
+         end,
+    case lists:keyfind(Node, 1, erlang:system_info(dist_ctrl)) of
+        {Node, Port} when is_port(Port), is_integer(Ms) ->
+            case inet:setopts(Port, [{raw, ?IPPROTO_TCP, ?TCP_USER_TIMEOUT, <<Ms:32/native>>}]) of
+                ok -> ok;
+                {error, Why} ->
+                    logger:warning("httpdcnode: no TCP_USER_TIMEOUT on the link to ~p (~p): "
+                                   "if it dies silently while messages are written to it, "
+                                   "it is kept, and the node cannot connect again, until "
+                                   "TCP gives up", [Node, Why])
+            end;
+        _ -> ok
+    end.
 
 %% A node that takes no numbered messages (an older C-node): what was kept
 %% for it goes, and its messages go unnumbered.
