@@ -1,6 +1,6 @@
 /* httpdcnode: start-up, signals and shutdown. */
 #include "http/admin.h"
-#include "auth/auth_http.h"
+#include "http/auth_http.h"
 #include "erl/erl_cnode.h"
 #include "core/inflight.h"
 #include "core/dispatch.h"

@@ -41,7 +41,7 @@
 #include "lib/log.h"
 #include "core/outbound.h"
 #include "obs/stats.h"
-#include "core/stream.h"
+#include "core/stream-t.h"
 #include "core/uidtable.h"
 #include "lib/peer_addr.h"
 

@@ -14,7 +14,7 @@
  * (PEER_BUCKETS, 32 KB, no allocation): addresses that share an entry
  * share a bucket, which errs on the side of refusing. */
 #include "http/client_post.h"
-#include "auth/auth_http.h"
+#include "http/auth_http.h"
 #include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/outbound.h"

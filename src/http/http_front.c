@@ -4,7 +4,7 @@
 #include "http/listener_pause.h"
 #include "lib/carry.h"
 #include "http/admin.h"
-#include "auth/auth_http.h"
+#include "http/auth_http.h"
 #include "http/client_post.h"
 #include "http/cors.h"
 #include "core/drain.h"

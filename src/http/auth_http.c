@@ -1,6 +1,6 @@
 /* Subscriber tokens at the HTTP door: the request's query and Authorization
  * header go to the pure check (auth_token.c); a refusal is a 403. */
-#include "auth/auth_http.h"
+#include "http/auth_http.h"
 #include "http/http_reply.h"
 #include "auth/auth_secret.h"
 #include "auth/auth_token.h"
