@@ -98,7 +98,7 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-# web/ is built into the server (GET / and /httpdcnode.js, src/web.c): each
+# web/ is built into the server (GET / and /httpdcnode.js, src/http/web.c): each
 # file becomes a byte array web_<name> and its length web_<name>_len.
 WEB_FILES := web/index.html web/httpdcnode.js
 $(BUILD)/web_assets.c: $(WEB_FILES) | $(BUILD)

@@ -1,4 +1,4 @@
-/* The stream core (src/stream.c) and the write batch (src/batch.c), on
+/* The stream core (src/core/stream.c) and the write batch (src/core/batch.c), on
  * real sockets and a real event loop: a stream's life, the deferred free
  * that lets a batch hold a stream closed under it, the welcome-ending case,
  * eviction, framing (WebSocket too), and --max-backlog-total. Both sources are included
