@@ -53,7 +53,7 @@ LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(ZLIB_LIBS) $(WSLAY_L
 # everything but main.c also goes into the unit tests. Objects mirror
 # the folders: $(BUILD)/core/stream.o for src/core/stream.c.
 SRV_LAYERS  := lib core http transport erl auth obs upgrade
-SRV_LIB_SRC := src/options.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
+SRV_LIB_SRC := src/options.c src/server.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
 SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
 CLIENT_SRC := $(wildcard tools/httpclient/*.c)
@@ -85,10 +85,15 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
+.PHONY: all deps docs test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor $(BUILD)/netdelay \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
+
+# docs/configuration.md's table of options, made from the binary's
+# (src/options.c's table); scripts/check-docs.py fails when they differ.
+docs: $(SERVER)
+	HTTPDCNODE_BIN=./$(SERVER) scripts/check-docs.py --fix
 
 check-ei:
 	@test -n "$(EI_DIR)" || { echo "Erlang (erl) not found: run 'make deps' or 'scripts/install-deps.sh' first"; exit 1; }

@@ -31,10 +31,10 @@ ALLOWED = {
     "obs": {"lib"},
     "auth": {"lib"},
     "core": {"lib", "obs"},
-    "http": {"lib", "obs", "auth", "core", ""},
-    "transport": {"lib", "obs", "auth", "core", "http", ""},
-    "erl": {"lib", "obs", "core", ""},
-    "upgrade": {"lib", "obs", "auth", "core", "http", "transport", "erl", ""},
+    "http": {"lib", "obs", "auth", "core"},
+    "transport": {"lib", "obs", "auth", "core", "http"},
+    "erl": {"lib", "obs", "core"},
+    "upgrade": {"lib", "obs", "auth", "core", "http", "transport", "erl"},
     "": set(BELOW),
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)\.h"', re.M)

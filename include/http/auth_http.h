@@ -4,14 +4,12 @@
 
 #include <stdint.h>
 
-#include "options.h"
-
 struct evhttp_request;
 
-/* Loads --auth-secret-file when given; without it, says once that anyone
- * who reaches a non-loopback address may read any uid. -1 after one line
- * on stderr (exit 2). */
-int auth_http_configure(const struct options *opts);
+/* Loads --auth-secret-file (secret_file, "" for none); without it, says
+ * once that anyone who reaches a non-loopback listen_host may read any
+ * uid. -1 after one line on stderr (exit 2). */
+int auth_http_configure(const char *secret_file, const char *listen_host, uint16_t listen_port);
 void auth_http_free(void);
 
 /* Call before opening uid's stream (GET or HEAD, any transport): 1 to go

@@ -23,17 +23,17 @@ static int is_loopback(const char *host)
     return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
-int auth_http_configure(const struct options *opts)
+int auth_http_configure(const char *secret_file, const char *listen_host, uint16_t listen_port)
 {
-    if (opts->auth_secret_file[0] == '\0') {
-        if (!is_loopback(opts->listen_host))
+    if (secret_file[0] == '\0') {
+        if (!is_loopback(listen_host))
             log_msg(LOG_INFO, "open mode: anyone who can reach %s:%u can read any uid; "
-                    "use --auth-secret-file", opts->listen_host, opts->listen_port);
+                    "use --auth-secret-file", listen_host, listen_port);
         return 0;
     }
     unsigned char secret[AUTH_SECRET_MAX];
     size_t len;
-    if (auth_secret_read(opts->auth_secret_file, secret, &len) != 0)
+    if (auth_secret_read(secret_file, secret, &len) != 0)
         return -1;
     key = auth_key_new(secret, len);
     explicit_bzero(secret, sizeof secret);

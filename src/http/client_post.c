@@ -42,7 +42,7 @@
 #define PEER_BUCKETS 4096u
 
 static struct {
-    const struct options *o;
+    const struct http_config *o;
     uint32_t max_message;
     uint32_t rate;
     uint32_t burst_milli;
@@ -52,14 +52,14 @@ static struct peer_bucket {
     uint32_t tokens, at_ms;
 } peers[PEER_BUCKETS];
 
-size_t client_post_configure(struct evhttp *http, const struct options *opts)
+size_t client_post_configure(struct evhttp *http, const struct http_config *c)
 {
-    cfg.o = opts;
-    cfg.max_message = opts->max_client_message;
-    cfg.rate = opts->client_rate;
-    cfg.burst_milli = rate_burst_milli(opts->client_rate);
-    size_t body = opts->inbox[0] && opts->max_client_message > BODY_FLOOR
-                      ? opts->max_client_message : BODY_FLOOR;
+    cfg.o = c;
+    cfg.max_message = c->client.max_message;
+    cfg.rate = c->client.rate;
+    cfg.burst_milli = rate_burst_milli(c->client.rate);
+    size_t body = c->client.inbox && c->client.max_message > BODY_FLOOR
+                      ? c->client.max_message : BODY_FLOOR;
     if (http)
         evhttp_set_max_body_size(http, (ev_ssize_t)body);
     return body;
@@ -88,7 +88,7 @@ static int origin_ok(struct evhttp_request *req)
     if (!origin)
         return 1;                       /* not a browser's cross-origin request */
     const char *host = evhttp_find_header(in, "Host");
-    if (!origin_allowed(origin, host, cfg.o->allow_origin, cfg.o->n_allow_origin)) {
+    if (!origin_allowed(origin, host, cfg.o->origins.list, cfg.o->origins.n)) {
         loop_stats.http_bad_origin++;
         reply_plain(req, 403, "Forbidden", "Origin not allowed: list it with --allow-origin");
         return 0;
@@ -259,7 +259,7 @@ static void post(struct evhttp_request *req, const char *uid_text)
     const char *data;
     if (!origin_ok(req))
         return;
-    if (!cfg.o->inbox[0]) {
+    if (!cfg.o->client.inbox) {
         loop_stats.post_no_inbox++;
         reply_plain(req, 404, "Not Found", "This node takes no client messages (no --inbox)");
         return;

@@ -18,7 +18,6 @@
 #include "../../../src/core/stream.c"
 #include "../../../src/core/batch.c"
 
-#include "options.h"
 #include "core/uidtable.h"
 #include "transport/ws.h"
 
@@ -266,7 +265,7 @@ static void websocket_streams_frame_answer_and_close(void **state)
 {
     (void)state;
     configure(1 << 20, 1 << 30, 8);
-    static struct options opts;
+    static struct ws_config opts;
     assert_int_equal(ws_init(&opts), 0);        /* the WebSocket's transport_ops */
     int a[2], b[2];
     struct stream *s = live_stream(31, a, 0);
