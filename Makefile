@@ -68,12 +68,12 @@ ERL_SRC   := $(wildcard tools/erlang/src/*.erl)
 ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
 # Tools beside the application, not in its .app (the load generator msggen):
 # built into the same ebin/ for the scripts.
-ERL_TOOL  := $(wildcard tools/erlang/bench/*.erl)
-ERL_BEAM  += $(ERL_TOOL:tools/erlang/bench/%.erl=tools/erlang/ebin/%.beam)
+ERL_TOOL  := $(wildcard bench/erlang/*.erl)
+ERL_BEAM  += $(ERL_TOOL:bench/erlang/%.erl=tools/erlang/ebin/%.beam)
 # Examples beside the application, not in its .app either (chat_room, the
 # demo page's chat handler that `make run` starts): the same ebin/.
-ERL_EXAMPLE := $(wildcard tools/erlang/examples/*.erl)
-ERL_BEAM  += $(ERL_EXAMPLE:tools/erlang/examples/%.erl=tools/erlang/ebin/%.beam)
+ERL_EXAMPLE := $(wildcard examples/erlang/*.erl)
+ERL_BEAM  += $(ERL_EXAMPLE:examples/erlang/%.erl=tools/erlang/ebin/%.beam)
 ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
@@ -156,12 +156,12 @@ tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
 
-tools/erlang/ebin/%.beam: tools/erlang/bench/%.erl
+tools/erlang/ebin/%.beam: bench/erlang/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
 
 # After the behaviour they implement, which erlc checks them against.
-tools/erlang/ebin/%.beam: tools/erlang/examples/%.erl tools/erlang/ebin/httpdcnode_handler.beam
+tools/erlang/ebin/%.beam: examples/erlang/%.erl tools/erlang/ebin/httpdcnode_handler.beam
 	erlc -Wall -pa tools/erlang/ebin -o tools/erlang/ebin $<
 
 tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
@@ -320,7 +320,7 @@ UNITDIR    = $(PREFIX)/lib/systemd/system
 ERLLIBDIR  = $(PREFIX)/lib/erlang/lib
 APP_EBIN  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam) $(ERL_APPF)
 MANPAGE   := $(BUILD)/httpdcnode.1
-EXAMPLES  := $(ERL_EXAMPLE) scripts/nginx.conf.example sysctl.conf.example
+EXAMPLES  := $(ERL_EXAMPLE) examples/nginx.conf.example sysctl.conf.example
 
 # The manual is --help's text (help2man) with scripts/httpdcnode.h2m's sections,
 # dated by the last commit.

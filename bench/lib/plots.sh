@@ -4,7 +4,7 @@
 # OUTDIR/memory.png and OUTDIR/latency.png with the gnuplot files beside this one.
 
 make_plots() {
-  local data=$1 out=$2 gp="$ROOT/scripts/bench"
+  local data=$1 out=$2 gp="$ROOT/bench/lib"
   # Memory in MB; the kernel as the growth since the first sample (it is
   # machine-wide and starts wherever the machine is).
   awk 'NR == 1 { k0 = $3 } { printf "%d %.3f %.3f\n", $1, $2 / 1e6, ($3 - k0) / 1e6 }' \

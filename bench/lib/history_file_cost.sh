@@ -9,7 +9,7 @@
 # work; the kernel's writes are most of the rest), each against the first
 # variant.
 #
-#   scripts/bench/history_file_cost.sh [OLD_BENCHPROCESS]
+#   bench/lib/history_file_cost.sh [OLD_BENCHPROCESS]
 #
 #   STREAMS  streams (default 100000)    REPEATS  runs per figure (default 5)
 #   ROUNDS   rounds (default 6)          HISTORY_DIR  where the file goes (default /dev/shm)

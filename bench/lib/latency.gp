@@ -1,5 +1,5 @@
 # Message latency percentiles, flat-out and paced, with the targets. Called
-# by scripts/bench/plots.sh with data: "pct blast paced" rows in ms; out: the PNG.
+# by bench/lib/plots.sh with data: "pct blast paced" rows in ms; out: the PNG.
 # Targets: flat-out p99 10 ms; paced p50 0.1 ms and p99 1 ms.
 set terminal (strstrt(GPVAL_TERMINALS, "pngcairo") ? "pngcairo" : "png") size 900,560
 set output out

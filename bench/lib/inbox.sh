@@ -2,7 +2,7 @@
 # The "client -> Erlang" section of scripts/bench.sh (sourced, not run):
 # WebSocket clients send messages up (httpclient --send-rate, each stream
 # in turn, far below --client-rate per stream), the C-node hands them to
-# the --inbox process on a master (tools/erlang/bench/inbox_bench.erl,
+# the --inbox process on a master (bench/erlang/inbox_bench.erl,
 # counting per (Uid, Conn), checking each connection's sequence), which
 # answers the requests (--request-rate, a low rate alongside) with
 # {conn, Conn, <<"t=NS;">>}: their round trip. The server's CPU per message
@@ -230,7 +230,7 @@ $(n0 "$n") WebSocket clients (\`httpclient --proto ws -P 2 --send-rate $rate --r
 $(get "${t}_request_rate") --hold $(get "${t}_seconds")\`) send text messages up for $(get "${t}_seconds") s: masked frames
 \`q=SEQ;t=NS;\`, SEQ counting each connection's from 0, each stream in turn, $(calc "${rate:-0} / ${n:-1}" %.1f) a
 second each against the default \`--client-rate\` of 50. The server (\`--inbox $INBOX_NAME\`) hands
-them to the inbox of one Erlang master (\`tools/erlang/bench/inbox_bench.erl\` run by
+them to the inbox of one Erlang master (\`bench/erlang/inbox_bench.erl\` run by
 \`httpdcnode_inbox\`, which acknowledges), which counts them per (Uid, Conn) and checks each
 connection's sequence. Alongside, $(get "${t}_request_rate") requests a second (\`r=SEQ;t=NS;\`, in the same sequence)
 that it answers with \`httpdcnode:reply/2\` (\`{conn, Conn, <<"t=NS;">>}\`); the client times each

@@ -14,7 +14,7 @@ SRC_PUSH=127.0.11.1-127.0.11.20
 SRC_FANOUT=127.0.12.1-127.0.12.20
 SRC_CONNECT=127.0.13.1-127.0.13.20
 SRC_SMOKE=127.0.14.1-127.0.14.4
-# scripts/bench/transports.sh: memory, push and resume per transport.
+# bench/lib/transports.sh: memory, push and resume per transport.
 SRC_TMEM=127.0.15.1-127.0.15.20
 SRC_TPUSH=127.0.16.1-127.0.16.20
 SRC_TRESUME=127.0.17.1-127.0.17.20

@@ -1,5 +1,5 @@
 # Memory against idle streams, two panels: the server's RSS and the kernel's
-# socket memory. Called by scripts/bench/plots.sh with
+# socket memory. Called by bench/lib/plots.sh with
 #   data: "streams server_MB kernel_growth_MB" lines; out: the PNG.
 set terminal (strstrt(GPVAL_TERMINALS, "pngcairo") ? "pngcairo" : "png") size 1100,500
 set output out

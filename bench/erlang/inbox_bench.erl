@@ -1,5 +1,5 @@
 %% The Erlang side of the "client -> Erlang" section of `make bench'
-%% (scripts/bench/inbox.sh).
+%% (bench/lib/inbox.sh).
 %%
 %% On the master (-eval 'inbox_bench:master_cli()' -extra NAME): the
 %% application's inbox (httpdcnode_inbox, which acknowledges to the C-node)

@@ -92,7 +92,7 @@ pct() { isnum "${1:-}" && echo "$1 %" || echo "n/a"; }
 write_report() {
   local f=$1 r keep
   # The sections scripts/bench-million.sh and bench-process.sh write are theirs, and the
-  # restart with --history-file (make storm, scripts/bench/history_file_cost.sh) and the hot
+  # restart with --history-file (make storm, bench/lib/history_file_cost.sh) and the hot
   # upgrade (make bench-takeover): kept as they are.
   keep=$(sed -n -e '/^<!-- bench-million -->$/,/^<!-- \/bench-million -->$/p' \
     -e '/^<!-- bench-process -->$/,/^<!-- \/bench-process -->$/p' \
