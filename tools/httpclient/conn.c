@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "transport.h"
+#include "proto.h"
 #include "ws_send.h"
 
 /* Callbacks get the conn as their argument; the set is found here instead of

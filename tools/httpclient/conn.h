@@ -1,5 +1,5 @@
 /* One streaming connection: socket, connect, request, reading the response
- * through its transport's parser (transport.h), counting into the worker's
+ * through its transport's parser (proto.h), counting into the worker's
  * stats, checking its message ids. Raw sockets and one libevent event each;
  * no bufferevent, no per-connection buffers. */
 #ifndef HTTPCLIENT_CONN_H
@@ -96,7 +96,7 @@ int conn_reading(const struct conn_set *cs);
 /* --read-on-signal: every stream welcomed starts reading. */
 void conn_read_all(struct conn_set *cs);
 
-/* For the transports (transport.c): what a response said. */
+/* For the transports (proto.c): what a response said. */
 void conn_welcome(struct conn *c);
 void conn_message(struct conn *c, const struct msg_info *m);
 void conn_gap(struct conn *c);

@@ -3,8 +3,8 @@
  * and sse_parser; WebSocket through ws_parser; long-poll answers through
  * resp_parser's head and poll_parser. Their events go to conn.c
  * (conn_welcome, conn_message, conn_gap, conn_answer). */
-#ifndef HTTPCLIENT_TRANSPORT_H
-#define HTTPCLIENT_TRANSPORT_H
+#ifndef HTTPCLIENT_PROTO_H
+#define HTTPCLIENT_PROTO_H
 
 #include <stddef.h>
 

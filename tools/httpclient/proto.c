@@ -1,5 +1,5 @@
-/* Per-transport parsing of a connection's bytes: see transport.h. */
-#include "transport.h"
+/* Per-transport parsing of a connection's bytes: see proto.h. */
+#include "proto.h"
 
 #include <sys/socket.h>
 
