@@ -12,7 +12,9 @@ a file of its own. The use graph has A -> B when
     erl/erl_setup: B's name, "_", more): a module's parts share its header.
 It fails when a file uses a file of a layer its layer may not use (ALLOWED
 below: each layer uses only those under it), or when two or more files
-form a circle (a cycle of any length in the graph).
+form a circle (a cycle of any length in the graph). The load client
+(tools/httpclient, objects in build/client/) has no layers, and no circle
+either.
   scripts/check-layers.py [BUILD_DIR]      (default build)
 Prints each upward use with its symbols or includes, the circles, one a
 line, and a closing summary line.
@@ -71,10 +73,12 @@ def symbols(obj):
     return defined, used
 
 
-def includes():
-    """{file: {file it includes}} over src/ and include/."""
+def includes(tops, prefix=""):
+    """{file: {file it includes}} over the folders tops, a file named by its
+    path under its folder (core/stream), after prefix; an include of a
+    header of these folders is named so too."""
     out = {}
-    for top in ("src", "include"):
+    for top in tops:
         for root, _dirs, files in os.walk(top):
             for f in files:
                 if not f.endswith((".c", ".h")):
@@ -84,8 +88,33 @@ def includes():
                 with open(path, encoding="utf-8") as fh:
                     found = set(INCLUDE.findall(fh.read()))
                 found = {m for m in found if m != name and not name.startswith(m + "_")}
-                out.setdefault(name, set()).update(found)
+                found = {prefix + m if any(os.path.exists(os.path.join(t, m + ".h"))
+                                          for t in tops) else m for m in found}
+                out.setdefault(prefix + name, set()).update(found)
     return out
+
+
+def use_graph(objs, build, incs, prefix=""):
+    """{file: {files it uses}} from the objects' symbols and the includes;
+    also {file: symbols it uses}, {symbol: file defining it}."""
+    owner, uses = {}, {}
+    for o in objs:
+        name = prefix + os.path.relpath(o, build)[:-2]
+        d, u = symbols(o)
+        uses[name] = u
+        for s in d:
+            owner[s] = name
+    graph = {n: set() for n in set(uses) | set(incs)}
+    for n, u in uses.items():
+        for s in u:
+            m = owner.get(s)
+            if m and m != n:
+                graph[n].add(m)
+    for n, found in incs.items():
+        for m in found:
+            graph[n].add(m)
+            graph.setdefault(m, set())
+    return graph, uses, owner
 
 
 def layer_of(name):
@@ -133,24 +162,7 @@ def main():
     if not objs:
         print(f"check-layers: no objects under {build}/ (run make all first)")
         return 1
-    owner, uses = {}, {}
-    for o in objs:
-        name = os.path.relpath(o, build)[:-2]      # core/stream
-        d, u = symbols(o)
-        uses[name] = u
-        for s in d:
-            owner[s] = name
-    incs = includes()
-    graph = {n: set() for n in set(uses) | set(incs)}
-    for n, u in uses.items():
-        for s in u:
-            m = owner.get(s)
-            if m and m != n:
-                graph[n].add(m)
-    for n, found in incs.items():
-        for m in found:
-            graph[n].add(m)
-            graph.setdefault(m, set())
+    graph, uses, owner = use_graph(objs, build, includes(("src", "include")))
     bad = 0
     for n in sorted(graph):
         layer = layer_of(n)
@@ -162,11 +174,17 @@ def main():
                 print(f"check-layers: {layer or 'top level'} {n} uses {m}: {how}")
                 bad += 1
     circles = cycles(graph)
+    client = sorted(os.path.join(build, "client", f) for f in os.listdir(os.path.join(build, "client"))
+                    if f.endswith(".o") and os.path.exists(os.path.join("tools/httpclient", f[:-2] + ".c"))) \
+        if os.path.isdir(os.path.join(build, "client")) else []
+    cgraph, _u, _o = use_graph(client, os.path.join(build, "client"),
+                               includes(("tools/httpclient",), "httpclient/"), "httpclient/")
+    circles += cycles(cgraph)
     for c in circles:
         print("check-layers: circle: " + " <-> ".join(c))
-    edges = sum(len(v) for v in graph.values())
+    edges = sum(len(v) for v in graph.values()) + sum(len(v) for v in cgraph.values())
     status = "passed" if bad == 0 and not circles else "FAILED"
-    print(f"check-layers: {status}: {len(graph)} files, {edges} uses, "
+    print(f"check-layers: {status}: {len(set(graph) | set(cgraph))} files, {edges} uses, "
           f"{bad} layer violations, {len(circles)} circles")
     return 0 if status == "passed" else 1
 

@@ -3,6 +3,15 @@
 
 #include <sys/socket.h>
 
+static enum client_proto g_proto;
+static const struct proto_events *g_ev;
+
+void proto_init(enum client_proto proto, const struct proto_events *ev)
+{
+    g_proto = proto;
+    g_ev = ev;
+}
+
 /* --- chunked: every chunk after the welcome is a message ------------------- */
 
 static int chunked_headers(void *ctx, unsigned status, int chunked)
@@ -16,11 +25,11 @@ static void chunked_chunk(void *ctx, int has_ts, uint64_t ts)
 {
     struct conn *c = ctx;
     if (c->phase == CP_WAIT_WELCOME) {
-        conn_welcome(c);
+        g_ev->welcome(c);
         return;
     }
     struct msg_info m = {0, 0, 0, 0, has_ts, ts, 0, 0};
-    conn_message(c, &m);
+    g_ev->message(c, &m);
 }
 
 static const struct resp_callbacks k_chunked = {chunked_headers, chunked_chunk, NULL};
@@ -40,11 +49,11 @@ static int identity_headers(void *ctx, unsigned status, int chunked)
     struct conn *c = ctx;
     if (status != 200 || chunked)
         return 1;
-    if (conn_opts()->proto == PROTO_POLL) {
+    if (g_proto == PROTO_POLL) {
         c->flags |= CF_FIRST;
         c->flags &= (uint8_t)~CF_JUMP;
         if (c->phase == CP_WAIT_WELCOME)
-            conn_welcome(c);
+            g_ev->welcome(c);
     }
     return 0;
 }
@@ -55,13 +64,13 @@ static void sse_event(void *ctx, const struct sse_event *ev)
     if (c->flags & CF_DROP)
         return;
     if (c->phase == CP_WAIT_WELCOME)
-        conn_welcome(c);
+        g_ev->welcome(c);
     if (ev->type == SSE_GAP) {
-        conn_gap(c);
+        g_ev->gap(c);
     } else if (ev->type == SSE_MESSAGE) {
         struct msg_info m = {ev->has_id, ev->bad_id, ev->epoch, ev->seq, ev->has_ts, ev->ts,
                              ev->has_n, ev->n};
-        conn_message(c, &m);
+        g_ev->message(c, &m);
     }
 }
 
@@ -87,7 +96,7 @@ static void poll_message_cb(void *ctx, const struct poll_message *pm)
         return;
     struct msg_info m = {pm->has_id, pm->bad_id, pm->epoch, pm->seq, pm->has_ts, pm->ts,
                          pm->has_n, pm->n};
-    conn_message(c, &m);
+    g_ev->message(c, &m);
 }
 
 static void poll_answer_cb(void *ctx, int gap)
@@ -96,7 +105,7 @@ static void poll_answer_cb(void *ctx, int gap)
     uint32_t epoch, seq;
     if (c->flags & CF_DROP)
         return;
-    conn_answer(c, gap);
+    g_ev->answer(c, gap);
     /* After a gap the next poll goes from the answer's "next" (as the
      * browser client does): from the id asked, an epoch the server no
      * longer has, each poll would be told the same gap at once. */
@@ -129,16 +138,16 @@ static void ws_message_cb(void *ctx, const struct ws_message *wm)
     if (c->flags & CF_DROP)
         return;
     if (wm->gap) {
-        conn_gap(c);
+        g_ev->gap(c);
         return;
     }
     if (wm->reply) {
-        conn_reply(c, wm->has_ts, wm->ts);
+        g_ev->reply(c, wm->has_ts, wm->ts);
         return;
     }
     struct msg_info m = {wm->has_id, wm->bad_id, wm->epoch, wm->seq, wm->has_ts, wm->ts,
                          wm->has_n, wm->n};
-    conn_message(c, &m);
+    g_ev->message(c, &m);
 }
 
 /* A pong or the answer to a close: a few bytes into a send buffer this
@@ -149,7 +158,7 @@ static void ws_send_cb(void *ctx, const uint8_t *frame, size_t len)
     int fd = event_get_fd(&c->ev);
     if (fd >= 0 && send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len &&
         frame[0] == 0x8au)              /* FIN | pong */
-        conn_pong(c);
+        g_ev->pong(c);
 }
 
 static const struct ws_callbacks k_ws = {ws_message_cb, ws_send_cb};
@@ -172,7 +181,7 @@ static enum feed_result ws_bytes(struct conn *c, const char *buf, size_t len)
         if (!up)
             return FEED_MORE;
         if (c->phase == CP_WAIT_WELCOME)
-            conn_welcome(c);
+            g_ev->welcome(c);
     }
     switch (ws_parser_feed(&c->u.ws, buf + i, len - i, &k_ws, c, &up)) {
     case WS_MORE:
@@ -188,10 +197,10 @@ static enum feed_result ws_bytes(struct conn *c, const char *buf, size_t len)
 
 /* --- dispatch ------------------------------------------------------------------ */
 
-void transport_start(struct conn *c)
+void proto_start(struct conn *c)
 {
     rp_init(&c->rp);
-    switch (conn_opts()->proto) {
+    switch (g_proto) {
     case PROTO_SSE:
         ssep_init(&c->u.sse);
         break;
@@ -206,9 +215,9 @@ void transport_start(struct conn *c)
     }
 }
 
-void transport_end(struct conn *c)
+void proto_end(struct conn *c)
 {
-    if (conn_opts()->proto == PROTO_WS)
+    if (g_proto == PROTO_WS)
         ws_parser_release(&c->u.ws);
 }
 
@@ -219,14 +228,14 @@ static enum feed_result identity_feed(struct conn *c, const char *buf, size_t le
     enum rp_result r = rp_feed(&c->rp, buf, len, cb, c);
     if (g_body_error)
         return FEED_ERROR;
-    if (r == RP_DONE && conn_opts()->proto == PROTO_POLL)
+    if (r == RP_DONE && g_proto == PROTO_POLL)
         return poll_ended(c);
     return from_rp(r);
 }
 
-enum feed_result transport_feed(struct conn *c, const char *buf, size_t len)
+enum feed_result proto_feed(struct conn *c, const char *buf, size_t len)
 {
-    switch (conn_opts()->proto) {
+    switch (g_proto) {
     case PROTO_SSE:
         return identity_feed(c, buf, len, &k_sse);
     case PROTO_POLL:
@@ -239,9 +248,9 @@ enum feed_result transport_feed(struct conn *c, const char *buf, size_t len)
     }
 }
 
-enum feed_result transport_eof(struct conn *c)
+enum feed_result proto_eof(struct conn *c)
 {
-    if (conn_opts()->proto != PROTO_POLL)
+    if (g_proto != PROTO_POLL)
         return FEED_ENDED;
     if (!(c->flags & CF_ANSWER_BYTES))
         return FEED_RETRY;
