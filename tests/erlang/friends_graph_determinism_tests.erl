@@ -1,7 +1,8 @@
 %% A seed always gives the same friends graph: on every run, every machine
 %% and every OTP release (rand's exsss and erlang:phash2 are both fixed), and
 %% the file written holds exactly the edges generated. Pure: no server, no
-%% distribution; run by `make test` and by `rebar3 eunit` in tools/erlang.
+%% distribution; run by `make test` (friends_graph is in bench/erlang, not in
+%% the application).
 -module(friends_graph_determinism_tests).
 -include_lib("eunit/include/eunit.hrl").
 
