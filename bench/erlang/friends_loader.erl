@@ -1,5 +1,5 @@
 %% Loads a friends edge list ("A B" per line, as friends_graph writes) into
-%% subsmanager. Friendship is mutual: each edge adds both A-subscribes-to-B
+%% httpdcnode_subs. Friendship is mutual: each edge adds both A-subscribes-to-B
 %% and B-subscribes-to-A, so whatever either publishes reaches the other.
 %% Rows go in batches (default 10000 rows per add_subscriptions/1 call).
 %% Blank lines and lines starting with '#' are skipped.
@@ -16,13 +16,13 @@ load(File) ->
 
 %% Options: batch => rows per add_subscriptions/1 call,
 %%          mutual => false to add only A-subscribes-to-B,
-%%          add => Fun(Rows) -> ok instead of subsmanager:add_subscriptions/1
+%%          add => Fun(Rows) -> ok instead of httpdcnode_subs:add_subscriptions/1
 %%                 (to load the rows into another store).
 -spec load(file:filename(), map()) -> {ok, non_neg_integer()} | {error, term()}.
 load(File, Opts) ->
     Batch = maps:get(batch, Opts, ?BATCH),
     Mutual = maps:get(mutual, Opts, true),
-    Add = maps:get(add, Opts, fun subsmanager:add_subscriptions/1),
+    Add = maps:get(add, Opts, fun httpdcnode_subs:add_subscriptions/1),
     case file:open(File, [read, raw, binary, {read_ahead, 1 bsl 20}]) of
         {ok, Fd} ->
             try

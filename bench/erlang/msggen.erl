@@ -1,5 +1,5 @@
 %% Message publisher for load tests: sends timestamped messages to a C-node
-%% (or through router:send/2) at a given rate, from one or more processes.
+%% (or through httpdcnode_router:send/2) at a given rate, from one or more processes.
 %%
 %% Each payload is <<"t=", SystemTimeNs, ";", Pad>>, built at send time, so
 %% a client can take now - t as the message's latency. With seq => true it
@@ -254,7 +254,7 @@ send_to(#{opts := #{via := app}}, Uid, Data) ->
 send_to(#{opts := #{via := router}} = Ctx, Uids, Data) when is_list(Uids) ->
     lists:foldl(fun(U, C) -> send_to(C, U, Data) end, Ctx, Uids);
 send_to(#{opts := #{via := router}, deliveries := D} = Ctx, Uid, Data) ->
-    {ok, N} = router:send(Uid, Data),
+    {ok, N} = httpdcnode_router:send(Uid, Data),
     Ctx#{deliveries := D + N}.
 
 %%% --------------------------------------------------------- once ----
@@ -369,7 +369,7 @@ usage() ->
     "  --multicast K        each message {[Uid x K], Data} (default {Uid, Data})\n"
     "  --pad BYTES          payload padding after \"t=<ns>;\" (default 0)\n"
     "  --procs P            sending processes (default 1)\n"
-    "  --via direct|router|app  send to the C-node, with router:send/2, or with\n"
+    "  --via direct|router|app  send to the C-node, with httpdcnode_router:send/2, or with\n"
     "                       httpdcnode:send/2 (the application, on this node)\n"
     "  --seq                \"n=N;\" after the stamp: the message's number in the run\n"
     "  --sync               after the last message, wait for a stats reply\n"

@@ -12,10 +12,10 @@
 %%       uid of FIRST..LAST online: {"ms": ...} or {"timeout": true, ...}
 %%   load M FIRST LAST RATE COUNT PROCS   msggen on master M through the
 %%       application (httpdcnode:send/2), sequential uids, "n=N;" payloads
-%%   subs M ACTION SUBSCRIBER SUBSCRIBEE   subsmanager add or remove on M
+%%   subs M ACTION SUBSCRIBER SUBSCRIBEE   httpdcnode_subs add or remove on M
 %%   subscribers M1,M2 SUBSCRIBEE WANT TIMEOUT_MS   waits until both masters
 %%       answer get_subscribers the same, WANT (comma list); reports both
-%%   route M SUBSCRIBEE N   router:send N times on M: the connections reached
+%%   route M SUBSCRIBEE N   httpdcnode_router:send N times on M: the connections reached
 %%   app_stats M   the application's counters on M (httpdcnode:app_stats/0)
 %%   sees M NODE   whether M is connected to NODE
 -module(simctl).
@@ -55,16 +55,16 @@ run(["load", M, First, Last, Rate, Count, Procs]) ->
 run(["subs", M, Action, Subscriber, Subscribee]) ->
     Rec = [{subscription, int(Subscriber), int(Subscribee)}],
     F = case Action of "add" -> add_subscriptions; "remove" -> remove_subscriptions end,
-    #{result => term(call(list_to_atom(M), subsmanager, F, [Rec]))};
+    #{result => term(call(list_to_atom(M), httpdcnode_subs, F, [Rec]))};
 run(["subscribers", Ms, Subscribee, Want, Tmo]) ->
     [A, B] = nodes_of(Ms),
     S = int(Subscribee),
     W = lists:sort([int(X) || X <- string:lexemes(Want, ",")]),
-    Get = fun(M) -> lists:sort(catch call(M, subsmanager, get_subscribers, [S])) end,
+    Get = fun(M) -> lists:sort(catch call(M, httpdcnode_subs, get_subscribers, [S])) end,
     R = timed(fun() -> Get(A) =:= Get(B) andalso Get(A) =:= W end, int(Tmo)),
     R#{a => uids(Get(A)), b => uids(Get(B)), want => uids(W)};
 run(["route", M, Subscribee, N]) ->
-    Got = [case call(list_to_atom(M), router, send,
+    Got = [case call(list_to_atom(M), httpdcnode_router, send,
                      [int(Subscribee), <<"t=", (integer_to_binary(os:system_time(nanosecond)))/binary,
                                          ";router">>]) of
                {ok, K} -> K;

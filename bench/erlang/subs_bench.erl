@@ -115,7 +115,7 @@ call(N, M, F, A) ->
     catch error:{erpc, noconnection} -> timer:sleep(50), call(N, M, F, A)
     end.
 
-count(N, mnesia) -> call(N, subsmanager, count, []);
+count(N, mnesia) -> call(N, httpdcnode_subs, count, []);
 count(N, ets) -> call(N, ?MODULE, ets_count, []).
 
 wait(F, Ms) ->
@@ -136,7 +136,7 @@ reads(Store, Users, N) ->
     rand:seed(exsss, {1, 2, 3}),
     Ids = [rand:uniform(Users) || _ <- lists:seq(1, N)],
     Read = case Store of
-               mnesia -> fun subsmanager:get_subscribers/1;
+               mnesia -> fun httpdcnode_subs:get_subscribers/1;
                ets -> fun ets_subscribers/1
            end,
     {Us, _} = timer:tc(fun() -> lists:foreach(Read, Ids) end),
@@ -160,10 +160,10 @@ cut(M1, M2, Users, K, #{settle := Settle}) ->
     Add = fun(Base) -> [{subscription, Users + Base + I, I} || I <- lists:seq(1, K)] end,
     Loaded = fun(N, From) -> loaded(N, From, Users, K, []) end,
     Rm1 = Loaded(M1, 1), Rm2 = Loaded(M2, Users div 2),
-    ok = call(M1, subsmanager, add_subscriptions, [Add(0)]),
-    ok = call(M2, subsmanager, add_subscriptions, [Add(K)]),
-    ok = call(M1, subsmanager, remove_subscriptions, [Rm1]),
-    ok = call(M2, subsmanager, remove_subscriptions, [Rm2]),
+    ok = call(M1, httpdcnode_subs, add_subscriptions, [Add(0)]),
+    ok = call(M2, httpdcnode_subs, add_subscriptions, [Add(K)]),
+    ok = call(M1, httpdcnode_subs, remove_subscriptions, [Rm1]),
+    ok = call(M2, httpdcnode_subs, remove_subscriptions, [Rm2]),
     Touched = lists:usort([E || {_, _, E} <- Add(0) ++ Add(K) ++ Rm1 ++ Rm2]),
     Merges = fun() -> lists:sum([maps:get(subscription_merges, call(N, httpdcnode, app_stats, []))
                                  || N <- [M1, M2]])
@@ -175,19 +175,19 @@ cut(M1, M2, Users, K, #{settle := Settle}) ->
     %% copies are compared after, untimed (reads are slow at this size)
     wait(fun() -> Merges() > Merges0 end, 3600000),
     Conv = erlang:monotonic_time(millisecond) - T0,
-    Differ = [E || E <- Touched, lists:sort(call(M1, subsmanager, get_subscribers, [E])) =/=
-                                     lists:sort(call(M2, subsmanager, get_subscribers, [E]))],
+    Differ = [E || E <- Touched, lists:sort(call(M1, httpdcnode_subs, get_subscribers, [E])) =/=
+                                     lists:sort(call(M2, httpdcnode_subs, get_subscribers, [E]))],
     Pairs = lists:sum([maps:get(subscription_merged_pairs, call(N, httpdcnode, app_stats, []))
                        || N <- [M1, M2]]),
     #{cut_changes_per_side => 2 * K, settle_s => Settle, converged_ms => Conv,
       merged_pairs => Pairs, subscribees_differing_after => length(Differ),
-      rows_differing_after => call(M1, subsmanager, count, []) - call(M2, subsmanager, count, [])}.
+      rows_differing_after => call(M1, httpdcnode_subs, count, []) - call(M2, httpdcnode_subs, count, [])}.
 
 %% K loaded rows of master N, of subscribees From and up.
 loaded(_N, _E, _Users, K, Acc) when length(Acc) >= K -> lists:sublist(Acc, K);
 loaded(N, E, Users, K, Acc) when E =< Users ->
     loaded(N, E + 1, Users, K,
-           [{subscription, S, E} || S <- call(N, subsmanager, get_subscribers, [E])] ++ Acc).
+           [{subscription, S, E} || S <- call(N, httpdcnode_subs, get_subscribers, [E])] ++ Acc).
 
 set_cookies(M1, M2, Cookie) ->
     [true = call(A, erlang, set_cookie, [B, Cookie()]) || {A, B} <- [{M1, M2}, {M2, M1}]],

@@ -22,10 +22,10 @@
 %% (line breaks allowed). Split on the first spaces only, so the page needs
 %% no parser beyond that.
 %%
-%% Members are subscriptions in subsmanager: {subscription, Uid,
+%% Members are subscriptions in httpdcnode_subs: {subscription, Uid,
 %% {chat_room, Room}}, so every master has them (mnesia copies) and
 %% whichever master's inbox gets a uid's message can fan it out. The
-%% fan-out is httpdcnode:multicast/2 of the room's subscribers: router:send/2
+%% fan-out is httpdcnode:multicast/2 of the room's subscribers: httpdcnode_router:send/2
 %% would also address the room itself, which is no uid.
 %%
 %% Bounds, so that one client (the example runs without tokens: any uid,
@@ -209,14 +209,14 @@ join(Uid, Room, State = #{opts := Opts}) ->
 add_member(Uid, Room, Max, Notice) ->
     Full = {error, room_full, [<<"room ">>, Room, <<" is full (">>, integer_to_binary(Max),
                                <<" members)">>]},
-    case length(subsmanager:get_subscribers(key(Room))) >= Max of
+    case length(httpdcnode_subs:get_subscribers(key(Room))) >= Max of
         true -> Full;
         false ->
             Sub = {subscription, Uid, key(Room)},
-            ok = subsmanager:add_subscriptions([Sub]),
-            case length(subsmanager:get_subscribers(key(Room))) > Max of
+            ok = httpdcnode_subs:add_subscriptions([Sub]),
+            case length(httpdcnode_subs:get_subscribers(key(Room))) > Max of
                 true ->
-                    subsmanager:remove_subscriptions([Sub]),
+                    httpdcnode_subs:remove_subscriptions([Sub]),
                     Full;
                 false ->
                     to_room(Room, Notice),
@@ -233,7 +233,7 @@ leave(Uid, Room) ->
         false -> bad([<<"not in room ">>, Room]);
         true ->
             to_room(Room, notice(<<"chat-left ">>, Room, Uid)),
-            case subsmanager:remove_subscriptions([{subscription, Uid, key(Room)}]) of
+            case httpdcnode_subs:remove_subscriptions([{subscription, Uid, key(Room)}]) of
                 ok -> {ok, left, none};
                 {error, _} -> bad(<<"could not leave the room, try again">>)
             end
@@ -261,13 +261,13 @@ say(Uid, Room, Text, #{opts := Opts}) ->
 
 %% One message to every member, online or offline for a moment.
 to_room(Room, Msg) ->
-    ok = httpdcnode:multicast(subsmanager:get_subscribers(key(Room)), Msg).
+    ok = httpdcnode:multicast(httpdcnode_subs:get_subscribers(key(Room)), Msg).
 
 notice(What, Room, Uid) -> [What, Room, $\s, integer_to_binary(Uid)].
 
 %% The rooms Uid is in.
 rooms(Uid) ->
-    [R || {chat_room, R} <- subsmanager:get_subscriptions(Uid)].
+    [R || {chat_room, R} <- httpdcnode_subs:get_subscriptions(Uid)].
 
 key(Room) -> {chat_room, Room}.
 
@@ -321,7 +321,7 @@ rates_table() ->
 free(Uid, State = #{buckets := B}) ->
     Subs = [{subscription, Uid, key(R)} || R <- rooms(Uid)],
     State1 = State#{buckets := maps:remove(Uid, B)},
-    case Subs =/= [] andalso subsmanager:remove_subscriptions(Subs) of
+    case Subs =/= [] andalso httpdcnode_subs:remove_subscriptions(Subs) of
         ok ->
             #{counts := C} = State1,
             State1#{counts := C#{freed := maps:get(freed, C) + length(Subs)}};
