@@ -8,10 +8,10 @@
 %% Starts --masters master nodes of its own (peer, on this host), each with
 %% the httpdcnode application (env masters = all of them), from this ebin or
 %% --ebin DIR (an older build of the application, to compare). Writes a
-%% friends graph of --users users, --m edges each (friends_graph; 2 rows an
+%% friends graph of --users users, --m edges each (httpdcnode_friends_graph; 2 rows an
 %% edge: --users 500000 --m 10 is 10 M rows) once in build/subs-bench, then
 %% on master 1:
-%% - load: friends_loader:load/1, rows a second; with two masters also the
+%% - load: httpdcnode_friends_loader:load/1, rows a second; with two masters also the
 %%   time until the second has every row;
 %% - memory: ETS bytes on master 1 after the load, a row;
 %% - reads: get_subscribers/1 of random users, one process, a second;
@@ -82,14 +82,14 @@ run(#{users := Users, m := M, masters := NM, reads := Reads, store := Store} = O
         [peer:stop(P) || {P, _} <- Peers]
     end.
 
-load(mnesia, File) -> friends_loader:load(File);
-load(ets, File) -> friends_loader:load(File, #{add => fun ets_add/1}).
+load(mnesia, File) -> httpdcnode_friends_loader:load(File);
+load(ets, File) -> httpdcnode_friends_loader:load(File, #{add => fun ets_add/1}).
 
 graph(Users, M) ->
     Dir = filename:join(["build", "subs-bench"]),
     ok = filelib:ensure_dir(filename:join(Dir, "x")),
     File = filename:absname(filename:join(Dir, io_lib:format("friends-~b-~b.txt", [Users, M]))),
-    filelib:is_file(File) orelse ({ok, _} = friends_graph:write(File, Users, M, 42)),
+    filelib:is_file(File) orelse ({ok, _} = httpdcnode_friends_graph:write(File, Users, M, 42)),
     File.
 
 %% The application from Ebin alone; this module loaded from here.
@@ -181,7 +181,8 @@ cut(M1, M2, Users, K, #{settle := Settle}) ->
                        || N <- [M1, M2]]),
     #{cut_changes_per_side => 2 * K, settle_s => Settle, converged_ms => Conv,
       merged_pairs => Pairs, subscribees_differing_after => length(Differ),
-      rows_differing_after => call(M1, httpdcnode_subs, count, []) - call(M2, httpdcnode_subs, count, [])}.
+      rows_differing_after => call(M1, httpdcnode_subs, count, []) -
+                                  call(M2, httpdcnode_subs, count, [])}.
 
 %% K loaded rows of master N, of subscribees From and up.
 loaded(_N, _E, _Users, K, Acc) when length(Acc) >= K -> lists:sublist(Acc, K);
@@ -197,7 +198,7 @@ set_cookies(M1, M2, Cookie) ->
 %%% The ETS store, for comparison
 %%% ------------------------------------------------------------------
 
-%% A process owns the tables; friends_loader's batches go to ets_add/1.
+%% A process owns the tables; httpdcnode_friends_loader's batches go to ets_add/1.
 ets_start(Masters) ->
     Self = self(),
     spawn(fun() ->

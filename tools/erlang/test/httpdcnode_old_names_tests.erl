@@ -1,5 +1,7 @@
-%% The old module names (router, subsmanager, subsmanager_heal), kept for one
-%% release, have every function of the modules they now call, and call them:
+%% The old module names (router, subsmanager, subsmanager_heal; beside the
+%% application, friends_graph and friends_loader, checked when built: not
+%% under rebar3), kept for one release, have every function of the modules
+%% they now call, and call them:
 %% a function added to httpdcnode_subs and not to subsmanager would be
 %% missing on a node of the release before calling this one. Pure: no
 %% server, no distribution; run by `make test` and by `rebar3 eunit` in
@@ -8,7 +10,10 @@
 -include_lib("eunit/include/eunit.hrl").
 
 -define(PAIRS, [{router, httpdcnode_router}, {subsmanager, httpdcnode_subs},
-                {subsmanager_heal, httpdcnode_subs_heal}]).
+                {subsmanager_heal, httpdcnode_subs_heal}]
+               ++ [P || {Old, _} = P <- [{friends_graph, httpdcnode_friends_graph},
+                                         {friends_loader, httpdcnode_friends_loader}],
+                        code:which(Old) =/= non_existing]).
 %% A gen_server's callbacks are called by the process, never by name.
 -define(NOT_API, [{module_info, 0}, {module_info, 1}, {init, 1}, {handle_call, 3},
                   {handle_cast, 2}, {handle_info, 2}]).
