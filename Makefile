@@ -53,7 +53,7 @@ LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(ZLIB_LIBS) $(WSLAY_L
 # everything but main.c also goes into the unit tests. Objects mirror
 # the folders: $(BUILD)/core/stream.o for src/core/stream.c.
 SRV_LAYERS  := lib core http transport erl auth obs upgrade
-SRV_LIB_SRC := src/options.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
+SRV_LIB_SRC := src/options.c src/server.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
 SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
 CLIENT_SRC := $(wildcard tools/httpclient/*.c)
@@ -68,12 +68,12 @@ ERL_SRC   := $(wildcard tools/erlang/src/*.erl)
 ERL_BEAM  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam)
 # Tools beside the application, not in its .app (the load generator msggen):
 # built into the same ebin/ for the scripts.
-ERL_TOOL  := $(wildcard tools/erlang/bench/*.erl)
-ERL_BEAM  += $(ERL_TOOL:tools/erlang/bench/%.erl=tools/erlang/ebin/%.beam)
+ERL_TOOL  := $(wildcard bench/erlang/*.erl)
+ERL_BEAM  += $(ERL_TOOL:bench/erlang/%.erl=tools/erlang/ebin/%.beam)
 # Examples beside the application, not in its .app either (chat_room, the
 # demo page's chat handler that `make run` starts): the same ebin/.
-ERL_EXAMPLE := $(wildcard tools/erlang/examples/*.erl)
-ERL_BEAM  += $(ERL_EXAMPLE:tools/erlang/examples/%.erl=tools/erlang/ebin/%.beam)
+ERL_EXAMPLE := $(wildcard examples/erlang/*.erl)
+ERL_BEAM  += $(ERL_EXAMPLE:examples/erlang/%.erl=tools/erlang/ebin/%.beam)
 ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
 TERL_SRC  := $(wildcard tests/erlang/*.erl)
@@ -85,10 +85,15 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
+.PHONY: all deps docs test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor $(BUILD)/netdelay \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
+
+# docs/configuration.md's table of options, made from the binary's
+# (src/options.c's table); scripts/check-docs.py fails when they differ.
+docs: $(SERVER)
+	HTTPDCNODE_BIN=./$(SERVER) scripts/check-docs.py --fix
 
 check-ei:
 	@test -n "$(EI_DIR)" || { echo "Erlang (erl) not found: run 'make deps' or 'scripts/install-deps.sh' first"; exit 1; }
@@ -98,7 +103,7 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-# web/ is built into the server (GET / and /httpdcnode.js, src/web.c): each
+# web/ is built into the server (GET / and /httpdcnode.js, src/http/web.c): each
 # file becomes a byte array web_<name> and its length web_<name>_len.
 WEB_FILES := web/index.html web/httpdcnode.js
 $(BUILD)/web_assets.c: $(WEB_FILES) | $(BUILD)
@@ -151,12 +156,12 @@ tools/erlang/ebin/%.beam: tools/erlang/src/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
 
-tools/erlang/ebin/%.beam: tools/erlang/bench/%.erl
+tools/erlang/ebin/%.beam: bench/erlang/%.erl
 	@mkdir -p tools/erlang/ebin
 	erlc -Wall -o tools/erlang/ebin $<
 
 # After the behaviour they implement, which erlc checks them against.
-tools/erlang/ebin/%.beam: tools/erlang/examples/%.erl tools/erlang/ebin/httpdcnode_handler.beam
+tools/erlang/ebin/%.beam: examples/erlang/%.erl tools/erlang/ebin/httpdcnode_handler.beam
 	erlc -Wall -pa tools/erlang/ebin -o tools/erlang/ebin $<
 
 tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
@@ -315,7 +320,7 @@ UNITDIR    = $(PREFIX)/lib/systemd/system
 ERLLIBDIR  = $(PREFIX)/lib/erlang/lib
 APP_EBIN  := $(ERL_SRC:tools/erlang/src/%.erl=tools/erlang/ebin/%.beam) $(ERL_APPF)
 MANPAGE   := $(BUILD)/httpdcnode.1
-EXAMPLES  := $(ERL_EXAMPLE) scripts/nginx.conf.example sysctl.conf.example
+EXAMPLES  := $(ERL_EXAMPLE) examples/nginx.conf.example sysctl.conf.example
 
 # The manual is --help's text (help2man) with scripts/httpdcnode.h2m's sections,
 # dated by the last commit.

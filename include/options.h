@@ -1,26 +1,25 @@
-/* Command-line options of the server. */
+/* Command-line options of the server: src/options.c's table, one row an
+ * option, reads them into struct options; server.c hands each layer its
+ * own config struct made from them (no layer includes this file). */
 #ifndef HTTPDCNODE_OPTIONS_H
 #define HTTPDCNODE_OPTIONS_H
 
+#include "core/client_rate.h"
+#include "erl/erl_setup.h"
+#include "http/http_config.h"
 #include "lib/peer_addr.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define DEFAULT_MAX_USERS (17u * 65536u)
 /* Largest --max-message: a message must fit a hand-off record (main.c's
  * ring is 32 MB; records up to half of it) with its uid list. */
 #define MAX_MESSAGE_LIMIT (8u << 20)
 
-/* Largest --max-client-message: a WebSocket message in flight grows to
- * this much at most (under --max-input-total with all the others). */
-#define CLIENT_MESSAGE_LIMIT (1u << 20)
-
-#define ALLOW_ORIGIN_MAX 16
-/* --trusted-proxy networks, at most. */
-#define TRUSTED_PROXY_MAX 16
+#define ALLOW_ORIGIN_MAX HTTP_ORIGIN_MAX
+#define TRUSTED_PROXY_MAX HTTP_TRUSTED_MAX
 /* --master a@h,b@h: masters linked at once, at most. */
-#define MASTERS_MAX 8
+#define MASTERS_MAX ERL_SETUP_MASTERS_MAX
 
 struct options {
     char listen_host[64];      /* --listen ADDR:PORT */
@@ -33,6 +32,7 @@ struct options {
     uint32_t n_masters;        /* 0: none (--master "") */
     uint32_t erl_tick_seconds; /* a master silent this long is dropped (net_ticktime) */
     char cookie[256];          /* --cookie-file, --cookie, $ERLANG_COOKIE or ~/.erlang.cookie */
+    char cookie_file[4096];    /* --cookie-file, "" for none */
     int cookie_in_argv;        /* --cookie: visible in ps, main warns once */
     char presence[256];        /* --presence NAME on the master, "" for none */
     char inbox[256];           /* --inbox NAME on the master, "" for none */
@@ -54,7 +54,7 @@ struct options {
     char history_file[4096];   /* --history-file: ids and history outlive the process; "" none */
     uint32_t heartbeat;        /* seconds between SSE comments / WebSocket pings, 0 off */
     uint32_t poll_timeout;     /* seconds a long-poll waits for a message */
-    char allow_origin[ALLOW_ORIGIN_MAX][256];   /* --allow-origin, repeatable; "*" any */
+    char allow_origin[ALLOW_ORIGIN_MAX][HTTP_ORIGIN_BYTES];   /* --allow-origin, repeatable; "*" any */
     uint32_t n_allow_origin;
     struct peer_net trusted_proxy[TRUSTED_PROXY_MAX]; /* --trusted-proxy, repeatable */
     uint32_t n_trusted_proxy;
@@ -70,8 +70,11 @@ struct options {
 
 /* Parses argv into opts. Returns 0 to run (or, with opts->list_counters,
  * to list the counters: no cookie is looked for then), 1 when
- * --help/--version was handled (exit 0), -1 after printing one error
- * line on stderr (exit 2). */
+ * --help, --list-options or --version was handled (exit 0), -1 after
+ * printing one error line on stderr (exit 2). */
 int options_parse(struct options *opts, int argc, char **argv);
+
+/* Every option's default, as if none were given (no cookie looked for). */
+void options_defaults(struct options *opts);
 
 #endif

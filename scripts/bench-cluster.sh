@@ -9,7 +9,7 @@
 # runnable alone. Needs `make all` done.
 #
 # Measured, each from real processes, times in the Erlang of the masters
-# (scripts/bench/benchcl.erl, compiled into the work directory):
+# (bench/lib/benchcl.erl, compiled into the work directory):
 #   1. routed async sends: CLUSTER_MSGS httpdcnode:send/2 calls from one
 #      process on master 1, uids in turn: the calls per second, the time until
 #      the C-nodes acknowledged (stats/0 after the last) and until their
@@ -109,7 +109,7 @@ TOTAL=$((3 * STREAMS))
 BACKOFF=200 CAP_MS=2000        # the clients' --reconnect-lost and --reconnect-cap
 
 BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
-source scripts/bench/lib.sh
+source bench/lib/lib.sh
 log() { printf '%s bench-cluster: %s\n' "$(date +%T)" "$*" >&2; }
 
 START=$(date +%s)
@@ -138,8 +138,8 @@ for f in "$BIN/httpdcnode" "$BIN/httpclient" tools/erlang/ebin/httpdcnode.app; d
   [[ -e $f ]] || { echo "bench-cluster: $f missing: run 'make all' first" >&2; exit 1; }
 done
 mkdir -p "$WORK/ebin"
-erlc -o "$WORK/ebin" scripts/bench/benchcl.erl 2>"$WORK/erlc.err" ||
-  { echo "bench-cluster: scripts/bench/benchcl.erl: $(head -n3 "$WORK/erlc.err")" >&2; exit 1; }
+erlc -o "$WORK/ebin" bench/lib/benchcl.erl 2>"$WORK/erlc.err" ||
+  { echo "bench-cluster: bench/lib/benchcl.erl: $(head -n3 "$WORK/erlc.err")" >&2; exit 1; }
 ( umask 077 && printf '%s\n' "$COOKIE" >"$WORK/cookie" )
 epmd -daemon
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -313,7 +313,7 @@ this section as it is) on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-par
 in $(get duration_s) s. Load average $LOAD0 at the start, $(get load_end) at the end, on $(nproc) cores:
 the five nodes, the three load clients and the driver share them.
 
-Two masters, each \`erl -sname M -eval 'benchcl:master()'\` (\`scripts/bench/benchcl.erl\`: the
+Two masters, each \`erl -sname M -eval 'benchcl:master()'\` (\`bench/lib/benchcl.erl\`: the
 httpdcnode application with env \`masters\` = both), and three C-nodes,
 \`./httpdcnode --master M1,M2 --presence httpdcnode_presence --drain-seconds 0\` on ports of
 their own (the node names carry the script's pid). Each C-node holds $(n0 "$STREAMS") streams of one

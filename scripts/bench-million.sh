@@ -2,7 +2,7 @@
 # `make bench-million`: a million open streams over C-nodes routed by the
 # application, on loopback, measured end to end (issue 17). Needs `make all`.
 #
-# One Erlang master runs the httpdcnode application (tools/erlang/bench/
+# One Erlang master runs the httpdcnode application (bench/erlang/
 # million.erl samples its presence count every 50 ms); ceil(STREAMS /
 # PER_NODE) C-nodes, each --master it, --presence httpdcnode_presence,
 # --history-bytes 4 MiB, its own ports, holding one contiguous block of
@@ -85,9 +85,9 @@ CHURN_CONNS=500                   # per churn client, on a chunked node with roo
 CORES=$(nproc)
 
 BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
-source scripts/bench/lib.sh
+source bench/lib/lib.sh
 # shellcheck source=bench/section.sh
-source scripts/bench/section.sh
+source bench/lib/section.sh
 log() { printf '%s bench-million: %s\n' "$(date +%T)" "$*" >&2; }
 
 START=$(date +%s)

@@ -12,7 +12,7 @@
 # are), so that each of those streams holds what does not fit in them: after
 # one broadcast (every stream has an id), TAKEOVER_FILL bytes of multicasts
 # go to them, and the server keeps what their sockets do not take. Then
-# tools/erlang/bench/soak.erl publishes TAKEOVER_RATE msg/s to random uids
+# bench/erlang/soak.erl publishes TAKEOVER_RATE msg/s to random uids
 # (and a broadcast every 5 s) from its own Erlang node, straight to the
 # C-node. After TAKEOVER_WARM seconds a new server process is started with
 # the same options and --takeover; publishing goes on TAKEOVER_AFTER seconds
@@ -90,7 +90,7 @@ SRC=127.0.40.1-127.0.40.8
 PUB_SECONDS=$((WARM + AFTER + 120))
 
 BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
-source scripts/bench/lib.sh
+source bench/lib/lib.sh
 log() { printf '%s takeover: %s\n' "$(date +%T)" "$*" >&2; }
 
 run_begin

@@ -52,13 +52,13 @@ case "${1:-}" in
   *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
-source scripts/bench/lib.sh
-source scripts/bench/phases.sh
-source scripts/bench/transports.sh
-source scripts/bench/report.sh
-source scripts/bench/report_transports.sh
-source scripts/bench/plots.sh
-source scripts/bench/inbox.sh
+source bench/lib/lib.sh
+source bench/lib/phases.sh
+source bench/lib/transports.sh
+source bench/lib/report.sh
+source bench/lib/report_transports.sh
+source bench/lib/plots.sh
+source bench/lib/inbox.sh
 
 START=$(date +%s)
 if [[ $mode == smoke ]]; then

@@ -3,14 +3,16 @@
   - every relative link resolves: its file exists and its #anchor is a
     heading of that file (GitHub's anchors: lower case, punctuation
     dropped, spaces as hyphens);
-  - the options in docs/configuration.md are what `httpdcnode --help`
-    prints (between its begin/end markers), so that the two never drift;
+  - the table of options in docs/configuration.md (between its begin/end
+    markers) is the one made from `httpdcnode --list-options`, which prints
+    src/options.c's table, the same rows --help is made from: the two never
+    drift;
   - every counter of GET /stats, every metric family of GET /metrics and
     each of its reason labels, as `httpdcnode --list-counters` lists them,
     is in docs/operations.md: a counter as `name` in its Counters section
     (before Metrics), a family as `name` (without httpdcnode_) in its
     Metrics section, a label's reason as `reason` on its family's row.
-  scripts/check-docs.py [--fix]   (--fix writes the --help text in again)
+  scripts/check-docs.py [--fix]   (--fix writes the table in again; make docs)
 The binary is $HTTPDCNODE_BIN, else ./httpdcnode. Ends with one line.
 """
 import os
@@ -20,8 +22,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = "docs/configuration.md"
-BEGIN = "<!-- begin: ./httpdcnode --help -->\n```\n"
-END = "```\n<!-- end: ./httpdcnode --help -->"
+BEGIN = "<!-- begin: ./httpdcnode --list-options -->\n"
+END = "<!-- end: ./httpdcnode --list-options -->"
 
 
 def anchors(path):
@@ -67,26 +69,41 @@ def check_links(files):
     return bad
 
 
+def cell(text):
+    """Markdown table cell: | escaped, < and * not taken as HTML or emphasis."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace("*", "\\*")
+
+
+def options_table(listed):
+    """`--list-options` (option<TAB>default<TAB>text a line) as a Markdown table."""
+    rows = ["| Option | Default | What |", "|---|---|---|"]
+    for line in listed.splitlines():
+        option, default, text = line.split("\t")
+        rows.append(f"| `{option}` | {cell(default)} | {cell(text)} |")
+    return "\n".join(rows) + "\n"
+
+
 def check_help(fix):
     binary = os.environ.get("HTTPDCNODE_BIN", "./httpdcnode")
     try:
-        help_text = subprocess.run([binary, "--help"], capture_output=True, text=True,
-                                   check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        print(f"check-docs: cannot run {binary} --help: {e}")
+        help_text = options_table(subprocess.run([binary, "--list-options"], capture_output=True,
+                                                 text=True, check=True).stdout)
+    except (OSError, subprocess.CalledProcessError, ValueError) as e:
+        print(f"check-docs: cannot run {binary} --list-options: {e}")
         return 1
     doc = open(CONFIG, encoding="utf-8").read()
     i, j = doc.find(BEGIN), doc.find(END)
     if i < 0 or j < i:
-        print(f"check-docs: {CONFIG}: no --help markers")
+        print(f"check-docs: {CONFIG}: no --list-options markers")
         return 1
     if doc[i + len(BEGIN):j] == help_text:
         return 0
     if fix:
         open(CONFIG, "w", encoding="utf-8").write(doc[:i + len(BEGIN)] + help_text + doc[j:])
-        print(f"check-docs: {CONFIG}: --help written in again")
+        print(f"check-docs: {CONFIG}: the options' table written in again")
         return 0
-    print(f"check-docs: {CONFIG} differs from `{binary} --help` (scripts/check-docs.py --fix)")
+    print(f"check-docs: {CONFIG}: the options' table differs from `{binary} --list-options` "
+          "(make docs, or scripts/check-docs.py --fix)")
     return 1
 
 

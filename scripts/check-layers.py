@@ -1,24 +1,45 @@
 #!/usr/bin/env python3
-"""Checks the layers of src/ from the symbols each object defines and uses.
+"""Checks the layers of src/ and include/ from the symbols each object
+defines and uses and from the files each source and header includes.
 
-Reads `nm` of every server object (build/<layer>/<file>.o, mirroring
-src/<layer>/<file>.c) and builds the file-level use graph: A -> B when A's
-object has an undefined symbol (U) that B's object defines (T, D, B, R...).
-It fails when
-  - a lib/ object uses a symbol of any project file outside lib/,
-  - a core/ object uses a symbol of transport/, http/, erl/ or upgrade/,
-  - two or more files form a circle (a cycle of any length in the graph).
+A file is layer/name: src/core/stream.c and include/core/stream.h are
+core/stream; a header with no source (include/core/stream-t.h, a type) is
+a file of its own. The use graph has A -> B when
+  - A's object (build/<layer>/<file>.o) has an undefined symbol (U) that
+    B's object defines (T, D, B, R...), or
+  - A's source or header has #include "B.h" (a project header), unless A
+    is a part of B by its name (erl/erl_setup_queue, erl/erl_setup_int of
+    erl/erl_setup: B's name, "_", more): a module's parts share its header.
+It fails when a file uses a file of a layer its layer may not use (ALLOWED
+below: each layer uses only those under it), or when two or more files
+form a circle (a cycle of any length in the graph). The load client
+(tools/httpclient, objects in build/client/) has no layers, and no circle
+either.
   scripts/check-layers.py [BUILD_DIR]      (default build)
-Prints the circles it finds, one a line, and a closing summary line.
+Prints each upward use with its symbols or includes, the circles, one a
+line, and a closing summary line.
 """
 import os
+import re
 import subprocess
 import sys
 
-FORBIDDEN = {
-    "lib": {"core", "http", "transport", "erl", "auth", "obs", "upgrade", ""},   # only lib/ and the system
-    "core": {"transport", "http", "erl", "upgrade"},
+# The layers each layer may use (besides itself), lowest first. "" is the
+# top level: main.c, options.c, server.c, which wire the layers together.
+# upgrade/ uses every layer and none uses it.
+BELOW = ["lib", "obs", "auth", "core", "http", "transport", "erl", "upgrade", ""]
+ALLOWED = {
+    "lib": set(),
+    "obs": {"lib"},
+    "auth": {"lib"},
+    "core": {"lib", "obs"},
+    "http": {"lib", "obs", "auth", "core"},
+    "transport": {"lib", "obs", "auth", "core", "http"},
+    "erl": {"lib", "obs", "core"},
+    "upgrade": {"lib", "obs", "auth", "core", "http", "transport", "erl"},
+    "": set(BELOW),
 }
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)\.h"', re.M)
 
 
 def objects(build):
@@ -50,6 +71,54 @@ def symbols(obj):
         elif kind in "TDBRGSCV":          # global definitions only (lowercase = static)
             defined.add(name)
     return defined, used
+
+
+def includes(tops, prefix=""):
+    """{file: {file it includes}} over the folders tops, a file named by its
+    path under its folder (core/stream), after prefix; an include of a
+    header of these folders is named so too."""
+    out = {}
+    for top in tops:
+        for root, _dirs, files in os.walk(top):
+            for f in files:
+                if not f.endswith((".c", ".h")):
+                    continue
+                path = os.path.join(root, f)
+                name = os.path.relpath(path, top)[:-2]      # core/stream
+                with open(path, encoding="utf-8") as fh:
+                    found = set(INCLUDE.findall(fh.read()))
+                found = {m for m in found if m != name and not name.startswith(m + "_")}
+                found = {prefix + m if any(os.path.exists(os.path.join(t, m + ".h"))
+                                          for t in tops) else m for m in found}
+                out.setdefault(prefix + name, set()).update(found)
+    return out
+
+
+def use_graph(objs, build, incs, prefix=""):
+    """{file: {files it uses}} from the objects' symbols and the includes;
+    also {file: symbols it uses}, {symbol: file defining it}."""
+    owner, uses = {}, {}
+    for o in objs:
+        name = prefix + os.path.relpath(o, build)[:-2]
+        d, u = symbols(o)
+        uses[name] = u
+        for s in d:
+            owner[s] = name
+    graph = {n: set() for n in set(uses) | set(incs)}
+    for n, u in uses.items():
+        for s in u:
+            m = owner.get(s)
+            if m and m != n:
+                graph[n].add(m)
+    for n, found in incs.items():
+        for m in found:
+            graph[n].add(m)
+            graph.setdefault(m, set())
+    return graph, uses, owner
+
+
+def layer_of(name):
+    return name.split("/")[0] if "/" in name else ""
 
 
 def cycles(graph):
@@ -93,36 +162,29 @@ def main():
     if not objs:
         print(f"check-layers: no objects under {build}/ (run make all first)")
         return 1
-    owner, uses = {}, {}
-    for o in objs:
-        name = os.path.relpath(o, build)[:-2]      # core/stream
-        d, u = symbols(o)
-        uses[name] = u
-        for s in d:
-            owner[s] = name
-    graph = {n: set() for n in uses}
-    for n, u in uses.items():
-        for s in u:
-            m = owner.get(s)
-            if m and m != n:
-                graph[n].add(m)
+    graph, uses, owner = use_graph(objs, build, includes(("src", "include")))
     bad = 0
     for n in sorted(graph):
-        layer = n.split("/")[0] if "/" in n else ""
-        if layer not in FORBIDDEN:
-            continue
+        layer = layer_of(n)
         for m in sorted(graph[n]):
-            other = m.split("/")[0] if "/" in m else ""
-            if other in FORBIDDEN[layer]:
-                syms = sorted(s for s in uses[n] if owner.get(s) == m)
-                print(f"check-layers: {n} uses {m}: {', '.join(syms)}")
+            other = layer_of(m)
+            if other != layer and other not in ALLOWED[layer]:
+                syms = sorted(s for s in uses.get(n, ()) if owner.get(s) == m)
+                how = ", ".join(syms) if syms else "#include \"" + m + ".h\""
+                print(f"check-layers: {layer or 'top level'} {n} uses {m}: {how}")
                 bad += 1
     circles = cycles(graph)
+    client = sorted(os.path.join(build, "client", f) for f in os.listdir(os.path.join(build, "client"))
+                    if f.endswith(".o") and os.path.exists(os.path.join("tools/httpclient", f[:-2] + ".c"))) \
+        if os.path.isdir(os.path.join(build, "client")) else []
+    cgraph, _u, _o = use_graph(client, os.path.join(build, "client"),
+                               includes(("tools/httpclient",), "httpclient/"), "httpclient/")
+    circles += cycles(cgraph)
     for c in circles:
         print("check-layers: circle: " + " <-> ".join(c))
-    edges = sum(len(v) for v in graph.values())
+    edges = sum(len(v) for v in graph.values()) + sum(len(v) for v in cgraph.values())
     status = "passed" if bad == 0 and not circles else "FAILED"
-    print(f"check-layers: {status}: {len(graph)} files, {edges} uses, "
+    print(f"check-layers: {status}: {len(set(graph) | set(cgraph))} files, {edges} uses, "
           f"{bad} layer violations, {len(circles)} circles")
     return 0 if status == "passed" else 1
 

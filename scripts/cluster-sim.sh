@@ -7,10 +7,10 @@
 # touched): masters m1 (10.77.0.1) and m2 (.2) with the application, long
 # names (m1@10.77.0.1), net_ticktime TICK; C-nodes c1 (.11) and c2 (.12)
 # (--master m1,m2 --presence httpdcnode_presence --erl-tick-seconds TICK);
-# nginx (scripts/nginx.conf.example, plain HTTP, bodies not re-chunked: the
+# nginx (examples/nginx.conf.example, plain HTTP, bodies not re-chunked: the
 # load client reads SSE as the C-nodes send it) on fe (.20); the SSE
 # clients (tools/httpclient --record) on cl (.31); the controller (hidden
-# Erlang node, tools/erlang/bench/simctl.erl) on ctl (.40). Each host runs
+# Erlang node, bench/erlang/simctl.erl) on ctl (.40). Each host runs
 # its own epmd. Messages come from msggen on a master through the
 # application (httpdcnode:send/2), each numbered ("n=N;"), so the checker
 # (scripts/cluster-sim-check.py) knows what each client should have got.
@@ -183,7 +183,7 @@ start_nginx() {
       -e '/^ *ssl_/d' -e '/^ *http2_/d' \
       -e 's|^\( *\)proxy_buffering off;|&\n\1chunked_transfer_encoding off;|' \
       -e "s|@NODE1@|$NET.11:8000|" -e "s|@NODE2@|$NET.12:8000|" \
-      scripts/nginx.conf.example >"$dir/nginx.conf"
+      examples/nginx.conf.example >"$dir/nginx.conf"
   inns fe nginx -c "$dir/nginx.conf" -p "$dir" -g 'daemon off; master_process off;' \
     </dev/null >>"$OUT/logs/fe.log" 2>&1 &
 }
@@ -638,7 +638,7 @@ for s in r["scenarios"]:
 print("<!-- /cluster-sim -->")
 EOF2
   # shellcheck source=bench/section.sh
-  source scripts/bench/section.sh
+  source bench/lib/section.sh
   benchmarks_section cluster-sim "$OUT/section.md" "$OUT"
   log "BENCHMARKS.md section 11 written"
 fi

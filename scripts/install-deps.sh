@@ -14,7 +14,7 @@ packages=(
   curl                                      # HTTP checks in the tests
   xxd                                       # web/ built into the server (Makefile)
   chromium                                  # the demo page in a real browser (tests)
-  nginx openssl                             # scripts/nginx.conf.example in front of C-nodes, its test certificate
+  nginx openssl                             # examples/nginx.conf.example in front of C-nodes, its test certificate
   iproute2 procps                           # ss (CLOSE-WAIT checks), ps/pgrep in scripts
   iptables                                  # a test drops a client's packets (vanished peer); make cluster-sim's faults
   libnetfilter-queue-dev                    # make cluster-sim: latency where the kernel has no netem (tools/netdelay)

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shared by scripts/soak.sh, scripts/storm.sh and scripts/bench-takeover.sh (sourced, not run; with
-# scripts/bench/lib.sh for the processes, the server and the waits): the
+# bench/lib/lib.sh for the processes, the server and the waits): the
 # options, the run's directory, its verdicts and the figures both read from
 # the server and the clients. Expects RUN (the script's name: soak, storm),
 # ROOT and WORK to be set; SRV_PID once the server runs.
@@ -106,7 +106,7 @@ run_erl() {
     -sname "${RUN}cli_$$_$RANDOM@localhost" -setcookie "$COOKIE" -eval "$1" </dev/null
 }
 
-# run_publisher SECONDS RATE UIDS: tools/erlang/bench/soak.erl sends RATE msg/s
+# run_publisher SECONDS RATE UIDS: bench/erlang/soak.erl sends RATE msg/s
 # to random uids of UIDS (A-B) and a broadcast every 5 s, from its own node
 # straight to the C-node SRV_NODE, for SECONDS, in the background (PUB_PID,
 # its report WORK/publisher.json); returns once it is connected.

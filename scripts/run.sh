@@ -19,7 +19,7 @@
 #   ADMIN_PORT  /stats, /metrics and /probe, on 127.0.0.1 only (8001)
 #   MASTER    master node name (httpdmaster@localhost)
 #   INBOX_HANDLER  the module that handles what clients send (chat_room,
-#             the demo page's chat, tools/erlang/examples): the master's
+#             the demo page's chat, examples/erlang): the master's
 #             application runs it as the inbox httpdcnode_inbox and the
 #             server sends there (--inbox). Empty: no inbox, the server
 #             refuses client messages.

@@ -9,7 +9,7 @@
 #     half clean closes), each reconnected at once;
 #   - one client that never reads (the server must end it at --max-backlog,
 #     slow_closed, without slowing the others).
-# For SOAK_SECONDS, tools/erlang/bench/soak.erl publishes SOAK_RATE msg/s to
+# For SOAK_SECONDS, bench/erlang/soak.erl publishes SOAK_RATE msg/s to
 # random uids of the whole range, a broadcast every second and a stream of
 # large messages for the non-reader, straight to the C-node from its own node.
 # The master is killed (SIGKILL) and restarted at 1/3 and 2/3 of the run; after
@@ -60,7 +60,7 @@ HISTORY_BYTES=4194304               # full within seconds (see start_server belo
 
 # The server and client under test (a sanitized build sets HTTPDCNODE_BINDIR).
 BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
-source scripts/bench/lib.sh
+source bench/lib/lib.sh
 log() { printf '%s soak: %s\n' "$(date +%T)" "$*" >&2; }
 
 run_begin
@@ -109,7 +109,7 @@ client() {
   BENCH_PIDS+=("$CLI_PID")
 }
 
-WAIT_ON_SERVER=1     # wait_for (bench/lib.sh) gives up when the server exits
+WAIT_ON_SERVER=1     # wait_for (bench/lib/lib.sh) gives up when the server exits
 
 welcomed_at_least() { local w; w=$(progress "$1" welcomed); [[ -n $w ]] && ((w >= $2)); }
 msgs_are() { [[ $(progress "$1" msgs) == "$2" ]]; }

@@ -8,7 +8,7 @@
 # connection failed is opened again after a full-jitter backoff, resuming
 # from its last id, as the browser client does). Every stream first gets one
 # broadcast, so that each id stream has an id to resume from; then
-# tools/erlang/bench/soak.erl publishes STORM_RATE msg/s to random uids (and a
+# bench/erlang/soak.erl publishes STORM_RATE msg/s to random uids (and a
 # broadcast every 5 s) through the whole run, straight to the C-node from
 # its own node. After STORM_WARM seconds the server is killed (SIGKILL);
 # once every client saw its streams lost it is started again on the same
@@ -78,7 +78,7 @@ SRC=127.0.30.1-127.0.30.8           # the clients' addresses (soak 127.0.20.*, b
 PUB_SECONDS=$((WARM + BOUND + AFTER + 30))
 
 BIN=$(cd "${HTTPDCNODE_BINDIR:-.}" && pwd) || exit 1
-source scripts/bench/lib.sh
+source bench/lib/lib.sh
 log() { printf '%s storm: %s\n' "$(date +%T)" "$*" >&2; }
 
 run_begin

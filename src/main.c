@@ -1,47 +1,22 @@
-/* httpdcnode: start-up, signals and shutdown. */
-#include "http/admin.h"
-#include "auth/auth_http.h"
-#include "erl/erl_cnode.h"
-#include "core/inflight.h"
-#include "core/dispatch.h"
+/* httpdcnode: the command line, signals and the loop; server.c starts
+ * and stops the parts. */
 #include "core/drain.h"
-#include "core/expiry.h"
-#include "lib/deflate_msg.h"
-#include "lib/handoff.h"
-#include "core/history.h"
+#include "erl/erl_cnode.h"
+#include "http/admin.h"
 #include "http/http_front.h"
-#include "obs/metrics.h"
-#include "obs/probe.h"
 #include "lib/log.h"
+#include "obs/metrics.h"
 #include "options.h"
-#include "core/outbound.h"
-#include "core/presence.h"
-#include "core/heartbeat.h"
-#include "transport/sse.h"
-#include "transport/poll.h"
-#include "http/client_addr.h"
-#include "http/cors.h"
-#include "core/stream.h"
-#include "core/uidtable.h"
-#include "core/write_pool.h"
-#include "transport/chunked.h"
-#include "transport/ws.h"
+#include "server.h"
 #include "upgrade/upgrade.h"
 
 #include <event2/event.h>
 #include <signal.h>
 #include <stdlib.h>
 
-/* Room for messages the loop has not applied yet; past it the C-node stops
- * reading and Erlang's distribution buffers hold the rest. */
-#define HANDOFF_BYTES (32u << 20)
-/* Replies and presence going out to Erlang. */
-#define OUTBOUND_BYTES (8u << 20)
-
-static struct event_base *base;
-/* File-scope, as base: what a start-up that stops half-way leaves is
- * still reachable at exit, not a leak. */
-static struct handoff *inbox, *outbox;
+/* File-scope: what a start-up that stops half-way leaves is still
+ * reachable at exit, not a leak. */
+static struct server server;
 static int shutting_down;
 static int cnode_joined;
 
@@ -51,7 +26,7 @@ static uint32_t drain_seconds;      /* --drain-seconds */
 static void on_drained(void)
 {
     cnode_joined = erl_cnode_stop() == 0;
-    event_base_loopbreak(base);
+    event_base_loopbreak(server.base);
 }
 
 /* The first SIGTERM or SIGINT drains (the C-node still delivers to the
@@ -85,17 +60,6 @@ static void on_upgrade_signal(evutil_socket_t sig, short what, void *arg)
         upgrade_reap();
 }
 
-static struct event_base *new_base(void)
-{
-    /* Ignore EVENT_* variables: the epoll changelist they can enable defers
-     * deletes, which the stream detach relies on being immediate. */
-    struct event_config *cfg = event_config_new();
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_IGNORE_ENV);
-    struct event_base *b = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return b;
-}
-
 int main(int argc, char **argv)
 {
     struct options opts;
@@ -107,92 +71,15 @@ int main(int argc, char **argv)
         return 0;
     }
     log_set_level(opts.verbosity);
-    if (auth_http_configure(&opts) != 0)
-        return 2;
     signal(SIGPIPE, SIG_IGN);
     /* A reload (SIGUSR2) before the loop takes it must not kill us. */
     signal(SIGUSR2, SIG_IGN);
-    /* Taking over: what the running process hands over, before anything
-     * here starts (each start below then takes its part). */
-    if (opts.takeover && (upgrade_take_receive(&opts, argc, argv) != 0 ||
-                          upgrade_take_early() != 0))
-        return 1;
-
-    base = new_base();
-    if (!base) {
-        log_msg(LOG_ERROR, "cannot create the event loop");
-        return 1;
-    }
-    if (uidtable_init(opts.max_users, presence_changed) != 0) {
-        log_msg(LOG_ERROR, "cannot allocate the uid table for %u users; lower --max-users",
-                opts.max_users);
-        return 1;
-    }
-    /* The transports register their routes and their tables for the core. */
-    if (chunked_init() != 0 || sse_init() != 0 || poll_init(opts.poll_timeout, opts.max_backlog) != 0)
-        return 1;
-    cors_configure(&opts);
-    client_addr_configure(&opts);
-    if (history_init(&(struct history_config){.max_users = opts.max_users,
-                                              .per_uid = opts.history,
-                                              .ttl_s = opts.history_ttl,
-                                              .bytes = (size_t)opts.history_bytes,
-                                              .max_message = opts.max_message,
-                                              .file = opts.history_file[0] ? opts.history_file
-                                                                           : NULL,
-                                              .node = opts.name}) != 0)
-        return 1;
-    if (opts.probe_latency && probe_start() != 0) {
-        log_msg(LOG_ERROR, "cannot allocate the latency probe; run without --probe-latency");
-        return 1;
-    }
-    probe_enabled = opts.probe_latency;
-    if (write_pool_start(opts.writers - 1) != 0) {
-        log_msg(LOG_ERROR, "cannot start %u writer threads; lower --writers", opts.writers - 1);
-        return 1;
-    }
-    if (stream_configure(&(struct stream_config){.base = base,
-                                                  .max_backlog = opts.max_backlog,
-                                                  .max_backlog_total = opts.max_backlog_total,
-                                                  .max_conns_per_uid = opts.max_conns_per_uid}) != 0)
-        return 1;
-
-    inbox = handoff_new(HANDOFF_BYTES);
-    outbox = handoff_new(OUTBOUND_BYTES);
-    if (!inbox || !outbox) {
-        log_msg(LOG_ERROR, "cannot allocate the hand-off queues");
-        return 1;
-    }
-    outbound_init(outbox);
-    r = admin_start(base, &opts);       /* first: an unusable --admin-listen is its one line */
+    r = server_start(&server, &opts, SERVER_ALL, argc, argv);
     if (r != 0)
         return r;
-    /* Once nothing can refuse to start (a refusal is one line). Shown even
-     * with -q: anyone on the host can read another's argv. */
-    if (opts.cookie_in_argv)
-        log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
-                           "process list (ps); use --cookie-file FILE (mode 0600) instead");
-    presence_conns_enable(opts.presence_conns);
-    inflight_configure(opts.max_input_total);
-    if (presence_init(base, opts.presence[0] != '\0', opts.max_users) != 0 ||
-        dispatch_start(base, inbox, opts.max_users) != 0 ||
-        heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
-        expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0', stream_end_why) != 0 ||
-        http_front_start(base, &opts) != 0 || erl_cnode_prepare(&opts, inbox, outbox) != 0)
-        return 1;
-    /* The streams last; then the running process lets go, and only then is
-     * a socket of it read or written here. */
-    if (opts.takeover && (upgrade_take_late() != 0 || upgrade_take_commit() != 0))
-        return 1;
-    if (erl_cnode_run() != 0)
-        return 1;
-    if (opts.takeover)
-        upgrade_notify_main_pid();
-    upgrade_spawn_init(argc, argv);
-    if (upgrade_serve(base, &opts, argc, argv) != 0)
-        return 1;
 
     drain_seconds = opts.drain_seconds;
+    struct event_base *base = server.base;
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
     struct event *sigusr2 = evsignal_new(base, SIGUSR2, on_upgrade_signal, NULL);
@@ -211,23 +98,6 @@ int main(int argc, char **argv)
     event_free(sigterm);
     event_free(sigusr2);
     event_free(sigchld);
-    upgrade_serve_stop();
-    dispatch_stop();
-    drain_free();
-    expiry_free();
-    heartbeat_stop();
-    ws_free();
-    deflate_msg_free();
-    stream_unconfigure();
-    presence_free();
-    event_base_free(base);
-    handoff_free(inbox);
-    handoff_free(outbox);
-    uidtable_free();
-    history_free();
-    write_pool_stop();
-    probe_free();
-    auth_http_free();
-    inflight_free();
+    server_stop(&server);
     return 0;
 }

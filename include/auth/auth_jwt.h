@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "auth/auth_token.h"
+#include "auth/auth_token-t.h"
+#include "auth/auth_key.h"
 
 /* The longest JWT looked at; a longer one is refused before it is decoded. */
 #define AUTH_JWT_MAX 4096

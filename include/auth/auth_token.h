@@ -11,20 +11,7 @@
 #include <stdint.h>
 
 #include "auth/auth_key.h"
-
-enum auth_outcome { AUTH_OK = 0, AUTH_MISSING, AUTH_EXPIRED, AUTH_BAD };
-
-struct auth_verdict {
-    enum auth_outcome outcome;
-    const char *reason;         /* static, one line; NULL when AUTH_OK */
-    int64_t exp;                /* AUTH_OK: the token's exp, Unix seconds */
-};
-
-/* The reasons both forms give. */
-#define AUTH_REASON_OTHER_UID "Token is for another uid"
-#define AUTH_REASON_FORGED "Token signature does not match"
-#define AUTH_REASON_EXPIRED "Token expired: get a fresh one"
-#define AUTH_REASON_MAC_FAILED "Token could not be checked (HMAC failed in the server)"
+#include "auth/auth_token-t.h"
 
 /* May a request for uid open its stream at Unix time now? query is the raw
  * query string (NULL for none); authorization the Authorization header

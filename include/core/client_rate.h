@@ -14,6 +14,17 @@
  * can be paused. */
 #define CLIENT_IN_PENDING_MAX (1u << 20)
 
+/* Largest --max-client-message: a WebSocket message in flight grows to
+ * this much at most (under --max-input-total with all the others). */
+#define CLIENT_MESSAGE_LIMIT (1u << 20)
+
+/* What the options make of client messages, for every way up to Erlang. */
+struct client_msg_config {
+    int inbox;                 /* --inbox given: client messages are taken */
+    uint32_t max_message;      /* --max-client-message, bytes */
+    uint32_t rate;             /* --client-rate, messages a second per connection */
+};
+
 /* The clock of every bucket: ms of the coarse monotonic clock (a vDSO
  * read, no syscall), never 0. */
 static inline uint32_t client_rate_now_ms(void)

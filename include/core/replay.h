@@ -13,6 +13,7 @@
 #define HTTPDCNODE_REPLAY_H
 
 #include "core/history.h"
+#include "core/replay-t.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,16 +22,6 @@ struct backlog;
 
 /* Bytes a refill encodes at most (plus the one message that passes it). */
 #define REPLAY_CHUNK 16384
-
-/* 32 bytes, inside the backlog of a replaying stream. */
-struct replay {
-    struct history_cursor at;   /* 16: the id to give next */
-    uint32_t budget;            /* bytes of messages still allowed (a long-poll's answer) */
-    uint32_t first;             /* the oldest kept id when the client came back (0: none) */
-    uint32_t given;             /* messages given so far */
-    uint8_t active;
-    uint8_t gap;                /* a gap was told (a long-poll answer's "gap") */
-};
 
 enum replay_result { REPLAY_FAILED = -1, REPLAY_NONE = 0, REPLAY_STARTED = 1 };
 

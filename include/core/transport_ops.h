@@ -1,7 +1,7 @@
 /* What the core asks of a transport, one table per framing: the core
  * (stream.c, batch.c, heartbeat.c) calls transport_ops[s->framing] and
- * never names a transport. Each transport registers its table at startup
- * (transport/transport.c); a framing with no table, or a NULL entry,
+ * never names a transport. Each transport registers its table for its
+ * framings in its init (chunked_init, sse_init, poll_init, ws_init); a framing with no table, or a NULL entry,
  * gets the core's default. The per-message write path takes no entry of
  * it but deliver, NULL for every framing that frames messages in a batch.
  * Loop thread only. */

@@ -6,16 +6,17 @@
 
 #include "lib/carry.h"
 #include "lib/handoff.h"
-#include "options.h"
+#include "erl/erl_config.h"
 
 #include <ei.h>
 #include <stdint.h>
 
-int erl_cnode_start(const struct options *opts, struct handoff *inbox, struct handoff *outbox);
+/* cfg must outlive the C-node. */
+int erl_cnode_start(const struct erl_config *cfg, struct handoff *inbox, struct handoff *outbox);
 /* erl_cnode_start in two: prepare makes the node, its listening socket
  * and (taking over) its links, with no thread and no byte on a socket;
  * run starts the setup and C-node threads. */
-int erl_cnode_prepare(const struct options *opts, struct handoff *inbox, struct handoff *outbox);
+int erl_cnode_prepare(const struct erl_config *cfg, struct handoff *inbox, struct handoff *outbox);
 int erl_cnode_run(void);
 /* Closes the Erlang connections and joins the thread; -1 when the thread
  * did not end in time (then nothing it uses may be freed). */

@@ -6,12 +6,13 @@
 #include <ei.h>
 
 #include "lib/handoff.h"
-#include "options.h"
+#include "erl/erl_config.h"
 
 struct erl_link;
 
-/* opts->presence: the registered name on each master, "" for none. */
-void erl_send_init(ei_cnode *ec, struct handoff *outbox, const struct options *opts);
+/* cfg->presence: the registered name on each master, "" for none (cfg
+ * must outlive the C-node). */
+void erl_send_init(ei_cnode *ec, struct handoff *outbox, const struct erl_config *cfg);
 /* Master link l is new: sends it the hello; 1 when it now waits for a
  * snapshot (the caller asks the loop for one), 0 without --presence. */
 int erl_send_master_up(struct erl_link *l);

@@ -19,7 +19,7 @@
 #include <time.h>
 
 #define ERL_SETUP_WORKERS 4         /* handshakes of accepted connections at most */
-#define ERL_SETUP_MASTERS_MAX 8     /* options.h's MASTERS_MAX */
+#define ERL_SETUP_MASTERS_MAX 8     /* --master: masters linked at once, at most */
 #define ERL_SETUP_RECONNECT_MIN_MS 100
 #define ERL_SETUP_RECONNECT_MAX_MS 3000
 

@@ -9,13 +9,13 @@
 #include <event2/http.h>
 
 #include "lib/carry.h"
-#include "options.h"
+#include "http/http_config.h"
 
 /* Binds and serves the admin address. The default address being in use
  * (several servers on one host) is logged and the server runs without one.
  * Returns 0, or the exit status to end with: 2 when an address given with
  * --admin-listen cannot be bound. */
-int admin_start(struct event_base *base, const struct options *opts);
+int admin_start(struct event_base *base, const struct admin_config *cfg);
 /* Stops accepting and frees the admin listener's evhttp. */
 void admin_stop(void);
 

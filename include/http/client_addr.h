@@ -8,10 +8,10 @@
 #include "lib/peer_addr.h"
 
 struct evhttp_request;
-struct options;
 
-/* At startup: the --trusted-proxy networks (opts keeps them). */
-void client_addr_configure(const struct options *opts);
+/* At startup: the --trusted-proxy networks, trusted[n] (kept: it must
+ * outlive the server). */
+void client_addr_configure(const struct peer_net *trusted, uint32_t n);
 
 /* The client of req into *out (family 0 when not known). From a trusted
  * proxy: X-Forwarded-For read from its right end, past the entries that

@@ -6,7 +6,7 @@
 #ifndef HTTPDCNODE_CLIENT_POST_H
 #define HTTPDCNODE_CLIENT_POST_H
 
-#include "options.h"
+#include "http/http_config.h"
 
 struct evhttp;
 struct evhttp_request;
@@ -18,7 +18,7 @@ struct evhttp_request;
 /* At startup: the bounds of the options; evhttp is told the body bound
  * of every request (8 KB, or a larger --max-client-message with --inbox),
  * which is returned: the read-ahead must hold a head and such a body. */
-size_t client_post_configure(struct evhttp *http, const struct options *opts);
+size_t client_post_configure(struct evhttp *http, const struct http_config *cfg);
 
 /* Any request for CLIENT_POST_PREFIX<uid_text>: POST, an OPTIONS
  * preflight, or 405. Always answers. */

@@ -5,12 +5,14 @@
 #ifndef HTTPDCNODE_CORS_H
 #define HTTPDCNODE_CORS_H
 
+#include "http/http_config.h"
+
 #include <stddef.h>
 
 struct evhttp_request;
-struct options;
 
-void cors_configure(const struct options *opts);
+/* At startup: --allow-origin (the list must outlive the server). */
+void cors_configure(const struct http_origins *origins);
 
 /* The one origin check of the streams (SSE, long-poll, WebSocket):
  * whether origin (an Origin header's value) is listed in list[n]

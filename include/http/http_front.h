@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "lib/carry.h"
-#include "options.h"
+#include "http/http_config.h"
 
 struct evhttp_request;
 
@@ -21,7 +21,9 @@ typedef int (*http_stream_start_fn)(struct evhttp_request *req, uint32_t uid);
 #define HTTP_FRONT_ROUTES 8
 int http_front_route(const char *prefix, http_stream_start_fn start, int cors);
 
-int http_front_start(struct event_base *base, const struct options *opts);
+/* Configures the door's files (cors, client_addr, client_post, web) from
+ * cfg, which must outlive the server, and listens. */
+int http_front_start(struct event_base *base, const struct http_config *cfg);
 /* Stops accepting and frees evhttp (and streams still in their welcome). */
 void http_front_stop(void);
 

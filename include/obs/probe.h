@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct cmd;
 
 /* Set once at start-up, before the threads; read-only afterwards. */
 extern int probe_enabled;
@@ -25,9 +24,10 @@ uint64_t probe_now_ns(void);
 /* The send time in a payload starting with "t=<digits>;", or 0. */
 uint64_t probe_sent_ns(const char *payload, uint32_t len);
 
-/* Loop thread: c was taken from the hand-off (c->received_ns set by the
- * C-node thread). Records its received and applied ages. */
-void probe_applied(struct cmd *c);
+/* Loop thread: a command's payload was taken from the hand-off
+ * (received_ns: the C-node thread's stamp, clock_now_ns). Records its
+ * received and applied ages. */
+void probe_applied(const char *payload, uint32_t len, uint64_t received_ns);
 
 /* Loop thread: a write of this payload to a stream returned at now_ns. */
 void probe_written(const char *payload, uint32_t len, uint64_t now_ns);

@@ -6,7 +6,7 @@
 #define HTTPDCNODE_STATS_H
 
 #include "lib/carry.h"
-#include "obs/end_reason.h"
+#include "obs/end_reason-t.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

@@ -7,16 +7,24 @@
 #ifndef HTTPDCNODE_WS_H
 #define HTTPDCNODE_WS_H
 
+#include "core/client_rate.h"
+#include "http/http_config.h"
+
 #include <event2/event.h>
 #include <stdint.h>
 
 struct evhttp_request;
-struct options;
 
-/* The options WebSocket handshakes follow (--allow-origin); registers
+struct ws_config {
+    struct http_origins origins;        /* --allow-origin (kept: it outlives the server) */
+    int deflate;                        /* --ws-deflate */
+    struct client_msg_config client;    /* what the clients' messages may be */
+};
+
+/* What WebSocket handshakes follow and client messages may be; registers
  * GET /ws/uid and the WebSocket's transport_ops (its client's frames,
  * read by ws_reader.c; a ping at each heartbeat). */
-int ws_init(const struct options *opts);
+int ws_init(const struct ws_config *cfg);
 void ws_free(void);
 
 #endif

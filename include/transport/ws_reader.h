@@ -28,16 +28,15 @@
 #ifndef HTTPDCNODE_WS_READER_H
 #define HTTPDCNODE_WS_READER_H
 
+#include "core/client_rate.h"
 #include "lib/carry.h"
 
 #include <stdint.h>
 
 struct stream;
 
-struct options;
-
 /* --inbox, --max-client-message, --client-rate: at startup. */
-void ws_reader_configure(const struct options *o);
+void ws_reader_configure(const struct client_msg_config *c);
 
 /* Whether the stream is not read for now: Erlang is behind. */
 int ws_reader_paused(const struct stream *s);

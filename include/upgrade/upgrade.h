@@ -18,7 +18,6 @@
 #ifndef HTTPDCNODE_UPGRADE_H
 #define HTTPDCNODE_UPGRADE_H
 
-#include "options.h"
 
 #include <event2/event.h>
 
@@ -29,7 +28,7 @@
  * took over). A socket another process holds is logged: no hot upgrade,
  * but the server runs. argv: as main had it (compared with the new
  * process's). -1 only when out of memory. */
-int upgrade_serve(struct event_base *base, const struct options *o, int argc, char **argv);
+int upgrade_serve(struct event_base *base, const char *node, int argc, char **argv);
 /* The server is draining: a takeover is refused from now on. */
 void upgrade_serve_draining(void);
 void upgrade_serve_stop(void);
@@ -51,7 +50,7 @@ void upgrade_notify_main_pid(void);
  * erl_cnode_prepare, which then take what was handed over); late (after
  * them: the streams and what goes with them); commit (the running process
  * lets go: 0, then serve; -1: exit 1 without touching a socket). */
-int upgrade_take_receive(const struct options *o, int argc, char **argv);
+int upgrade_take_receive(const char *node, int argc, char **argv);
 int upgrade_take_early(void);
 int upgrade_take_late(void);
 int upgrade_take_commit(void);

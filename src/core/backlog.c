@@ -2,7 +2,7 @@
 #include "core/backlog.h"
 #include "lib/carry.h"
 #include "lib/log.h"
-#include "core/replay.h"
+#include "core/replay-t.h"
 #include "obs/stats.h"
 
 #include <errno.h>

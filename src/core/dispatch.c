@@ -177,7 +177,7 @@ static int apply(void *body, size_t size, void *ctx)
 
     loop_stats.msgs_applied++;
     if (probe_enabled)
-        probe_applied(c);
+        probe_applied(cmd_payload(c), c->payload_len, c->received_ns);
     switch (c->kind) {
     case CMD_UNICAST:
         n = deliver(c->uid, cmd_payload(c), c->payload_len, c->binary);

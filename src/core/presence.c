@@ -41,7 +41,7 @@
 #include "core/outbound.h"
 #include "obs/end_reason.h"
 #include "obs/stats.h"
-#include "core/stream.h"
+#include "core/stream-t.h"
 #include "core/transport_ops.h"
 #include "core/uidtable.h"
 #include "lib/peer_addr.h"

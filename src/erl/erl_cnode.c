@@ -37,7 +37,7 @@
  * grows to the largest message ever received (ei reallocs it). */
 #define XBUF_KEEP_BYTES (1u << 20)
 
-static const struct options *options;
+static const struct erl_config *options;
 static struct handoff *inbox;      /* Erlang's messages, for the event loop */
 static struct handoff *outbox;     /* replies and presence, for Erlang */
 static pthread_t thread;
@@ -199,7 +199,7 @@ static int64_t next_judgement_ms;
 
 static int judge_links(int64_t now)
 {
-    int64_t every = (int64_t)options->erl_tick_seconds * 1000 / ERL_LINK_QUIET_JUDGEMENTS;
+    int64_t every = (int64_t)options->tick_seconds * 1000 / ERL_LINK_QUIET_JUDGEMENTS;
     if (now >= next_judgement_ms) {
         next_judgement_ms = now + every;
         if (erl_link_judge_masters() > 0)
@@ -454,7 +454,7 @@ static void *cnode_main(void *arg)
     return NULL;
 }
 
-int erl_cnode_start(const struct options *opts, struct handoff *in, struct handoff *out)
+int erl_cnode_start(const struct erl_config *opts, struct handoff *in, struct handoff *out)
 {
     return erl_cnode_prepare(opts, in, out) == 0 && erl_cnode_run() == 0 ? 0 : -1;
 }
@@ -466,7 +466,7 @@ static int master_linked(const char *node)
     return l && l->is_master && !l->broken;
 }
 
-int erl_cnode_prepare(const struct options *opts, struct handoff *in, struct handoff *out)
+int erl_cnode_prepare(const struct erl_config *opts, struct handoff *in, struct handoff *out)
 {
     options = opts;
     inbox = in;
@@ -494,8 +494,8 @@ int erl_cnode_prepare(const struct options *opts, struct handoff *in, struct han
 
 int erl_cnode_run(void)
 {
-    const struct options *opts = options;
-    const char *masters[MASTERS_MAX];
+    const struct erl_config *opts = options;
+    const char *masters[ERL_SETUP_MASTERS_MAX];
     for (uint32_t i = 0; i < opts->n_masters; i++)
         masters[i] = opts->masters[i];
     if (erl_setup_start(&ec, listen_fd, listen_port, masters, (int)opts->n_masters) != 0)

@@ -3,7 +3,6 @@
 #include "erl/erl_park.h"
 #include "core/client_rate.h"
 #include "core/outbound.h"
-#include "options.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -25,13 +25,13 @@
 
 static ei_cnode *cnode;
 static struct handoff *outbox;
-static const struct options *opts;
+static const struct erl_config *opts;
 static const char *presence_to;
 static const char *inbox_to;
 static ei_x_buff x;
 static struct log_ratelimit send_rl, room_rl, park_rl, reset_rl;
 
-void erl_send_init(ei_cnode *ec, struct handoff *out, const struct options *o)
+void erl_send_init(ei_cnode *ec, struct handoff *out, const struct erl_config *o)
 {
     cnode = ec;
     outbox = out;

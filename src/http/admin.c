@@ -171,15 +171,15 @@ static int serve(struct event_base *base, int fd)
     return 0;
 }
 
-int admin_start(struct event_base *base, const struct options *opts)
+int admin_start(struct event_base *base, const struct admin_config *cfg)
 {
-    const char *host = opts->admin_host;
-    unsigned port = opts->admin_port;
+    const char *host = cfg->host;
+    unsigned port = cfg->port;
     if (port == 0) {
         log_msg(LOG_INFO, "no admin listener (--admin-listen \"\"): no /stats, /metrics, /probe");
         return 0;
     }
-    if (port == opts->listen_port && strcmp(host, opts->listen_host) == 0) {
+    if (port == cfg->listen_port && strcmp(host, cfg->listen_host) == 0) {
         on_public = 1;
         log_msg(LOG_INFO, "/stats, /metrics and /probe on the public address %s:%u "
                 "(--admin-listen is --listen)", host, port);
@@ -195,8 +195,8 @@ int admin_start(struct event_base *base, const struct options *opts)
         log_msg(LOG_INFO, "admin on http://%s:%u/metrics (also /stats, /probe)", host, port);
         return 0;
     }
-    int fd = admin_socket(host, opts->admin_port);
-    if (fd < 0 && errno == EADDRINUSE && !opts->admin_explicit) {
+    int fd = admin_socket(host, cfg->port);
+    if (fd < 0 && errno == EADDRINUSE && !cfg->given) {
         log_msg(LOG_INFO, "admin address %s:%u is in use (another server on this host?): "
                 "running without /stats, /metrics and /probe; give each server its own "
                 "--admin-listen", host, port);
@@ -206,7 +206,7 @@ int admin_start(struct event_base *base, const struct options *opts)
         log_msg(LOG_ERROR, "cannot listen on %s:%u for --admin-listen: %s (pick a free address, "
                 "the --listen one to serve both there, or \"\" for none)", host, port,
                 strerror(errno));
-        return opts->admin_explicit ? 2 : 1;
+        return cfg->given ? 2 : 1;
     }
     if (serve(base, fd) != 0)
         return 1;

@@ -1,7 +1,6 @@
 /* The client's address behind a trusted proxy: see client_addr.h. */
 #include "http/client_addr.h"
 #include "obs/stats.h"
-#include "options.h"
 
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -9,18 +8,23 @@
 #include <string.h>
 #include <strings.h>
 
-static const struct options *cfg;
+static const struct peer_net *nets;    /* --trusted-proxy */
+static uint32_t n_nets;
 
 /* X-Forwarded-For headers looked at, the last ones: a request's head is
  * at most 8 KB, and a proxy appends to the last one. */
 #define XFF_HEADERS_MAX 16
 
-void client_addr_configure(const struct options *opts) { cfg = opts; }
+void client_addr_configure(const struct peer_net *trusted, uint32_t n)
+{
+    nets = trusted;
+    n_nets = n;
+}
 
 static int trusted(const struct peer_addr *a)
 {
-    for (uint32_t i = 0; i < cfg->n_trusted_proxy; i++)
-        if (peer_net_contains(&cfg->trusted_proxy[i], a))
+    for (uint32_t i = 0; i < n_nets; i++)
+        if (peer_net_contains(&nets[i], a))
             return 1;
     return 0;
 }
@@ -52,7 +56,7 @@ void client_addr_of(struct evhttp_request *req, struct peer_addr *out)
 {
     struct evhttp_connection *c = evhttp_request_get_connection(req);
     peer_addr_from_sockaddr(c ? evhttp_connection_get_addr(c) : NULL, out);
-    if (!cfg || cfg->n_trusted_proxy == 0 || !trusted(out))
+    if (n_nets == 0 || !trusted(out))
         return;
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     const char *xff[XFF_HEADERS_MAX];

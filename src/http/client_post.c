@@ -14,8 +14,8 @@
  * (PEER_BUCKETS, 32 KB, no allocation): addresses that share an entry
  * share a bucket, which errs on the side of refusing. */
 #include "http/client_post.h"
-#include "auth/auth_http.h"
 #include "core/client_in.h"
+#include "http/auth_http.h"
 #include "core/client_rate.h"
 #include "core/conn.h"
 #include "core/outbound.h"
@@ -42,7 +42,7 @@
 #define PEER_BUCKETS 4096u
 
 static struct {
-    const struct options *o;
+    const struct http_config *o;
     uint32_t max_message;
 } cfg;
 
@@ -50,13 +50,13 @@ static struct peer_bucket {
     uint32_t tokens, at_ms;
 } peers[PEER_BUCKETS];
 
-size_t client_post_configure(struct evhttp *http, const struct options *opts)
+size_t client_post_configure(struct evhttp *http, const struct http_config *c)
 {
-    cfg.o = opts;
-    cfg.max_message = opts->max_client_message;
-    client_in_configure(opts->client_rate);
-    size_t body = opts->inbox[0] && opts->max_client_message > BODY_FLOOR
-                      ? opts->max_client_message : BODY_FLOOR;
+    cfg.o = c;
+    cfg.max_message = c->client.max_message;
+    client_in_configure(c->client.rate);
+    size_t body = c->client.inbox && c->client.max_message > BODY_FLOOR
+                      ? c->client.max_message : BODY_FLOOR;
     if (http)
         evhttp_set_max_body_size(http, (ev_ssize_t)body);
     return body;
@@ -85,7 +85,7 @@ static int origin_ok(struct evhttp_request *req)
     if (!origin)
         return 1;                       /* not a browser's cross-origin request */
     const char *host = evhttp_find_header(in, "Host");
-    if (!origin_allowed(origin, host, cfg.o->allow_origin, cfg.o->n_allow_origin)) {
+    if (!origin_allowed(origin, host, cfg.o->origins.list, cfg.o->origins.n)) {
         loop_stats.http_bad_origin++;
         reply_plain(req, 403, "Forbidden", "Origin not allowed: list it with --allow-origin");
         return 0;
@@ -244,7 +244,7 @@ static void post(struct evhttp_request *req, const char *uid_text)
     const char *data;
     if (!origin_ok(req))
         return;
-    if (!cfg.o->inbox[0]) {
+    if (!cfg.o->client.inbox) {
         loop_stats.post_no_inbox++;
         reply_plain(req, 404, "Not Found", "This node takes no client messages (no --inbox)");
         return;

@@ -1,7 +1,6 @@
 /* CORS: see cors.h. */
 #include "http/cors.h"
 #include "http/http_reply.h"
-#include "options.h"
 #include "obs/stats.h"
 
 #include <event2/buffer.h>
@@ -10,14 +9,14 @@
 #include <string.h>
 #include <strings.h>
 
-static const struct options *options;
+static struct http_origins origins;     /* --allow-origin */
 
-void cors_configure(const struct options *opts) { options = opts; }
+void cors_configure(const struct http_origins *o) { origins = *o; }
 
 static int allow_any(void)
 {
-    for (uint32_t i = 0; i < options->n_allow_origin; i++)
-        if (strcmp(options->allow_origin[i], "*") == 0)
+    for (uint32_t i = 0; i < origins.n; i++)
+        if (strcmp(origins.list[i], "*") == 0)
             return 1;
     return 0;
 }
@@ -33,7 +32,7 @@ int origin_allowed(const char *origin, const char *host, const char (*list)[256]
 
 int cors_origin_allowed(const char *origin)
 {
-    return origin_allowed(origin, NULL, options->allow_origin, options->n_allow_origin);
+    return origin_allowed(origin, NULL, origins.list, origins.n);
 }
 
 size_t cors_headers(struct evhttp_request *req, int any_origin, char *out, size_t size)
@@ -42,7 +41,7 @@ size_t cors_headers(struct evhttp_request *req, int any_origin, char *out, size_
     int n = 0;
     if (!origin)
         return 0;
-    if (options->n_allow_origin == 0) {
+    if (origins.n == 0) {
         if (any_origin)
             n = snprintf(out, size, "Access-Control-Allow-Origin: *\r\n");
     } else if (allow_any()) {
@@ -65,7 +64,7 @@ void cors_preflight_for(struct evhttp_request *req, const char *methods, const c
 {
     const char *origin = evhttp_find_header(evhttp_request_get_input_headers(req), "Origin");
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    if (!origin || options->n_allow_origin == 0 || !cors_origin_allowed(origin)) {
+    if (!origin || origins.n == 0 || !cors_origin_allowed(origin)) {
         loop_stats.http_bad_origin++;
         http_reply_text(req, 403, "Forbidden", "Origin not allowed: list it with --allow-origin");
         return;

@@ -4,7 +4,8 @@
 #include "http/listener_pause.h"
 #include "lib/carry.h"
 #include "http/admin.h"
-#include "auth/auth_http.h"
+#include "http/auth_http.h"
+#include "http/client_addr.h"
 #include "http/client_post.h"
 #include "http/cors.h"
 #include "core/drain.h"
@@ -37,7 +38,7 @@
 #define IDLE_TIMEOUT 30
 
 static struct evhttp *http;
-static const struct options *options;
+static uint32_t max_users;      /* --max-users */
 static int fd_limit;            /* RLIMIT_NOFILE */
 static int fd_ceiling;          /* accepted sockets at or above this get 503 */
 static int spare_fd = -1;       /* released to accept-and-refuse when fds run out */
@@ -102,14 +103,14 @@ static void serve_stream(struct evhttp_request *req, const char *uid_text, http_
         refuse_draining(req);
         return;
     }
-    switch (uid_parse(uid_text, options->max_users, &uid)) {
+    switch (uid_parse(uid_text, max_users, &uid)) {
     case UID_INVALID:
         loop_stats.http_not_found++;
         http_reply_text(req, HTTP_NOTFOUND, "Not Found", "User id not found, try /test/123 instead");
         return;
     case UID_TOO_BIG:
         loop_stats.http_too_big++;
-        snprintf(body, sizeof body, "Max uid allowed is %u", options->max_users);
+        snprintf(body, sizeof body, "Max uid allowed is %u", max_users);
         http_reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body);
         return;
     case UID_OK:
@@ -267,12 +268,14 @@ static int listen_socket(const char *host, uint16_t port, unsigned keepalive)
     return fd;
 }
 
-int http_front_start(struct event_base *base, const struct options *opts)
+int http_front_start(struct event_base *base, const struct http_config *cfg)
 {
-    options = opts;
+    max_users = cfg->max_users;
+    cors_configure(&cfg->origins);
+    client_addr_configure(cfg->trusted, cfg->n_trusted);
     if (set_fd_ceiling() != 0 || socket_export_init() != 0)
         return -1;
-    if (web_configure(opts->name) != 0) {
+    if (web_configure(cfg->node) != 0) {
         log_msg(LOG_ERROR, "cannot build the demo page: out of memory");
         return -1;
     }
@@ -289,14 +292,14 @@ int http_front_start(struct event_base *base, const struct options *opts)
                                          EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
     evhttp_set_max_headers_size(http, 8192);
     /* Bodies: 8 KB, more for POST /send/N with a larger --max-client-message. */
-    size_t max_body = client_post_configure(http, opts);
+    size_t max_body = client_post_configure(http, cfg);
     evhttp_set_timeout(http, IDLE_TIMEOUT);
-    if (http_guard_init(http, base, opts->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
+    if (http_guard_init(http, base, cfg->header_timeout, IDLE_TIMEOUT, fd_limit, max_body) != 0)
         return -1;
     evhttp_set_gencb(http, on_request, NULL);
 
     int fd = handed_fd >= 0 ? handed_fd
-                            : listen_socket(opts->listen_host, opts->listen_port, opts->keepalive);
+                            : listen_socket(cfg->listen_host, cfg->listen_port, cfg->keepalive);
     handed_fd = -1;
     if (fd < 0)
         return -1;
@@ -307,8 +310,8 @@ int http_front_start(struct event_base *base, const struct options *opts)
     }
     public_listener = evhttp_bound_socket_get_listener(bound);
     evconnlistener_set_error_cb(public_listener, on_accept_error);
-    log_msg(LOG_INFO, "listening on http://%s:%u/test/UID", opts->listen_host,
-            opts->listen_port);
+    log_msg(LOG_INFO, "listening on http://%s:%u/test/UID", cfg->listen_host,
+            cfg->listen_port);
     return 0;
 }
 

@@ -3,7 +3,6 @@
  * receive time into the hand-off record. */
 #include "obs/probe.h"
 #include "lib/clock.h"
-#include "core/cmd.h"
 #include "lib/histogram.h"
 
 #include <stdio.h>
@@ -54,14 +53,14 @@ static void record(enum hop h, uint64_t sent_ns, uint64_t now_ns)
     hist_record(&hops[h], now_ns > sent_ns ? (now_ns - sent_ns) / 1000 : 0);
 }
 
-void probe_applied(struct cmd *c)
+void probe_applied(const char *payload, uint32_t len, uint64_t received_ns)
 {
-    uint64_t sent = probe_sent_ns(cmd_payload(c), c->payload_len);
+    uint64_t sent = probe_sent_ns(payload, len);
     if (!sent)
         return;
     /* received_ns is monotonic; the publisher's stamp is the epoch's. */
     uint64_t now = probe_now_ns(), mono = clock_now_ns();
-    uint64_t age = mono > c->received_ns ? mono - c->received_ns : 0;
+    uint64_t age = mono > received_ns ? mono - received_ns : 0;
     record(HOP_RECEIVED, sent, now > age ? now - age : 0);
     record(HOP_APPLIED, sent, now);
 }

@@ -8,7 +8,6 @@
 #include "core/framing.h"
 #include "core/history.h"
 #include "lib/log.h"
-#include "options.h"
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/transport_ops.h"
@@ -24,7 +23,7 @@
 #include <unistd.h>
 
 
-static const struct options *options;
+static struct ws_config cfg;
 
 static void refuse(struct evhttp_request *req, int status, const char *why)
 {
@@ -85,11 +84,11 @@ static int ws_start(struct evhttp_request *req, uint32_t uid)
         refuse(req, 400, "A WebSocket handshake is an HTTP/1.1 request (RFC 6455 4.1)");
         return 0;
     }
-    struct ws_origins origins = {options->allow_origin, options->n_allow_origin};
+    struct ws_origins origins = {cfg.origins.list, cfg.origins.n};
     struct ws_handshake hs;
     const char *why;
     int status = ws_handshake_check(evhttp_request_get_input_headers(req), &origins,
-                                    options->ws_deflate, &hs, &why);
+                                    cfg.deflate, &hs, &why);
     if (status) {
         refuse(req, status, why);
         return 0;
@@ -196,10 +195,10 @@ static const struct transport_ops ws_ops = {
     .heartbeat = ws_heartbeat,
 };
 
-int ws_init(const struct options *opts)
+int ws_init(const struct ws_config *c)
 {
-    options = opts;
-    ws_reader_configure(opts);
+    cfg = *c;
+    ws_reader_configure(&c->client);
     transport_ops_register(FRAMING_WS, &ws_ops);
     transport_ops_register(FRAMING_WS_META, &ws_ops);
     transport_ops_register(FRAMING_WS_DEFLATE, &ws_ops);

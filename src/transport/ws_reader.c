@@ -23,7 +23,6 @@
 #include "core/inflight.h"
 #include "core/transport_ops.h"
 #include "lib/carry.h"
-#include "options.h"
 #include "lib/clock.h"
 #include "lib/deflate_msg.h"
 #include "lib/log.h"
@@ -782,16 +781,16 @@ static void shed_stream(void *owner)
     end_with(s, event_get_fd(&s->u.ev), shed());
 }
 
-void ws_reader_configure(const struct options *o)
+void ws_reader_configure(const struct client_msg_config *c)
 {
-    cfg.inbox = o->inbox[0] != 0;
+    cfg.inbox = c->inbox;
     inflight_on_shed(INFLIGHT_WS, shed_stream);
     ws_pause_init(resume_stream);
-    cfg.max_message = o->max_client_message;
-    cfg.max_compressed = o->max_client_message + o->max_client_message / 64 + 64;
-    client_in_configure(o->client_rate);
+    cfg.max_message = c->max_message;
+    cfg.max_compressed = c->max_message + c->max_message / 64 + 64;
+    client_in_configure(c->rate);
     cfg.late_ms = WS_MESSAGE_MS + clock_coarse_tick_ms();
-    uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * o->client_rate : 0);
+    uint32_t frames = WS_SECOND_FRAMES + (cfg.inbox ? 2 * c->rate : 0);
     /* uint16 budget: a read adds at most 4096 / 6 frames to one not past it */
     cfg.second_frames = frames > 64000 ? 64000 : frames;
     cfg.second_bytes = WS_SECOND_BYTES > 4 * cfg.max_message ? WS_SECOND_BYTES

@@ -406,17 +406,17 @@ static void on_control(evutil_socket_t fd, short what, void *arg)
 
 /* ---------------------------------------------------------------- serving */
 
-int upgrade_serve(struct event_base *base, const struct options *o, int argc, char **argv)
+int upgrade_serve(struct event_base *base, const char *node, int argc, char **argv)
 {
     my_argc = argc;
     my_argv = argv;
     control_fd = upgrade_take_control_fd();
     if (control_fd < 0)
-        control_fd = upgrade_wire_listen(o->name);
+        control_fd = upgrade_wire_listen(node);
     if (control_fd < 0) {
         log_msg(LOG_ERROR, "takeover: cannot listen for a process taking over from this one "
                 "(%s): no hot upgrade for node %s", errno == EADDRINUSE
-                    ? "another process holds its control socket" : strerror(errno), o->name);
+                    ? "another process holds its control socket" : strerror(errno), node);
         return 0;
     }
     control_ev = event_new(base, control_fd, EV_READ | EV_PERSIST, on_control, NULL);

@@ -176,20 +176,20 @@ static void fail(const char *why)
     log_msg(LOG_ERROR, "takeover: failed (%s); the running process serves on", why);
 }
 
-int upgrade_take_receive(const struct options *o, int argc, char **argv)
+int upgrade_take_receive(const char *node, int argc, char **argv)
 {
     t0 = clock_now_ms();
     carry_out_init(&got);
-    conn_fd = upgrade_wire_connect(o->name);
+    conn_fd = upgrade_wire_connect(node);
     if (conn_fd < 0) {
         log_msg(LOG_ERROR, "takeover: no process of node %s to take over from (%s): is it "
-                "running on this host, with this --name?", o->name, strerror(errno));
+                "running on this host, with this --name?", node, strerror(errno));
         return -1;
     }
     /* (The pid SO_PEERCRED gives is the one that first listened.) */
     if (upgrade_wire_peer_ok(conn_fd, &peer_pid) != 0) {
         log_msg(LOG_ERROR, "takeover: the process listening as node %s is another user's: "
-                "not taking over from it", o->name);
+                "not taking over from it", node);
         return -1;
     }
     char msg[1024];
@@ -200,13 +200,13 @@ int upgrade_take_receive(const struct options *o, int argc, char **argv)
     if (n > 0)
         msg[n] = '\0';
     if (n > 0 && msg[0] == MSG_REFUSED) {
-        log_msg(LOG_ERROR, "takeover: refused by the running process of node %s: %s", o->name,
+        log_msg(LOG_ERROR, "takeover: refused by the running process of node %s: %s", node,
                 msg + 1);
         return -1;
     }
     if (n <= 0 || msg[0] != MSG_ACCEPTED) {
         log_msg(LOG_ERROR, "takeover: the running process of node %s did not answer (%s)",
-                o->name, n < 0 ? strerror(errno) : "something else");
+                node, n < 0 ? strerror(errno) : "something else");
         return -1;
     }
     peer_pid = atoi(msg + 1);

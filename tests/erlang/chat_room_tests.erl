@@ -1,4 +1,4 @@
-%% The example handler chat_room (tools/erlang/examples) against hostile
+%% The example handler chat_room (examples/erlang) against hostile
 %% and odd input: a real master running the application with chat_room as
 %% its inbox (a pool of 4, as `make run` has it), a real server with
 %% --inbox, WebSocket clients on raw sockets. Every refused command is

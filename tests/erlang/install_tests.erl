@@ -91,7 +91,7 @@ expected(Vsn, Man) ->
     Ebin = "lib/erlang/lib/httpdcnode-" ++ Vsn ++ "/ebin/",
     Docs = [filename:basename(F) || F <- filelib:wildcard(repo_root() ++ "/docs/*.md")],
     Examples = [filename:basename(F)
-                || F <- filelib:wildcard(repo_root() ++ "/tools/erlang/examples/*.erl")]
+                || F <- filelib:wildcard(repo_root() ++ "/examples/erlang/*.erl")]
         ++ ["nginx.conf.example", "sysctl.conf.example"],
     lists:sort(["bin/httpdcnode", "share/man/man1/" ++ Man,
                 "share/httpdcnode/httpdcnode.js",

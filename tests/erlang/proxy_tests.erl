@@ -1,5 +1,5 @@
 %% The front door: Debian's nginx in front of two C-nodes, run with
-%% scripts/nginx.conf.example itself, rendered with this test's ports and
+%% examples/nginx.conf.example itself, rendered with this test's ports and
 %% paths (its placeholders) into a temporary directory: TLS with a
 %% self-signed certificate made here, HTTP/2 towards the clients, HTTP/1.1
 %% to the C-nodes, uids spread over the two by a consistent hash.
@@ -412,7 +412,7 @@ make_cert(Dir) ->
 
 %% The example with this test's values for its placeholders; none left.
 render(Dir, Port, Cert, Key, [S1, S2]) ->
-    {ok, T} = file:read_file(filename:join([httpdcnode_test_lib:repo_root(), "scripts",
+    {ok, T} = file:read_file(filename:join([httpdcnode_test_lib:repo_root(), "examples",
                                             "nginx.conf.example"])),
     Conf = lists:foldl(fun({K, V}, Acc) -> binary:replace(Acc, K, V, [global]) end, T,
                        [{<<"@STATE_DIR@">>, list_to_binary(Dir)},

@@ -1,4 +1,4 @@
-%% The soak publisher (tools/erlang/src/soak.erl): its command line, what it
+%% The soak publisher (bench/erlang/soak.erl): its command line, what it
 %% counts as sent to the stable uids, and publish/1 against a local process
 %% registered as `any', which stands in for the C-node and counts what it got.
 -module(soak_tests).

@@ -3,7 +3,7 @@
 %% pings and pongs (5.5.2, 5.5.3), the close handshake and its codes
 %% (5.5.1, 7.4), UTF-8 (5.6, 8.1) and our limits (10.4), after the cases of
 %% the Autobahn|Testsuite. The server
-%% runs the example handler ws_echo (tools/erlang/examples) as its inbox
+%% runs the example handler ws_echo (examples/erlang) as its inbox
 %% through the application, as `make ws-echo` does for an outside suite,
 %% so each message comes back to its connection. Raw sockets: each case
 %% asserts the exact frames the server sends (never masked, no RSV bit, its

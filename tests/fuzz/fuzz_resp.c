@@ -1,5 +1,5 @@
 /* libFuzzer target: the load client's response parser
- * (tools/httpclient/resp_parser.c), driven as tests/unit/test_client_parser.c
+ * (tools/httpclient/resp_parser.c), driven as tests/unit/client/test_client_parser.c
  * drives it. The first byte picks the size of the pieces the rest arrives
  * in (0: all at once) and whether on_headers stops on a non-200 status. */
 #include <stdint.h>

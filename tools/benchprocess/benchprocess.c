@@ -16,9 +16,10 @@
  *                                      for), 1..65536
  *
  * Linked with the server's objects (the Makefile's SRV_LIB_OBJ, as the unit
- * tests are), it sets up what main.c sets up (uid table with presence,
- * history, streams, the inbox and outbox rings, dispatch, presence) and
- * then plays the C-node thread and the masters itself:
+ * tests are), it starts the server's core as main.c does, with server.c's
+ * server_start (SERVER_CORE: the event loop, uid table with presence,
+ * history, writers, streams, the inbox and outbox rings, presence,
+ * dispatch) and then plays the C-node thread and the masters itself:
  *   open       stream_open + stream_import + the head through stream_send,
  *              which is what transport_open does once the socket left
  *              evhttp (evhttp's part of a chunked welcome is left out);
@@ -61,6 +62,7 @@
  * all fixed costs. Exit status 0 when every phase ran and
  * delivered exactly what it should and the memory per stream is within
  * MAX_BYTES_PER_STREAM; the JSON says which check failed. */
+#include "server.h"
 #include "core/cmd.h"
 #include "core/dispatch.h"
 #include "core/framing.h"
@@ -117,6 +119,7 @@ static uint8_t framing = FRAMING_CHUNKED;    /* BENCH_PROCESS_FRAMING */
 static uint32_t payload_len = PAYLOAD;        /* BENCH_PROCESS_PAYLOAD */
 static char payload[PAYLOAD_MAX];             /* every message's bytes */
 
+static struct server server;
 static struct event_base *base;
 static struct handoff *inbox, *outbox;
 static int sink_w[SINKS], sink_r[SINKS];   /* the streams' ends, the reader's */
@@ -415,30 +418,31 @@ static uint64_t run_job(uint8_t kind, uint32_t rounds, uint32_t streams, uint64_
 /* $BENCH_PROCESS_HISTORY_FILE: the history in that file (--history-file),
  * started afresh; else in memory. */
 static const char *history_file;
-static struct history_config history_cfg = {.max_users = MAX_USERS, .per_uid = 32, .ttl_s = 120,
-                                            .bytes = 64u << 20, .node = "benchprocess@localhost"};
+static struct options opts;
 
+/* The server's core with the options' defaults but these: no writer
+ * thread (--writers 1), presence on, the node's name. */
 static int setup(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    struct event_config *cfg = event_config_new();
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_IGNORE_ENV);   /* as main.c */
-    base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    if (!base || uidtable_init(MAX_USERS, presence_changed) != 0 ||
-        history_init(&history_cfg) != 0 ||
-        write_pool_start(0) != 0 || chunked_init() != 0 ||   /* its goodbye: the last chunk */
-        stream_configure(&(struct stream_config){.base = base, .max_backlog = 1u << 20,
-                                                  .max_backlog_total = 256u << 20,
-                                                  .max_conns_per_uid = 8}) != 0)
+    options_defaults(&opts);
+    opts.max_users = MAX_USERS;
+    opts.writers = 1;
+    strcpy(opts.presence, "presence");
+    strcpy(opts.name, "benchprocess@localhost");
+    if (history_file && strlen(history_file) >= sizeof opts.history_file) {
+        fprintf(stderr, "benchprocess: BENCH_PROCESS_HISTORY_FILE is too long\n");
         return -1;
-    inbox = handoff_new(32u << 20);       /* main.c's sizes */
-    outbox = handoff_new(8u << 20);
-    if (!inbox || !outbox)
+    }
+    if (history_file)
+        strcpy(opts.history_file, history_file);
+    char *argv[] = {"benchprocess", NULL};
+    if (server_start(&server, &opts, SERVER_CORE, 1, argv) != 0 ||
+        chunked_init() != 0)           /* its goodbye: the last chunk */
         return -1;
-    outbound_init(outbox);
-    if (presence_init(base, 1, MAX_USERS) != 0 || dispatch_start(base, inbox, MAX_USERS) != 0)
-        return -1;
+    base = server.base;
+    inbox = server.inbox;
+    outbox = server.outbox;
     for (int i = 0; i < SINKS; i++) {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || sv[0] >= (int)(sizeof is_sink / sizeof is_sink[0]))
@@ -612,7 +616,7 @@ static void phase_reopen(void)
     uint64_t kept = loop_stats.history_entries, bytes = loop_stats.history_bytes;
     history_free();
     uint64_t t = clock_now_ns();
-    int ok = history_init(&history_cfg) == 0;
+    int ok = history_init(&server.history) == 0;
     res.reopen_ns = clock_now_ns() - t;
     check("history reopen",
           ok && history_epoch() == epoch && loop_stats.history_entries == kept &&
@@ -708,7 +712,6 @@ int main(int argc, char **argv)
     history_file = getenv("BENCH_PROCESS_HISTORY_FILE");
     if (history_file && !*history_file)
         history_file = NULL;
-    history_cfg.file = history_file;
     if (history_file)
         unlink(history_file);
     if (setup() != 0) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "transport.h"
+#include "proto.h"
 #include "ws_send.h"
 
 /* Callbacks get the conn as their argument; the set is found here instead of
@@ -38,11 +38,6 @@ static uint64_t global_of(const struct conn *c)
     return g_set->worker + (uint64_t)index_of(c) * g_set->procs;
 }
 
-const struct client_opts *conn_opts(void)
-{
-    return g_set->o;
-}
-
 int conn_set_init(struct conn_set *cs, struct event_base *base, const struct client_opts *o,
                   struct worker_stats *st, size_t n, unsigned worker, unsigned procs)
 {
@@ -59,6 +54,9 @@ int conn_set_init(struct conn_set *cs, struct event_base *base, const struct cli
     cs->timeout.tv_sec = (time_t)o->timeout;
     cs->timeout.tv_usec = (suseconds_t)((o->timeout - (double)cs->timeout.tv_sec) * 1e6);
     g_set = cs;
+    static const struct proto_events events = {conn_welcome, conn_message, conn_gap,
+                                                conn_pong, conn_reply, conn_answer};
+    proto_init(o->proto, &events);
     /* Each worker its own backoff draws (they are forked from one parent). */
     cs->rng = ((uint64_t)getpid() << 32) ^ mono_ns() ^ 0x9e3779b97f4a7c15ull;
     return 0;
@@ -89,7 +87,7 @@ static void close_socket(struct conn *c)
     event_del(&c->ev);
     if (fd >= 0)
         close(fd);
-    transport_end(c);
+    proto_end(c);
     event_assign(&c->ev, g_set->base, -1, 0, on_connect, c);
     g_set->st->open--;
 }
@@ -302,7 +300,7 @@ static int send_request(int fd, struct conn *c)
     memcpy(req + len, "\r\n", 2);
     len += 2;
     c->flags &= (uint8_t)~CF_ANSWER_BYTES;
-    transport_start(c);
+    proto_start(c);
     ssize_t n = send(fd, req, len, MSG_NOSIGNAL);
     return n == (ssize_t)len ? 0 : -1;
 }
@@ -467,7 +465,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         ssize_t n = recv(fd, g_rbuf, sizeof g_rbuf, 0);
         if (n > 0) {
             st->bytes += (uint64_t)n;
-            enum feed_result r = transport_feed(c, g_rbuf, (size_t)n);
+            enum feed_result r = proto_feed(c, g_rbuf, (size_t)n);
             if (c->flags & CF_DROP) {
                 drop(c);
                 break;
@@ -487,7 +485,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         if (n < 0 && errno == EINTR)
             continue;
         /* EOF or an error such as a reset. */
-        handle(c, n == 0 ? transport_eof(c) : FEED_ENDED, 1);
+        handle(c, n == 0 ? proto_eof(c) : FEED_ENDED, 1);
         break;
     }
     if (c->phase != before)

@@ -1,68 +1,17 @@
 /* One streaming connection: socket, connect, request, reading the response
- * through its transport's parser (transport.h), counting into the worker's
+ * through its transport's parser (proto.h), counting into the worker's
  * stats, checking its message ids. Raw sockets and one libevent event each;
  * no bufferevent, no per-connection buffers. */
 #ifndef HTTPCLIENT_CONN_H
 #define HTTPCLIENT_CONN_H
 
 #include <event2/event.h>
-#include <event2/event_struct.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ids.h"
+#include "conn-t.h"
 #include "options.h"
-#include "poll_parser.h"
-#include "resp_parser.h"
-#include "sse_parser.h"
 #include "stats.h"
-#include "ws_parser.h"
-
-/* The process limit is 20000 open files: keep room for the rest. */
-#define CONN_MAX_PER_PROC 19000
-/* Measured by make bench: the slope of the workers' RSS from 2,000 to
- * 18,000 idle streams was 246 bytes (sizeof(struct conn) is 224; up_seq,
- * for --send-rate, took 4 bytes of its padding, so it still is). */
-#define CONN_COST_TEXT \
-    "about 250 bytes of client memory: a worker's RSS\n" \
-    "grows by that much per idle stream (make bench, section 1)"
-
-/* CP_RETRY: lost, its event a timer for the --reconnect-lost reconnection. */
-enum conn_phase {
-    CP_IDLE, CP_CONNECTING, CP_WAIT_WELCOME, CP_STREAMING, CP_CLOSED, CP_PARKED, CP_RETRY
-};
-
-#define CF_DROP 0x01u           /* --reconnect-after reached: the rest of this read is not counted */
-#define CF_RECONNECTED 0x02u    /* dropped by --reconnect-after once already */
-#define CF_ANSWER_BYTES 0x04u   /* poll: bytes of the current answer arrived */
-#define CF_FIRST 0x08u          /* poll: the next message is the answer's first */
-#define CF_JUMP 0x10u           /* poll: the answer's first id jumped: an error unless it says gap */
-
-struct conn {
-    struct event ev;            /* holds the fd; 128 bytes in libevent 2.1 */
-    struct resp_parser rp;      /* the HTTP head, chunks (chunked, sse, poll) */
-    union {
-        struct sse_parser sse;
-        struct poll_parser poll;
-        struct ws_parser ws;
-    } u;
-    struct id_track ids;        /* also what a reconnection resumes from */
-    uint32_t msgs;              /* since it was opened, for --reconnect-after */
-    uint32_t up_seq;            /* --send-rate: the next message's SEQ (from 0 at each open) */
-    uint8_t phase;
-    uint8_t flags;
-    uint8_t tries;              /* --reconnect-lost: failures since the last welcome (padding) */
-};
-
-/* A message as a transport parsed it. */
-struct msg_info {
-    int has_id, bad_id;
-    uint32_t epoch, seq;
-    int has_ts;
-    uint64_t ts;
-    int has_n;                  /* "n=N;" followed the stamp (--record writes it) */
-    uint32_t n;
-};
 
 /* All connections of one worker process. */
 struct conn_set {
@@ -96,7 +45,8 @@ int conn_reading(const struct conn_set *cs);
 /* --read-on-signal: every stream welcomed starts reading. */
 void conn_read_all(struct conn_set *cs);
 
-/* For the transports (transport.c): what a response said. */
+/* What a response said: the handlers conn_set_init gives proto.c
+ * (proto_init). */
 void conn_welcome(struct conn *c);
 void conn_message(struct conn *c, const struct msg_info *m);
 void conn_gap(struct conn *c);
@@ -111,6 +61,5 @@ void conn_reply(struct conn *c, int has_ts, uint64_t ts);
 int conn_send_up(struct conn_set *cs, size_t i, int request);
 /* A poll answer ended; gap: it said so. */
 void conn_answer(struct conn *c, int gap);
-const struct client_opts *conn_opts(void);
 
 #endif

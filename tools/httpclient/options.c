@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
+#include "conn-t.h"
 #include "ws_parser.h"
 
 static const char *const k_protos[] = {"chunked", "sse", "ws", "poll"};

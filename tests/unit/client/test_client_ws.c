@@ -329,7 +329,7 @@ static enum ws_result feed_steps(struct ws_parser *p, struct seen *s, const uint
     return r;
 }
 
-/* The server's gap frame (src/ws.c add_gap): a gap, not a message without
+/* The server's gap frame (src/transport/ws.c ws_replay_gap): a gap, not a message without
  * an id; its JSON may gain fields. Then the messages after it. */
 static void the_gap_frame_is_a_gap(void **state)
 {

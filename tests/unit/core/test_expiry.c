@@ -1,4 +1,4 @@
-/* The token expiry side table (src/expiry.c, included to reach its
+/* The token expiry side table (src/core/expiry.c, included to reach its
  * statics): streams tracked from the exp their request gave, found again
  * through the hash when they close (past its growth), and ended by the
  * wheel walk only once their exp has passed. Streams here are WELCOMING

@@ -1,4 +1,4 @@
-/* Message ids and history (src/history.c, included for its clock): ids,
+/* Message ids and history (src/core/history.c, included for its clock): ids,
  * what a returning client is replayed, and when it is told of a gap. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* The stream core (src/stream.c) and the write batch (src/batch.c), on
+/* The stream core (src/core/stream.c) and the write batch (src/core/batch.c), on
  * real sockets and a real event loop: a stream's life, the deferred free
  * that lets a batch hold a stream closed under it, the welcome-ending case,
  * eviction, framing (WebSocket too), and --max-backlog-total. Both sources are included
@@ -18,7 +18,6 @@
 #include "../../../src/core/stream.c"
 #include "../../../src/core/batch.c"
 
-#include "options.h"
 #include "core/uidtable.h"
 #include "transport/chunked.h"
 #include "transport/ws.h"
@@ -271,7 +270,7 @@ static void websocket_streams_frame_answer_and_close(void **state)
 {
     (void)state;
     configure(1 << 20, 1 << 30, 8);
-    static struct options opts;
+    static struct ws_config opts;
     assert_int_equal(ws_init(&opts), 0);        /* the WebSocket's transport_ops */
     int a[2], b[2];
     struct stream *s = live_stream(31, a, 0);

@@ -1,4 +1,4 @@
-/* The writer threads (src/write_pool.c): every job written once, results
+/* The writer threads (src/core/write_pool.c): every job written once, results
  * and errors reported, and a restarted pool never replays an old batch. */
 #include <errno.h>
 #include <fcntl.h>

@@ -24,12 +24,12 @@
 #include "erl/erl_send.h"
 #include "lib/handoff.h"
 #include "obs/stats.h"
-#include "options.h"
+#include "erl/erl_config.h"
 
 static int pair[2];
 static ei_cnode ec;
 static struct handoff *outbox;
-static struct options opts;
+static struct erl_config opts;
 static char got[1 << 20];     /* what the peer read, all of it */
 static size_t got_len, seen;  /* bytes read; how far expect_in looked */
 
@@ -41,8 +41,7 @@ static int setup(void **state)
     outbox = handoff_new(1 << 20);
     assert_non_null(outbox);
     outbound_init(outbox);
-    memset(&opts, 0, sizeof opts);
-    strcpy(opts.inbox, "inbox");
+    opts = (struct erl_config){.name = "unit@localhost", .presence = "", .inbox = "inbox"};
     erl_send_init(&ec, outbox, &opts);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
     assert_int_equal(erl_link_add(pair[0], "m@localhost", 1), 0);

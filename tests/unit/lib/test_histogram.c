@@ -1,4 +1,4 @@
-/* The latency histogram (src/histogram.c) of the load client and the
+/* The latency histogram (src/lib/histogram.c) of the load client and the
  * server's latency probe:
  * bucket layout, precision, percentiles, merging. */
 #include <setjmp.h>

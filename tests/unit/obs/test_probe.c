@@ -59,7 +59,7 @@ static void hops_are_counted_and_reset(void **state)
     c->payload_len = (uint32_t)len;
     memcpy(cmd_payload(c), payload, (size_t)len);
     c->received_ns = clock_now_ns() - 2000000ull;
-    probe_applied(c);
+    probe_applied(cmd_payload(c), c->payload_len, c->received_ns);
     probe_written(payload, (uint32_t)len, sent_ns + 5000000ull);
     probe_written("no stamp", 8, sent_ns + 5000000ull);
 

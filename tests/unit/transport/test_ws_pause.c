@@ -18,12 +18,11 @@
 #include "core/framing.h"
 #include "core/uidtable.h"
 #include "obs/stats.h"
-#include "options.h"
 #include "transport/ws.h"
 #include "transport/ws_reader.h"
 
 static struct event_base *base;
-static struct options opts;
+static struct ws_config opts;
 
 static int setup(void **state)
 {
@@ -36,9 +35,7 @@ static int setup(void **state)
                          .base = base, .max_backlog = 1 << 20, .max_backlog_total = 1 << 30,
                          .max_conns_per_uid = 8}),
                      0);
-    strcpy(opts.inbox, "inbox");
-    opts.max_client_message = 4096;
-    opts.client_rate = 50;
+    opts.client = (struct client_msg_config){.inbox = 1, .max_message = 4096, .rate = 50};
     return ws_init(&opts);
 }
 

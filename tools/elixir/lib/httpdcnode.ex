@@ -14,7 +14,7 @@ defmodule Httpdcnode do
   `Httpdcnode.Handler` gets it.
 
   There is no `publish/2` yet: the server has no topics. `multicast/2`
-  sends to a list of uids, and the Erlang `router` module to a uid and
+  sends to a list of uids, and the Erlang `httpdcnode_router` module to a uid and
   its subscribers (docs/erlang.md).
   """
 

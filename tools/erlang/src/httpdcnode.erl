@@ -192,7 +192,7 @@ nodes() ->
 %% last_seen_entries and last_seen_bytes (the table now), last_seen_evicted
 %% (by its cap) and last_seen_expired (by its sweep); subscription_merges,
 %% subscription_merged_pairs, subscription_tombstones and tombstones_expired
-%% (subsmanager_heal). On a client node, the master's.
+%% (httpdcnode_subs_heal). On a client node, the master's.
 -spec stats() -> #{node() | app => map() | {error, timeout | nodedown}}.
 stats() ->
     stats(?TIMEOUT).
@@ -215,7 +215,7 @@ app_stats() ->
     maps:merge((httpdcnode_presence:counter_values())#{
                  last_seen_entries => E, last_seen_bytes => B,
                  held_entries => httpdcnode_presence:held_count(),
-                 subscription_tombstones => subsmanager:tombstones()},
+                 subscription_tombstones => httpdcnode_subs:tombstones()},
                httpdcnode_outq:info()).
 
 %% A subscriber token for C-nodes started with --auth-secret-file: the query
@@ -233,7 +233,7 @@ token(Uid, TtlSeconds) ->
 token_url(BaseUrl, Uid, TtlSeconds) ->
     httpdcnode_token:token_url(BaseUrl, Uid, TtlSeconds).
 
-%%% Building blocks (exported for tests and for router)
+%%% Building blocks (exported for tests and for httpdcnode_router)
 
 %% Message as the binary the C-nodes take (the data of a tagged one:
 %% to_wire/1). Raises badarg for an empty or malformed message.

@@ -20,7 +20,7 @@ start(_Type, _Args) ->
 
 start_master() ->
     ok = start_mnesia(),
-    case subsmanager:ensure_table() of
+    case httpdcnode_subs:ensure_table() of
         ok -> httpdcnode_sup:start_link();
         {error, Reason} -> {error, {subscription_table, Reason}}
     end.

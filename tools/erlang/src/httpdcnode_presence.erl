@@ -297,7 +297,7 @@ sweep() ->
 %% last_seen_expired (by the sweep), online_by_message (uids marked online
 %% by a client message before their node's up was handled), held_sent
 %% (messages for a uid not known yet that waited for it, then went); and
-%% subsmanager_heal's: subscription_merges (sides of a partition merged),
+%% httpdcnode_subs_heal's: subscription_merges (sides of a partition merged),
 %% subscription_merged_pairs (pairs they changed), tombstones_expired.
 -spec counter_values() -> #{atom() => non_neg_integer()}.
 counter_values() ->

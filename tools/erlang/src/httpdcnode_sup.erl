@@ -1,5 +1,5 @@
 %% Top supervisor: the presence server, httpdcnode_outq (what the C-nodes
-%% did not acknowledge) and the subscriptions' merger (subsmanager_heal)
+%% did not acknowledge) and the subscriptions' merger (httpdcnode_subs_heal)
 %% are the long-lived processes; the API and pubsub modules run in their
 %% callers. The supervisor owns the table of learned C-nodes, the last-seen
 %% tables (see httpdcnode_presence) and httpdcnode_outq's. On a node of
@@ -29,7 +29,7 @@ master() ->
     httpdcnode_presence:create_tables(public),
     %% When each other master went down: a restarted merger still knows
     %% since when the sides of a partition differ.
-    subsmanager_heal:create_table(),
+    httpdcnode_subs_heal:create_table(),
     %% What each C-node did not acknowledge yet: a restarted httpdcnode_outq
     %% still has it.
     httpdcnode_outq:create_tables(public),
@@ -41,11 +41,11 @@ master() ->
                     [httpdcnode_inbox:child_spec(Name, Module, Args, Opts)];
                 undefined -> []
             end,
-    %% subsmanager_heal merges the subscription copies after a partition
+    %% httpdcnode_subs_heal merges the subscription copies after a partition
     %% between masters; httpdcnode_outq comes first: the presence server
     %% passes it each hello.
     {ok, {#{strategy => one_for_one, intensity => 5, period => 10},
-          [worker(httpdcnode_outq), worker(httpdcnode_presence), worker(subsmanager_heal)
+          [worker(httpdcnode_outq), worker(httpdcnode_presence), worker(httpdcnode_subs_heal)
            | Inbox]}}.
 
 worker(M) ->

@@ -1,37 +1,11 @@
-%% Pubsub publish: router:send(Id, Msg) reaches Id and everyone subscribed to
-%% Id who is online, with one Erlang message per C-node carrying the fan-out.
-%% A subscriber offline for a moment gets it on resume, as with
-%% httpdcnode:multicast_sync/2 (counted 0 in the reply). On a node of role
-%% client (httpdcnode_client) the whole call runs on a master, where the
-%% subscriptions are.
+%% The old name of httpdcnode_router, kept for one release so that code calling
+%% router:... and nodes of the release before go on working: every
+%% function calls httpdcnode_router's. It goes in the next release (docs/erlang.md).
 -module(router).
 
 -export([send/2, send/3, send_async/2, recipients/1]).
 
--define(TIMEOUT, 5000).
-
-%% Returns {ok, NumDelivered}: the connections the C-nodes acknowledged
-%% writing to (a user with two open streams counts twice; an offline
-%% subscriber counts zero).
--spec send(term(), httpdcnode:msg()) -> {ok, non_neg_integer()}.
-send(Id, Msg) ->
-    send(Id, Msg, ?TIMEOUT).
-
-send(Id, Msg, Timeout) ->
-    case httpdcnode_client:is_client() of
-        true -> httpdcnode_client:call(?MODULE, send, [Id, Msg, Timeout], Timeout);
-        false -> httpdcnode:multicast_sync(recipients(Id), Msg, Timeout)
-    end.
-
-%% Fire and forget: no acknowledgement, returns ok.
--spec send_async(term(), httpdcnode:msg()) -> ok.
-send_async(Id, Msg) ->
-    case httpdcnode_client:is_client() of
-        true -> httpdcnode_client:cast(?MODULE, send_async, [Id, Msg]);
-        false -> httpdcnode:multicast(recipients(Id), Msg)
-    end.
-
-%% Id and its subscribers, each once, online or not.
--spec recipients(term()) -> [term()].
-recipients(Id) ->
-    lists:usort([Id | subsmanager:get_subscribers(Id)]).
+send(A1, A2) -> httpdcnode_router:send(A1, A2).
+send(A1, A2, A3) -> httpdcnode_router:send(A1, A2, A3).
+send_async(A1, A2) -> httpdcnode_router:send_async(A1, A2).
+recipients(A1) -> httpdcnode_router:recipients(A1).
