@@ -2,6 +2,7 @@
  * message batch when the socket takes it; a backlog, and EV_WRITE, only
  * while it does not. */
 #include "core/stream.h"
+#include "core/linger.h"
 #include "core/transport_ops.h"
 #include "core/backlog.h"
 #include "core/expiry.h"
@@ -114,7 +115,10 @@ static void stream_close(struct stream *s, uint8_t why)
         expiry_forget(s);
         backlog_free(&s->out);
         event_del(&s->u.ev);
-        close(stream_fd(s));
+        if (why == END_CLIENT)
+            close(stream_fd(s));
+        else
+            linger_close(stream_fd(s), framing_is_websocket(s->framing));
         reap_later(s);
         return;
     default:
@@ -374,6 +378,7 @@ int stream_send(struct stream *s, const struct iovec *iov, int iovcnt, size_t to
 int stream_configure(const struct stream_config *cfg)
 {
     config = *cfg;
+    linger_configure(cfg->base);
     reap_ev = event_new(cfg->base, -1, 0, on_reap, NULL);
     if (!reap_ev) {
         log_msg(LOG_ERROR, "cannot create the stream events: out of memory");
@@ -385,6 +390,7 @@ int stream_configure(const struct stream_config *cfg)
 void stream_unconfigure(void)
 {
     stream_reap();
+    linger_close_all();
     if (reap_ev)
         event_free(reap_ev);
     reap_ev = NULL;

@@ -38,6 +38,9 @@ hostile_test_() ->
                                      fun silent_fragment/1),
      httpdcnode_test_lib:server_test("two ping flooders: closed with 1008 at once, counted, "
                                      "/stats answering all along", #{}, 30, fun ping_flood/1),
+     httpdcnode_test_lib:server_test("a flooder that has not read what was sent to it: closed "
+                                     "with 1008, its close frame after every message, no reset",
+                                     #{}, 30, fun close_behind_unread/1),
      httpdcnode_test_lib:server_test("a flood of 4 KB data frames: closed with 1008, counted",
                                      #{}, 30, fun data_flood/1),
      httpdcnode_test_lib:server_test("a client that pings once a second and sends a few "
@@ -210,6 +213,34 @@ data_flood(S) ->
     %% when the flood spans the turn of a second): nowhere near the 10 s of
     %% frames sent
     ?assert(Ignored =< 32).
+
+%% 8 KB of messages wait in the server's socket for a client whose window is
+%% small (it has not read); it then floods pings, 192 KB, far past what the
+%% server reads before it closes (one read, then 64 KB drained). Closing
+%% the socket with the rest unread would make the kernel reset the
+%% connection and drop the 8 KB and the close frame it had not sent yet.
+%% Read afterwards, every message is there, then the close frame.
+close_behind_unread(S) ->
+    Sock = open(S, 40, [{recbuf, 2048}]),
+    Msg = binary:copy(<<"m">>, 1024),
+    Closed0 = maps:get(ws_policy_closed, stats(S)),
+    [send(S, {40, Msg}) || _ <- lists:seq(1, 8)],
+    wait_stat(S, bytes_out, fun(B) -> B >= 8 * 1024 end, ?T),
+    Flood = iolist_to_binary(lists:duplicate(32000, frame(9, <<>>))),
+    spawn_link(fun() -> gen_tcp:send(Sock, Flood) end),    % may block: the server's window
+    wait_stat(S, ws_policy_closed, fun(V) -> V =:= Closed0 + 1 end, ?T),
+    Frames = read_to_close(Sock, []),
+    ?assertEqual({lists:duplicate(8, {1, 1, Msg}), ?POLICY},
+                 {[F || F = {_, Op, _} <- Frames, Op =/= 10 andalso Op =/= 8],
+                  case lists:last(Frames) of {1, 8, <<C:16, _/binary>>} -> C; Last -> Last end}),
+    gen_tcp:close(Sock).
+
+read_to_close(Sock, Acc) ->
+    case catch recv_frame(Sock) of
+        {1, 8, _} = F -> lists:reverse([F | Acc]);
+        {_, _, _} = F -> read_to_close(Sock, [F | Acc]);
+        Other -> lists:reverse([{no_close_frame, Other} | Acc])
+    end.
 
 %% N clients send Bytes every millisecond (up to 10 s) without reading;
 %% each is closed with 1008 at once and counted, and /stats answers quickly
