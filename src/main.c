@@ -19,6 +19,9 @@
 #include "transport/poll.h"
 #include "http/cors.h"
 #include "core/stream.h"
+#include "core/topic.h"
+#include "core/topic_join.h"
+#include "core/topic_presence.h"
 #include "core/uidtable.h"
 #include "core/write_pool.h"
 #include "transport/chunked.h"
@@ -106,7 +109,9 @@ int main(int argc, char **argv)
         return 1;
     cors_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
+                                              .max_topics = opts.max_topics,
                                               .per_uid = opts.history,
+                                              .per_topic = opts.topic_history,
                                               .ttl_s = opts.history_ttl,
                                               .bytes = (size_t)opts.history_bytes,
                                               .max_message = opts.max_message,
@@ -126,7 +131,8 @@ int main(int argc, char **argv)
     if (stream_configure(&(struct stream_config){.base = base,
                                                   .max_backlog = opts.max_backlog,
                                                   .max_backlog_total = opts.max_backlog_total,
-                                                  .max_conns_per_uid = opts.max_conns_per_uid}) != 0)
+                                                  .max_conns_per_uid = opts.max_conns_per_uid,
+                                                  .closing = topic_stream_close}) != 0)
         return 1;
 
     inbox = handoff_new(HANDOFF_BYTES);
@@ -145,6 +151,22 @@ int main(int argc, char **argv)
         log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     presence_conns_enable(opts.presence_conns);
+    topic_join_configure((enum topic_auth)opts.topic_auth);
+    /* A topic no stream holds lingers as long as its history may serve a
+     * client coming back (and the masters keep sending it). */
+    uint32_t linger = opts.topic_history ? opts.history_ttl : 0;
+    if (topic_presence_init(base, opts.presence[0] != '\0', opts.presence_topics,
+                            opts.max_topics) != 0 ||
+        topic_init(&(struct topic_config){.base = base, .max_users = opts.max_users,
+                                          .max_topics = opts.max_topics,
+                                          .per_stream = opts.topics_per_stream,
+                                          .per_topic = opts.streams_per_topic,
+                                          .linger_s = linger,
+                                          .changed = topic_presence_changed,
+                                          .gone = topic_presence_gone,
+                                          .member = topic_presence_member}) != 0)
+        return 1;
+    presence_on_snapshot(topic_presence_snapshot);
     inflight_configure(opts.max_input_total);
     if (presence_init(base, opts.presence[0] != '\0', opts.max_users) != 0 ||
         dispatch_start(base, inbox, opts.max_users) != 0 ||
@@ -173,6 +195,9 @@ int main(int argc, char **argv)
     ws_free();
     stream_unconfigure();
     presence_free();
+    topic_join_free();
+    topic_free();
+    topic_presence_free();
     event_base_free(base);
     handoff_free(inbox);
     handoff_free(outbox);

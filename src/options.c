@@ -80,6 +80,22 @@ static const char usage_text[] =
     "                           (default 25; 0 off)\n"
     "  --poll-timeout SECONDS   a long-poll with nothing new waits this long at most\n"
     "                           (default 25)\n"
+    "  --max-topics N           topics held at once (default 100000; 0: no topics);\n"
+    "                           a topic no stream holds is kept --history-ttl\n"
+    "                           seconds for its resuming clients\n"
+    "  --max-topics-per-stream N  topics one stream may subscribe to (default 16,\n"
+    "                           at most 255)\n"
+    "  --max-streams-per-topic N  streams subscribed to one topic here (default\n"
+    "                           1000000)\n"
+    "  --topic-history N        messages kept per topic for clients that come back\n"
+    "                           (default: --history's; 0: none)\n"
+    "  --topic-auth MODE        who may subscribe to what: open (any topic), token\n"
+    "                           (the topics its subscriber token's claim lists), or\n"
+    "                           handler (those, and what the --inbox handler's\n"
+    "                           authorize_join allows); default token with\n"
+    "                           --auth-secret-file, else open\n"
+    "  --presence-topics        to --presence also who subscribes: each join and\n"
+    "                           leave of a topic, with its uid and conn\n"
     "  --allow-origin ORIGIN    a web origin (scheme://host[:port]) whose pages may\n"
     "                           read streams cross-origin; repeatable, or * for any\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
@@ -107,7 +123,9 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_HISTORY, OPT_HISTORY_TTL, OPT_HISTORY_BYTES, OPT_HISTORY_FILE, OPT_HEARTBEAT, OPT_POLL_TIMEOUT,
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
-       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK };
+       OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK,
+       OPT_MAX_TOPICS, OPT_TOPICS_PER_STREAM, OPT_STREAMS_PER_TOPIC, OPT_TOPIC_HISTORY,
+       OPT_TOPIC_AUTH, OPT_PRESENCE_TOPICS };
 
 static const struct option long_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -136,6 +154,12 @@ static const struct option long_opts[] = {
     {"history-file", required_argument, NULL, OPT_HISTORY_FILE},
     {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
     {"poll-timeout", required_argument, NULL, OPT_POLL_TIMEOUT},
+    {"max-topics", required_argument, NULL, OPT_MAX_TOPICS},
+    {"max-topics-per-stream", required_argument, NULL, OPT_TOPICS_PER_STREAM},
+    {"max-streams-per-topic", required_argument, NULL, OPT_STREAMS_PER_TOPIC},
+    {"topic-history", required_argument, NULL, OPT_TOPIC_HISTORY},
+    {"topic-auth", required_argument, NULL, OPT_TOPIC_AUTH},
+    {"presence-topics", no_argument, NULL, OPT_PRESENCE_TOPICS},
     {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
@@ -285,6 +309,11 @@ static void set_defaults(struct options *o)
     o->history = 32;
     o->history_ttl = 120;
     o->history_bytes = 64u << 20;
+    o->topic_history = UINT32_MAX;      /* --history's unless given */
+    o->topic_auth = -1;                 /* token with --auth-secret-file, else open */
+    o->max_topics = 100000;
+    o->topics_per_stream = 16;
+    o->streams_per_topic = 1000000;
     o->heartbeat = 25;
     o->poll_timeout = 25;
     o->max_client_message = 4096;
@@ -447,6 +476,33 @@ int options_parse(struct options *o, int argc, char **argv)
                 return bad("--drain-seconds", optarg, "expected 0 (all at once) to 3600 seconds");
             break;
         case OPT_NO_TOKEN_EXPIRY: o->token_expiry = 0; break;
+        case OPT_MAX_TOPICS:
+            if (parse_u32(optarg, 0, 1u << 24, &o->max_topics))
+                return bad("--max-topics", optarg, "expected 0 (no topics) to 16777216");
+            break;
+        case OPT_TOPICS_PER_STREAM:
+            if (parse_u32(optarg, 1, 255, &o->topics_per_stream))
+                return bad("--max-topics-per-stream", optarg, "expected 1 to 255");
+            break;
+        case OPT_STREAMS_PER_TOPIC:
+            if (parse_u32(optarg, 1, 1u << 30, &o->streams_per_topic))
+                return bad("--max-streams-per-topic", optarg, "expected 1 to 1073741824");
+            break;
+        case OPT_TOPIC_HISTORY:
+            if (parse_u32(optarg, 0, 4096, &o->topic_history))
+                return bad("--topic-history", optarg, "expected 0 (off) to 4096 messages");
+            break;
+        case OPT_TOPIC_AUTH:
+            if (strcmp(optarg, "open") == 0)
+                o->topic_auth = 0;
+            else if (strcmp(optarg, "token") == 0)
+                o->topic_auth = 1;
+            else if (strcmp(optarg, "handler") == 0)
+                o->topic_auth = 2;
+            else
+                return bad("--topic-auth", optarg, "expected open, token or handler");
+            break;
+        case OPT_PRESENCE_TOPICS: o->presence_topics = 1; break;
         case OPT_PRESENCE_CONNS: o->presence_conns = 1; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
@@ -469,6 +525,24 @@ int options_parse(struct options *o, int argc, char **argv)
     }
     if (o->presence_conns && !o->presence[0] && !o->inbox[0]) {
         fprintf(stderr, "httpdcnode: --presence-conns needs --presence or --inbox\n");
+        return -1;
+    }
+    if (o->presence_topics && !o->presence[0]) {
+        fprintf(stderr, "httpdcnode: --presence-topics needs --presence\n");
+        return -1;
+    }
+    if (o->topic_history == UINT32_MAX)
+        o->topic_history = o->history;
+    if (o->topic_auth < 0)
+        o->topic_auth = o->auth_secret_file[0] ? 1 : 0;
+    if (o->topic_auth == 1 && !o->auth_secret_file[0]) {
+        fprintf(stderr, "httpdcnode: --topic-auth token needs --auth-secret-file (the "
+                        "tokens that list the topics)\n");
+        return -1;
+    }
+    if (o->topic_auth == 2 && !o->inbox[0]) {
+        fprintf(stderr, "httpdcnode: --topic-auth handler needs --inbox (the process whose "
+                        "handler decides)\n");
         return -1;
     }
     return take_cookie(o, cookie_file);

@@ -69,13 +69,22 @@ static uint32_t window_ms = PRESENCE_WINDOW_MS;
  * differs from the uid table only for uids of this window's changes. */
 static uint64_t *told;
 static uint32_t batch[BATCH_MAX];   /* one message being built (16 KB) */
+static void (*after_snapshot)(int to_all);
+
+void presence_on_snapshot(void (*fn)(int to_all)) { after_snapshot = fn; }
+
+void presence_repair_later(void)
+{
+    static const struct timeval one_second = {1, 0};
+    if (repair_ev && !evtimer_pending(repair_ev, NULL))
+        evtimer_add(repair_ev, &one_second);
+}
 
 /* Sends one part; on a full queue, schedules the repairing snapshot. */
 static void send_part(enum presence_op op, int to_all, const uint32_t *uids, uint32_t n)
 {
-    static const struct timeval one_second = {1, 0};
-    if (outbound_presence(op, to_all, uids, n) != 0 && !evtimer_pending(repair_ev, NULL))
-        evtimer_add(repair_ev, &one_second);
+    if (outbound_presence(op, to_all, uids, n) != 0)
+        presence_repair_later();
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -235,6 +244,8 @@ uint32_t presence_snapshot_to(int to_all)
     }
     if (n || op == PRESENCE_SNAPSHOT)
         send_part(op, to_all, batch, n);
+    if (after_snapshot)
+        after_snapshot(to_all);         /* the topics', to the same masters */
     return online;
 }
 

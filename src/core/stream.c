@@ -78,6 +78,8 @@ static void stream_close(struct stream *s)
 {
     if (!stream_gone(s)) {
         loop_stats.streams_open--;      /* open no more, though not yet reaped */
+        if (config.closing)
+            config.closing(s);          /* its topics' leaves still name its conn */
         presence_conn_down(s);          /* before closing forgets its conn id */
     }
     switch (s->state) {
@@ -302,6 +304,24 @@ int stream_replay(struct stream *s, const char *asked, uint32_t budget)
     return stream_flushed(s, stream_flush(s, stream_fd(s)));
 }
 
+int stream_replay_topic(struct stream *s, uint32_t sub, const char *asked)
+{
+    if (s->state != STREAM_LIVE)
+        return s->state == STREAM_WELCOMING ? 0 : -1;   /* chunked: nothing to replay */
+    int was = stream_replaying(s);
+    if (total_room(s, REPLAY_CHUNK) != 0)
+        return -1;
+    enum replay_result r = replay_topic(&s->out, s, s->framing, s->uid, sub, asked);
+    if (r == REPLAY_FAILED) {
+        log_msg(LOG_ERROR, "out of memory starting a replay: the stream is closed");
+        stream_close(s);
+        return -1;
+    }
+    if (r == REPLAY_NONE || was)
+        return 0;
+    return stream_flushed(s, stream_flush(s, stream_fd(s)));
+}
+
 int stream_replaying(const struct stream *s) { return s->out && backlog_replay(s->out); }
 
 /* ---------------------------------------------------------------- writing */
@@ -444,6 +464,8 @@ static void end_with(struct stream *s, struct iovec t, uint8_t why)
 {
     if (s->state == STREAM_WELCOMING) {
         /* No socket of ours yet: finish once the welcome is out. */
+        if (config.closing)
+            config.closing(s);
         presence_conn_down(s);
         uidtable_remove(s);
         s->u.w.why = why;

@@ -1,6 +1,7 @@
 /* Opening a stream: see transport.h. */
 #include "transport/transport.h"
 #include "core/stream.h"
+#include "core/topic_join.h"
 #include "http/http_guard.h"
 #include "http/socket_export.h"
 
@@ -18,6 +19,8 @@ struct stream *transport_reserve(struct evhttp_request *req, uint32_t uid, uint8
     struct stream *s = stream_open(uid, framing, keep_req ? req : NULL, own);
     if (!s)
         close(own);
+    else
+        topic_stream_open(s);          /* the topics its request named */
     return s;
 }
 

@@ -20,6 +20,7 @@
 #include "core/inflight.h"
 #include "core/outbound.h"
 #include "core/presence.h"
+#include "core/topic_join.h"
 #include "core/transport_ops.h"
 #include "options.h"
 #include "lib/clock.h"
@@ -57,6 +58,16 @@
 #define WS_MESSAGE_MS 10000
 #define WS_MESSAGE_FRAMES 64
 
+/* A client's topic join or leave, a text message of its own (docs/protocol.md):
+ *   event: join\n\nTOPIC[@ID]     ID: the last it saw there, to resume from
+ *   event: leave\n\nTOPIC
+ * never passed to the inbox. They are done once the read is over (they
+ * write to the stream, which may end it); a read may bring this many. */
+#define WS_JOIN "event: join\n\n"
+#define WS_LEAVE "event: leave\n\n"
+#define WS_CONTROL_MAX (sizeof WS_LEAVE - 1 + TOPIC_NAME_MAX + 1 + 31)
+#define WS_CONTROLS_PER_READ 32
+
 /* A client message is read into a buffer that starts this small and grows
  * with what arrives (doubling, a step of at most WS_MSG_STEP), under
  * --max-input-total with every other client byte held (core/inflight.h):
@@ -78,13 +89,15 @@
  * thousandths of a message), the frames and bytes a second may bring. */
 static struct {
     int inbox;
+    int topics;                 /* clients may join and leave topics */
+    int keep;                   /* data messages are read whole: --inbox, or topics */
     uint32_t max_message;
     uint32_t rate;              /* per second, = thousandths per ms */
     uint32_t burst_milli;
     uint32_t second_frames;
     uint32_t second_bytes;
     int32_t late_ms;            /* WS_MESSAGE_MS and a tick of the timers' clock */
-} cfg = {0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
+} cfg = {0, 0, 0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
 
 /* stream.ws: pings unanswered (2 bits), not read while Erlang is behind
  * (1 bit), the slot of the frame in flight (13 bits, 0: none). */
@@ -141,6 +154,11 @@ static struct {
     uint8_t ping_due;
     uint8_t ping_len;
     uint8_t ping[125];
+    uint8_t nctl;               /* topic joins and leaves read, done at the read's end */
+    struct {
+        uint8_t len;
+        char text[WS_CONTROL_MAX];
+    } ctl[WS_CONTROLS_PER_READ];
 } feed;
 
 static ssize_t feed_recv(uint8_t *buf, size_t len, int flags, void *user)
@@ -521,7 +539,7 @@ static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n
         f->ctl_len = (uint8_t)(f->ctl_len + n);
         return go_on;
     }
-    if (cfg.inbox && n) {
+    if (cfg.keep && n) {
         struct verdict v = msg_room(f, f->message + (uint32_t)n);
         if (v.why != GO_ON)
             return v;
@@ -558,10 +576,51 @@ static int take_token(struct conn *c)
     return rate_take(&c->tokens, &c->at_ms, feed.now_ms, cfg.rate, cfg.burst_milli);
 }
 
+/* Whether m[n] is a topic join or leave (a text message): kept for the
+ * read's end. 1 when it is (taken), 0 when not. */
+static int control_in(const uint8_t *m, uint32_t n)
+{
+    if (!cfg.topics || n > WS_CONTROL_MAX ||
+        !((n >= sizeof WS_JOIN - 1 && memcmp(m, WS_JOIN, sizeof WS_JOIN - 1) == 0) ||
+          (n >= sizeof WS_LEAVE - 1 && memcmp(m, WS_LEAVE, sizeof WS_LEAVE - 1) == 0)))
+        return 0;
+    if (feed.nctl < WS_CONTROLS_PER_READ) {
+        feed.ctl[feed.nctl].len = (uint8_t)n;
+        memcpy(feed.ctl[feed.nctl++].text, m, n);
+    }
+    return 1;
+}
+
+/* The joins and leaves the read brought: 0, or -1 when the stream ended. */
+static int controls_done(struct stream *s)
+{
+    for (uint8_t i = 0; i < feed.nctl && s->state == STREAM_LIVE; i++) {
+        const char *t = feed.ctl[i].text;
+        size_t n = feed.ctl[i].len;
+        if (t[7] == 'j') {
+            const char *name = t + sizeof WS_JOIN - 1;
+            size_t len = n - (sizeof WS_JOIN - 1);
+            const char *at = memchr(name, '@', len);
+            size_t k = at ? (size_t)(at - name) : len;
+            topic_client_join(s, name, k, at ? at + 1 : NULL, at ? len - k - 1 : 0);
+        } else {
+            topic_client_leave(s, t + sizeof WS_LEAVE - 1, n - (sizeof WS_LEAVE - 1));
+        }
+    }
+    feed.nctl = 0;
+    return s->state == STREAM_LIVE ? 0 : -1;
+}
+
 /* A whole data message (text or binary): to Erlang, or refused (no
- * --inbox), counted. */
+ * --inbox), counted; a topic join or leave is the stream's. */
 static struct verdict message_in(struct ws_frame *f, int text)
 {
+    if (text && cfg.topics && control_in(f->msg ? f->msg : (const uint8_t *)"", f->message)) {
+        struct conn *c = conn_of(feed.s);
+        if (!c)
+            return bad(1011);
+        return take_token(c) ? go_on : rate();
+    }
     if (!cfg.inbox) {
         loop_stats.ws_ignored++;
         return go_on;
@@ -794,6 +853,7 @@ int ws_reader_readable(struct stream *s, int fd)
     feed.left = (size_t)n;
     feed.frames = feed.pings = 0;
     feed.ping_due = feed.ponged = 0;
+    feed.nctl = 0;
     struct budget *b = budget_of(s, feed.now);
     struct verdict v = charge_bytes(b, (size_t)n);
     /* Its timer may not have run yet: what comes past the time is not
@@ -829,6 +889,8 @@ int ws_reader_readable(struct stream *s, int fd)
      * 5.5.2: unless a close came first; what follows the close is not
      * read). A connection failed for a bad frame owes nothing. */
     if (feed.ping_due && (v.why == GO_ON || v.why == BY_CLIENT) && pong(s) != 0)
+        return -1;
+    if (v.why == GO_ON && feed.nctl && controls_done(s) != 0)
         return -1;
     return v.why == GO_ON ? 0 : end_with(s, fd, v);
 }
@@ -877,6 +939,8 @@ static void shed_stream(void *owner)
 void ws_reader_configure(const struct options *o)
 {
     cfg.inbox = o->inbox[0] != 0;
+    cfg.topics = o->max_topics > 0;
+    cfg.keep = cfg.inbox || cfg.topics;
     inflight_on_shed(INFLIGHT_WS, shed_stream);
     cfg.max_message = o->max_client_message;
     cfg.rate = o->client_rate;

@@ -1,0 +1,572 @@
+/* Topics and their subscriptions: see topic.h. */
+#include "core/topic.h"
+#include "core/history.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/ptrmap.h"
+#include "obs/stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+struct topic_config topic_cfg;
+
+/* 112 bytes, in a table of --max-topics allocated at start, touched as
+ * topics are made (the lowest free index first). */
+struct topic {
+    struct stream **streams;    /* [cap]: its members */
+    uint32_t *subs;             /* [cap]: each member's subscription record */
+    uint32_t n, cap;
+    uint64_t hash;
+    uint32_t linger_prev;       /* lingering topics, oldest first; free topics: */
+    uint32_t linger_next;       /* the next free index */
+    uint32_t linger_until;      /* the monotonic second it is given up at */
+    uint8_t held;
+    uint8_t lingering;
+    uint8_t len;
+    char name[TOPIC_NAME_MAX];
+};
+
+_Static_assert(sizeof(struct topic) == 112, "a topic is 112 bytes: update topic.h");
+_Static_assert(sizeof(struct topic_sub) == 16, "a subscription record is 16 bytes");
+
+static struct topic *topics;            /* [max_topics + 1], 0 unused */
+static uint32_t *by_hash;               /* open addressing: topic or 0 */
+static uint32_t hash_mask;
+static uint64_t hash_seed;              /* drawn: names are chosen by clients */
+static uint32_t fresh;                  /* indices from here on never used */
+static uint32_t free_topics;            /* given up, to be used again */
+static uint32_t linger_head, linger_tail;
+static struct event *linger_ev;
+
+/* Subscription records: blocks of SUB_BLOCK, index 0 never given. */
+#define SUB_BLOCK 65536u
+static struct topic_sub **blocks;
+static uint32_t nblocks;
+static uint32_t sub_fresh = 1, sub_free;
+
+/* stream -> its first subscription (low 32 bits) and how many (high). */
+static struct ptrmap by_stream = PTRMAP_INIT;
+
+static uint32_t now_s(void) { return (uint32_t)(clock_now_ms() / 1000); }
+
+struct topic_sub *topic_sub_at(uint32_t sub)
+{
+    return &blocks[sub / SUB_BLOCK][sub % SUB_BLOCK];
+}
+
+static uint32_t sub_alloc(void)
+{
+    if (sub_free) {
+        uint32_t i = sub_free;
+        sub_free = topic_sub_at(i)->link;
+        return i;
+    }
+    if (sub_fresh / SUB_BLOCK == nblocks) {
+        if (nblocks == UINT32_MAX / SUB_BLOCK)
+            return 0;
+        struct topic_sub **grown = realloc(blocks, (nblocks + 1) * sizeof *blocks);
+        if (!grown)
+            return 0;
+        blocks = grown;
+        if (!(blocks[nblocks] = malloc(SUB_BLOCK * sizeof **blocks)))
+            return 0;
+        nblocks++;
+    }
+    return sub_fresh++;
+}
+
+static void sub_release(uint32_t i)
+{
+    topic_sub_at(i)->link = sub_free;
+    sub_free = i;
+}
+
+/* ---------------------------------------------------------------- names */
+
+static uint64_t hash_of(const char *name, size_t len) { return XXH3_64bits_withSeed(name, len, hash_seed); }
+
+uint32_t topic_find(const char *name, size_t len)
+{
+    if (!by_hash || len == 0 || len > TOPIC_NAME_MAX)
+        return 0;
+    uint64_t h = hash_of(name, len);
+    for (uint32_t i = (uint32_t)h & hash_mask; by_hash[i]; i = (i + 1) & hash_mask) {
+        const struct topic *t = &topics[by_hash[i]];
+        if (t->hash == h && t->len == len && memcmp(t->name, name, len) == 0)
+            return by_hash[i];
+    }
+    return 0;
+}
+
+static void hash_insert(uint32_t t)
+{
+    uint32_t i = (uint32_t)topics[t].hash & hash_mask;
+    while (by_hash[i])
+        i = (i + 1) & hash_mask;
+    by_hash[i] = t;
+}
+
+/* Backward shift, as lib/ptrmap.c: no tombstones. */
+static void hash_delete(uint32_t t)
+{
+    uint32_t i = (uint32_t)topics[t].hash & hash_mask;
+    while (by_hash[i] != t)
+        i = (i + 1) & hash_mask;
+    for (uint32_t j = (i + 1) & hash_mask; by_hash[j]; j = (j + 1) & hash_mask) {
+        uint32_t home = (uint32_t)topics[by_hash[j]].hash & hash_mask;
+        if (((j - home) & hash_mask) >= ((j - i) & hash_mask)) {
+            by_hash[i] = by_hash[j];
+            i = j;
+        }
+    }
+    by_hash[i] = 0;
+}
+
+const char *topic_name(uint32_t t, uint8_t *len)
+{
+    *len = topics[t].len;
+    return topics[t].name;
+}
+
+uint32_t topic_members(uint32_t t) { return topics[t].n; }
+
+int topic_held(uint32_t t) { return topics && t && t <= topic_cfg.max_topics && topics[t].held; }
+
+struct stream *const *topic_member_array(uint32_t t) { return topics[t].streams; }
+
+/* ---------------------------------------------------------------- life of a topic */
+
+static void on_linger(evutil_socket_t fd, short what, void *arg);
+
+static void linger_unlink(uint32_t t)
+{
+    struct topic *x = &topics[t];
+    if (x->linger_prev)
+        topics[x->linger_prev].linger_next = x->linger_next;
+    else
+        linger_head = x->linger_next;
+    if (x->linger_next)
+        topics[x->linger_next].linger_prev = x->linger_prev;
+    else
+        linger_tail = x->linger_prev;
+    x->linger_prev = x->linger_next = 0;
+    x->lingering = 0;
+}
+
+/* t, held by no stream, goes now or after linger_s. */
+static void give_up(uint32_t t)
+{
+    struct topic *x = &topics[t];
+    if (topic_cfg.gone)
+        topic_cfg.gone(t);
+    hash_delete(t);
+    history_topic_close(topic_slot(t));
+    free(x->streams);
+    free(x->subs);
+    *x = (struct topic){.linger_next = free_topics};
+    free_topics = t;
+    loop_stats.topics--;
+    loop_stats.topics_given_up++;
+}
+
+static void linger(uint32_t t)
+{
+    struct topic *x = &topics[t];
+    if (!topic_cfg.linger_s) {
+        give_up(t);
+        return;
+    }
+    x->lingering = 1;
+    x->linger_until = now_s() + topic_cfg.linger_s;
+    x->linger_prev = linger_tail;
+    x->linger_next = 0;
+    if (linger_tail)
+        topics[linger_tail].linger_next = t;
+    else
+        linger_head = t;
+    linger_tail = t;
+    if (!evtimer_pending(linger_ev, NULL)) {
+        struct timeval one = {1, 0};
+        evtimer_add(linger_ev, &one);
+    }
+}
+
+static void on_linger(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    uint32_t now = now_s();
+    while (linger_head && (int32_t)(topics[linger_head].linger_until - now) <= 0) {
+        uint32_t t = linger_head;
+        linger_unlink(t);
+        give_up(t);
+    }
+    if (linger_head) {
+        struct timeval one = {1, 0};
+        evtimer_add(linger_ev, &one);
+    }
+}
+
+/* A free index for name, held (no member yet): 0 when none is left. */
+static uint32_t make(const char *name, size_t len, int restored)
+{
+    uint32_t t;
+    if (free_topics) {
+        t = free_topics;
+        free_topics = topics[t].linger_next;
+    } else if (fresh <= topic_cfg.max_topics) {
+        t = fresh++;
+    } else {
+        return 0;
+    }
+    struct topic *x = &topics[t];
+    *x = (struct topic){.hash = hash_of(name, len), .held = 1, .len = (uint8_t)len};
+    memcpy(x->name, name, len);
+    hash_insert(t);
+    if (!restored)
+        history_topic_open(topic_slot(t), name, (uint8_t)len);
+    loop_stats.topics++;
+    return t;
+}
+
+/* The topics a --history-file kept, held again (each lingering until a
+ * stream subscribes or its time is up), at the indices they had. */
+static void restore(void)
+{
+    char name[TOPIC_NAME_MAX];
+    uint32_t restored = 0;
+    for (uint32_t t = 1; t <= topic_cfg.max_topics; t++) {
+        int len = history_topic_name(topic_slot(t), name);
+        if (len > 0 && topic_name_ok(name, (size_t)len) && !topic_find(name, (size_t)len)) {
+            fresh = t;                   /* make takes it */
+            make(name, (size_t)len, 1);
+            linger(t);
+            restored++;
+        }
+    }
+    /* the indices below the last one kept that hold none are free */
+    free_topics = 0;
+    fresh = 1;
+    for (uint32_t t = 1; t <= topic_cfg.max_topics; t++)
+        if (topics[t].held)
+            fresh = t + 1;
+    for (uint32_t t = fresh; t-- > 1;)
+        if (!topics[t].held) {
+            topics[t].linger_next = free_topics;
+            free_topics = t;
+        }
+    if (restored)
+        log_msg(LOG_INFO, "topics: %u kept by the history file held again, each until a stream "
+                "subscribes or %u s pass", restored, topic_cfg.linger_s);
+}
+
+int topic_init(const struct topic_config *cfg)
+{
+    topic_cfg = *cfg;
+    if (!cfg->max_topics)
+        return 0;
+    uint32_t size = 64;
+    while (size < 2 * (uint64_t)cfg->max_topics)
+        size *= 2;
+    topics = calloc((size_t)cfg->max_topics + 1, sizeof *topics);
+    by_hash = calloc(size, sizeof *by_hash);
+    linger_ev = evtimer_new(cfg->base, on_linger, NULL);
+    if (!topics || !by_hash || !linger_ev) {
+        log_msg(LOG_ERROR, "cannot allocate the table of %u topics; lower --max-topics",
+                cfg->max_topics);
+        return -1;
+    }
+    hash_mask = size - 1;
+    if (getrandom(&hash_seed, sizeof hash_seed, 0) != sizeof hash_seed)
+        hash_seed = clock_now_ns();
+    fresh = 1;
+    if (history_resumed())
+        restore();
+    return 0;
+}
+
+void topic_free(void)
+{
+    for (uint32_t t = 1; topics && t < fresh; t++) {
+        free(topics[t].streams);
+        free(topics[t].subs);
+    }
+    for (uint32_t b = 0; b < nblocks; b++)
+        free(blocks[b]);
+    free(blocks);
+    free(topics);
+    free(by_hash);
+    if (linger_ev)
+        event_free(linger_ev);
+    ptrmap_free(&by_stream);
+    blocks = NULL;
+    topics = NULL;
+    by_hash = NULL;
+    linger_ev = NULL;
+    nblocks = 0;
+    sub_fresh = 1;
+    sub_free = free_topics = linger_head = linger_tail = 0;
+}
+
+/* ---------------------------------------------------------------- subscriptions */
+
+static const char *const refusal_names[TOPIC_REFUSALS] = {
+    [TOPIC_OK] = "ok", [TOPIC_BAD_NAME] = "bad_name", [TOPIC_STREAM_FULL] = "too_many_topics",
+    [TOPIC_FULL] = "topic_full", [TOPIC_NO_ROOM] = "no_room", [TOPIC_DENIED] = "denied",
+    [TOPIC_NO_MEMORY] = "no_memory"};
+
+const char *topic_refusal_name(enum topic_refusal r)
+{
+    return r < TOPIC_REFUSALS ? refusal_names[r] : "denied";
+}
+
+void topic_count_refusal(enum topic_refusal r)
+{
+    switch (r) {
+    case TOPIC_BAD_NAME: loop_stats.topic_refused_name++; break;
+    case TOPIC_STREAM_FULL: loop_stats.topic_refused_stream_full++; break;
+    case TOPIC_FULL: loop_stats.topic_refused_topic_full++; break;
+    case TOPIC_NO_ROOM: loop_stats.topic_refused_no_room++; break;
+    case TOPIC_DENIED: loop_stats.topic_refused_denied++; break;
+    case TOPIC_NO_MEMORY: loop_stats.topic_refused_no_memory++; break;
+    default: break;
+    }
+}
+
+uint32_t topic_stream_first(const struct stream *s)
+{
+    uint64_t *v = ptrmap_get(&by_stream, s);
+    return v ? (uint32_t)*v : 0;
+}
+
+uint32_t topic_stream_count(const struct stream *s)
+{
+    uint64_t *v = ptrmap_get(&by_stream, s);
+    return v ? (uint32_t)(*v >> 32) : 0;
+}
+
+uint32_t topic_sub_of(const struct stream *s, uint32_t t)
+{
+    for (uint32_t i = topic_stream_first(s); i; i = topic_stream_next(i))
+        if (topic_sub_at(i)->topic == t)
+            return i;
+    return 0;
+}
+
+enum topic_refusal topic_would_take(const char *name, size_t len, uint32_t *fresh_count)
+{
+    if (!topic_name_ok(name, len))
+        return TOPIC_BAD_NAME;
+    uint32_t t = topic_find(name, len);
+    if (t)
+        return topics[t].n >= topic_cfg.per_topic ? TOPIC_FULL : TOPIC_OK;
+    uint32_t more = fresh_count ? ++*fresh_count : 1;
+    uint32_t left = (free_topics ? 1 : 0) + (topic_cfg.max_topics + 1 - fresh);
+    if (left >= more)
+        return TOPIC_OK;
+    /* the free list may hold more than one: count it only when it matters */
+    for (uint32_t f = free_topics; f && left < more; f = topics[f].linger_next)
+        left += f != free_topics;
+    return left >= more ? TOPIC_OK : TOPIC_NO_ROOM;
+}
+
+/* Room for one more member in x's arrays. */
+static int grow_members(struct topic *x)
+{
+    if (x->n < x->cap)
+        return 0;
+    uint32_t cap = x->cap ? x->cap * 2 : 4;
+    struct stream **st = realloc(x->streams, cap * sizeof *st);
+    if (!st)
+        return -1;
+    x->streams = st;
+    uint32_t *su = realloc(x->subs, cap * sizeof *su);
+    if (!su)
+        return -1;
+    x->subs = su;
+    x->cap = cap;
+    return 0;
+}
+
+static void shrink_members(struct topic *x)
+{
+    if (x->cap <= 16 || x->n >= x->cap / 4)
+        return;
+    uint32_t cap = x->cap / 2;
+    struct stream **st = realloc(x->streams, cap * sizeof *st);
+    uint32_t *su = st ? realloc(x->subs, cap * sizeof *su) : NULL;
+    if (st)
+        x->streams = st;
+    if (su) {
+        x->subs = su;
+        x->cap = cap;                /* both shrunk: else the larger cap stays right */
+    }
+}
+
+enum topic_refusal topic_subscribe(struct stream *s, const char *name, size_t len, uint32_t *out)
+{
+    if (!topic_name_ok(name, len))
+        return TOPIC_BAD_NAME;
+    uint64_t *v = ptrmap_get(&by_stream, s);
+    uint32_t t = topic_find(name, len);
+    if (t && v && topic_sub_of(s, t)) {
+        *out = t;
+        return TOPIC_OK;
+    }
+    if (v && (uint32_t)(*v >> 32) >= topic_cfg.per_stream)
+        return TOPIC_STREAM_FULL;
+    if (t && topics[t].n >= topic_cfg.per_topic)
+        return TOPIC_FULL;
+    int made = 0;
+    if (!t) {
+        if (!topics || !(t = make(name, len, 0)))
+            return TOPIC_NO_ROOM;
+        made = 1;
+    }
+    struct topic *x = &topics[t];
+    uint32_t sub = 0;
+    uint64_t head = v ? *v : 0;
+    if (grow_members(x) != 0 || !(sub = sub_alloc()) ||
+        ptrmap_put(&by_stream, s, ((head >> 32) + 1) << 32 | (head ? (uint32_t)head : sub)) != 0) {
+        if (sub)
+            sub_release(sub);
+        if (made)
+            give_up(t);
+        return TOPIC_NO_MEMORY;
+    }
+    /* next: caught up (a replay under way gives it what comes meanwhile) */
+    *topic_sub_at(sub) = (struct topic_sub){.topic = t, .pos = x->n,
+                                            .next = history_last_seq(topic_slot(t)) + 1};
+    /* last in the stream's list: its topics are replayed in the order joined */
+    uint32_t last = (uint32_t)head;
+    while (last && topic_stream_next(last))
+        last = topic_stream_next(last);
+    if (last)
+        topic_sub_at(last)->link = sub;
+    x->streams[x->n] = s;
+    x->subs[x->n] = sub;
+    x->n++;
+    if (x->lingering)
+        linger_unlink(t);
+    loop_stats.topic_subscriptions++;
+    loop_stats.topic_joins++;
+    if (topic_cfg.member)
+        topic_cfg.member(t, s, 1);       /* first: a count told at once tells it too */
+    if (topic_cfg.changed)
+        topic_cfg.changed(t);
+    *out = t;
+    return TOPIC_OK;
+}
+
+/* sub (of s, on t) leaves t's arrays: the last member takes its place. */
+static void leave(const struct stream *s, uint32_t sub)
+{
+    uint32_t t = topic_sub_at(sub)->topic, pos = topic_sub_at(sub)->pos;
+    struct topic *x = &topics[t];
+    x->n--;
+    if (pos != x->n) {
+        x->streams[pos] = x->streams[x->n];
+        x->subs[pos] = x->subs[x->n];
+        topic_sub_at(x->subs[pos])->pos = pos;
+    }
+    sub_release(sub);
+    shrink_members(x);
+    loop_stats.topic_subscriptions--;
+    loop_stats.topic_leaves++;
+    if (topic_cfg.member)
+        topic_cfg.member(t, s, 0);
+    if (topic_cfg.changed)
+        topic_cfg.changed(t);
+    if (x->n == 0)
+        linger(t);
+}
+
+int topic_unsubscribe(struct stream *s, uint32_t t)
+{
+    uint64_t *v = ptrmap_get(&by_stream, s);
+    if (!v)
+        return 0;
+    uint32_t prev = 0, i = (uint32_t)*v;
+    while (i && topic_sub_at(i)->topic != t) {
+        prev = i;
+        i = topic_stream_next(i);
+    }
+    if (!i)
+        return 0;
+    uint32_t after = topic_sub_at(i)->link, count = (uint32_t)(*v >> 32) - 1;
+    if (prev)
+        topic_sub_at(prev)->link = after;
+    if (count == 0)
+        ptrmap_remove(&by_stream, s, NULL);
+    else
+        *v = (uint64_t)count << 32 | (prev ? (uint32_t)*v : after);
+    leave(s, i);
+    return 1;
+}
+
+void topic_leave_all(struct stream *s)
+{
+    uint64_t v;
+    if (!ptrmap_remove(&by_stream, s, &v))
+        return;
+    for (uint32_t i = (uint32_t)v, next; i; i = next) {
+        next = topic_stream_next(i);
+        leave(s, i);
+    }
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static struct topic_request requests[256];
+static uint32_t nrequests;
+static const struct stream *requests_owner;
+
+void topic_requests_set(const struct topic_request *r, uint32_t n)
+{
+    nrequests = n < 256 ? n : 256;
+    if (nrequests)
+        memcpy(requests, r, nrequests * sizeof *r);
+    requests_owner = NULL;
+}
+
+const struct topic_request *topic_requests(uint32_t *n)
+{
+    *n = requests_owner ? 0 : nrequests;
+    return requests;
+}
+
+void topic_requests_own(const struct stream *s)
+{
+    requests_owner = s;
+    if (!s)
+        nrequests = 0;
+}
+
+const struct topic_request *topic_stream_requests(const struct stream *s, uint32_t *n)
+{
+    int mine = requests_owner && requests_owner == s;
+    *n = mine ? nrequests : 0;
+    return mine ? requests : NULL;
+}
+
+uint32_t topic_next_held(uint32_t t)
+{
+    while (topics && ++t < fresh)
+        if (topics[t].held)
+            return t;
+    return 0;
+}
+
+size_t topic_index_bytes(void)
+{
+    size_t n = ptrmap_bytes(&by_stream) + (size_t)nblocks * SUB_BLOCK * sizeof **blocks;
+    for (uint32_t t = 1; topics && t < fresh; t++)
+        n += (size_t)topics[t].cap * (sizeof *topics[t].streams + sizeof *topics[t].subs);
+    return n;
+}

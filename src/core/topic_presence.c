@@ -1,0 +1,299 @@
+/* Topic presence: see topic_presence.h. What the masters were told of a
+ * topic is a number a topic (its streams + 1, 0 when nothing or gone),
+ * so a window's changes go out as their net effect: a topic joined and
+ * left within it is not mentioned, one joined by a thousand streams is
+ * one entry. A topic given up is told gone at once into the window's
+ * list of gone names (its index may hold another topic before the window
+ * ends), and what waits goes before a topic told at once, so the masters
+ * hear changes in the order they happened. Entries go in parts of at
+ * most PART_BYTES; a part lost to a full outbox is repaired by a snapshot
+ * a second later (presence.c's repair). */
+#include "core/topic_presence.h"
+#include "core/conn.h"
+#include "core/outbound.h"
+#include "core/presence.h"
+#include "core/stream.h"
+#include "core/topic.h"
+#include "obs/stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PART_BYTES 65536       /* one message to the masters at most */
+#define PENDING_MAX 16384      /* topics changed per window before it is cut short */
+#define WINDOW_MAX_MS 800
+#define BUSY_WINDOW 64
+#define IMMEDIATE_MAX 16       /* first streams of a topic told at once per quiet window */
+#define MEMBER_ENTRY_MAX (1 + TOPIC_NAME_MAX + 4 + 8)
+
+static int enabled, members;
+static struct event *flush_ev;
+static uint32_t *told;                /* [max_topics + 1]: streams + 1 told, 0: nothing */
+static uint8_t *dirty;                /* [max_topics + 1]: in pending */
+static uint32_t pending[PENDING_MAX];
+static uint32_t npending, changes, immediate;
+static uint32_t window_ms = PRESENCE_WINDOW_MS;
+
+/* A part being built: entries of one kind (base), sent as op (a
+ * snapshot's later parts as its _MORE). */
+static struct {
+    uint8_t bytes[PART_BYTES];
+    uint32_t len, n;
+    enum topic_op base, op;
+    int to_all;
+} part;
+
+/* The window's gone names and member changes, in order: parts of their own. */
+static struct {
+    uint8_t bytes[PART_BYTES];
+    uint32_t len, n;
+} gone;
+static struct {
+    uint8_t bytes[PART_BYTES];
+    uint32_t len, n;
+    enum topic_op op;
+} joins;
+
+static void send_part(enum topic_op op, int to_all, const uint8_t *bytes, uint32_t len, uint32_t n)
+{
+    if (outbound_topics(op, to_all, bytes, len, n) != 0) {
+        loop_stats.topic_presence_dropped += n;
+        presence_repair_later();
+    }
+}
+
+/* The part so far goes (a snapshot's first even when empty: it
+ * replaces what the masters knew). */
+static void part_flush(void)
+{
+    if (part.n || part.op == TOPICS_SNAPSHOT || part.op == TOPIC_MEMBERS)
+        send_part(part.op, part.to_all, part.bytes, part.len, part.n);
+    part.len = part.n = 0;
+}
+
+/* The next entry of kind op goes into the part (after the part so far
+ * is sent, if of another kind or full): where to write its size bytes. */
+static uint8_t *part_room(enum topic_op op, int to_all, uint32_t size)
+{
+    if (part.base != op || part.len + size > PART_BYTES) {
+        enum topic_op as = op;
+        if (part.base == op && op == TOPICS_SNAPSHOT)
+            as = TOPICS_SNAPSHOT_MORE;   /* a snapshot's later parts add to its first */
+        else if (part.base == op && op == TOPIC_MEMBERS)
+            as = TOPIC_MEMBERS_MORE;
+        if (part.base)
+            part_flush();
+        part.base = op;
+        part.op = as;
+        part.to_all = to_all;
+    }
+    uint8_t *at = part.bytes + part.len;
+    part.len += size;
+    part.n++;
+    return at;
+}
+
+static void put_count(uint8_t *at, uint32_t streams, const char *name, uint8_t len)
+{
+    memcpy(at, &streams, 4);
+    at[4] = len;
+    memcpy(at + 5, name, len);
+}
+
+static void add_count(enum topic_op op, int to_all, uint32_t t, uint32_t streams)
+{
+    uint8_t len;
+    const char *name = topic_name(t, &len);
+    put_count(part_room(op, to_all, 5u + len), streams, name, len);
+}
+
+static uint32_t put_member(uint8_t *at, const char *name, uint8_t len, const struct stream *s)
+{
+    uint64_t id = conn_id_of(s);
+    uint32_t uid = s->uid;
+    at[0] = len;
+    memcpy(at + 1, name, len);
+    memcpy(at + 1 + len, &uid, 4);
+    memcpy(at + 5 + len, &id, 8);
+    return 13u + len;
+}
+
+/* What the window holds: the gone names, the member changes, then each
+ * changed topic whose streams differ from what was told. */
+static void send_pending(void)
+{
+    if (gone.n)
+        send_part(TOPICS_GONE, 0, gone.bytes, gone.len, gone.n);
+    gone.len = gone.n = 0;
+    if (joins.n)
+        send_part(joins.op, 0, joins.bytes, joins.len, joins.n);
+    joins.len = joins.n = 0;
+    for (uint32_t i = 0; i < npending; i++) {
+        uint32_t t = pending[i], now = topic_members(t) + 1;
+        dirty[t] = 0;
+        if (!topic_held(t) || told[t] == now)
+            continue;                     /* given up (and told), or told already */
+        told[t] = now;
+        add_count(TOPICS_CHANGED, 0, t, now - 1);
+    }
+    npending = 0;
+    if (part.base)
+        part_flush();
+    part.base = 0;
+}
+
+static void flush(void)
+{
+    if (changes == 0)
+        return;
+    if (evtimer_pending(flush_ev, NULL))
+        evtimer_del(flush_ev);
+    send_pending();
+    if (changes >= BUSY_WINDOW)
+        window_ms = window_ms * 2 > WINDOW_MAX_MS ? WINDOW_MAX_MS : window_ms * 2;
+    else
+        window_ms = PRESENCE_WINDOW_MS;
+    changes = immediate = 0;
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    flush();
+}
+
+int topic_presence_init(struct event_base *base, int on, int with_members, uint32_t max_topics)
+{
+    enabled = on && max_topics;
+    members = with_members;
+    if (!enabled)
+        return 0;
+    told = calloc((size_t)max_topics + 1, sizeof *told);
+    dirty = calloc((size_t)max_topics + 1, 1);
+    flush_ev = evtimer_new(base, on_flush, NULL);
+    return told && dirty && flush_ev ? 0 : -1;
+}
+
+void topic_presence_free(void)
+{
+    if (flush_ev)
+        event_free(flush_ev);
+    flush_ev = NULL;
+    free(told);
+    free(dirty);
+    told = NULL;
+    dirty = NULL;
+    npending = changes = immediate = 0;
+    gone.len = gone.n = joins.len = joins.n = part.len = part.n = 0;
+    part.base = 0;
+    window_ms = PRESENCE_WINDOW_MS;
+}
+
+/* A change joins the window (opened if none). */
+static void window_change(void)
+{
+    if (changes++ == 0) {
+        struct timeval tv = {0, (suseconds_t)window_ms * 1000};
+        evtimer_add(flush_ev, &tv);
+    }
+}
+
+void topic_presence_changed(uint32_t t)
+{
+    if (!enabled)
+        return;
+    if (npending == PENDING_MAX)
+        flush();
+    window_change();
+    if (!told[t] && topic_members(t) && immediate < IMMEDIATE_MAX &&
+        window_ms == PRESENCE_WINDOW_MS) {
+        /* its first stream: the masters route its messages here at once */
+        immediate++;
+        if (!dirty[t]) {
+            dirty[t] = 1;
+            pending[npending++] = t;
+        }
+        send_pending();
+        return;
+    }
+    if (!dirty[t]) {
+        dirty[t] = 1;
+        pending[npending++] = t;
+    }
+}
+
+void topic_presence_gone(uint32_t t)
+{
+    if (!enabled || !told[t]) {
+        if (enabled)
+            told[t] = 0;
+        return;
+    }
+    uint8_t len;
+    const char *name = topic_name(t, &len);
+    if (gone.len + 5u + len > PART_BYTES) {
+        send_part(TOPICS_GONE, 0, gone.bytes, gone.len, gone.n);
+        gone.len = gone.n = 0;
+    }
+    put_count(gone.bytes + gone.len, 0, name, len);
+    gone.len += 5u + len;
+    gone.n++;
+    told[t] = 0;
+    window_change();
+}
+
+void topic_presence_member(uint32_t t, const struct stream *s, int joined)
+{
+    if (!enabled || !members)
+        return;
+    if (joined && !conn_of(s)) {
+        loop_stats.topic_presence_dropped++;   /* out of memory: no name to tell */
+        return;
+    }
+    enum topic_op op = joined ? TOPIC_JOINED : TOPIC_LEFT;
+    if (joins.n && (joins.op != op || joins.len + MEMBER_ENTRY_MAX > PART_BYTES)) {
+        send_part(joins.op, 0, joins.bytes, joins.len, joins.n);
+        joins.len = joins.n = 0;
+    }
+    uint8_t len;
+    const char *name = topic_name(t, &len);
+    joins.op = op;
+    joins.len += put_member(joins.bytes + joins.len, name, len, s);
+    joins.n++;
+    window_change();
+}
+
+void topic_presence_snapshot(int to_all)
+{
+    if (!enabled)
+        return;
+    flush();                  /* the masters that get no snapshot need the changes */
+    part.base = 0;
+    (void)part_room(TOPICS_SNAPSHOT, to_all, 0);
+    part.n = 0;               /* the first part, empty so far */
+    for (uint32_t t = topic_next_held(0); t; t = topic_next_held(t)) {
+        told[t] = topic_members(t) + 1;
+        add_count(TOPICS_SNAPSHOT, to_all, t, told[t] - 1);
+    }
+    part_flush();
+    if (members) {
+        part.base = 0;
+        (void)part_room(TOPIC_MEMBERS, to_all, 0);
+        part.n = 0;
+        for (uint32_t t = topic_next_held(0); t; t = topic_next_held(t)) {
+            uint8_t len;
+            const char *name = topic_name(t, &len);
+            struct stream *const *m = topic_member_array(t);
+            for (uint32_t i = 0; i < topic_members(t); i++) {
+                if (!conn_of(m[i]))
+                    continue;
+                uint8_t *at = part_room(TOPIC_MEMBERS, to_all, 13u + len);
+                put_member(at, name, len, m[i]);
+            }
+        }
+        part_flush();
+    }
+    part.base = 0;
+}
