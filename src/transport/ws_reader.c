@@ -62,11 +62,12 @@
  *   event: join\n\nTOPIC[@ID]     ID: the last it saw there, to resume from
  *   event: leave\n\nTOPIC
  * never passed to the inbox. They are done once the read is over (they
- * write to the stream, which may end it); a read may bring this many. */
+ * write to the stream, which may end it); a read may bring this many (a
+ * stream's topics at most), more is a flood (1008). */
 #define WS_JOIN "event: join\n\n"
 #define WS_LEAVE "event: leave\n\n"
 #define WS_CONTROL_MAX (sizeof WS_LEAVE - 1 + TOPIC_NAME_MAX + 1 + 31)
-#define WS_CONTROLS_PER_READ 32
+#define WS_CONTROLS_PER_READ 256
 
 /* A client message is read into a buffer that starts this small and grows
  * with what arrives (doubling, a step of at most WS_MSG_STEP), under
@@ -154,7 +155,7 @@ static struct {
     uint8_t ping_due;
     uint8_t ping_len;
     uint8_t ping[125];
-    uint8_t nctl;               /* topic joins and leaves read, done at the read's end */
+    uint16_t nctl;              /* topic joins and leaves read, done at the read's end */
     struct {
         uint8_t len;
         char text[WS_CONTROL_MAX];
@@ -577,24 +578,24 @@ static int take_token(struct conn *c)
 }
 
 /* Whether m[n] is a topic join or leave (a text message): kept for the
- * read's end. 1 when it is (taken), 0 when not. */
+ * read's end. 1 when it is (taken), 0 when not, -1 when one too many. */
 static int control_in(const uint8_t *m, uint32_t n)
 {
     if (!cfg.topics || n > WS_CONTROL_MAX ||
         !((n >= sizeof WS_JOIN - 1 && memcmp(m, WS_JOIN, sizeof WS_JOIN - 1) == 0) ||
           (n >= sizeof WS_LEAVE - 1 && memcmp(m, WS_LEAVE, sizeof WS_LEAVE - 1) == 0)))
         return 0;
-    if (feed.nctl < WS_CONTROLS_PER_READ) {
-        feed.ctl[feed.nctl].len = (uint8_t)n;
-        memcpy(feed.ctl[feed.nctl++].text, m, n);
-    }
+    if (feed.nctl == WS_CONTROLS_PER_READ)
+        return -1;
+    feed.ctl[feed.nctl].len = (uint8_t)n;
+    memcpy(feed.ctl[feed.nctl++].text, m, n);
     return 1;
 }
 
 /* The joins and leaves the read brought: 0, or -1 when the stream ended. */
 static int controls_done(struct stream *s)
 {
-    for (uint8_t i = 0; i < feed.nctl && s->state == STREAM_LIVE; i++) {
+    for (uint16_t i = 0; i < feed.nctl && s->state == STREAM_LIVE; i++) {
         const char *t = feed.ctl[i].text;
         size_t n = feed.ctl[i].len;
         if (t[7] == 'j') {
@@ -615,7 +616,11 @@ static int controls_done(struct stream *s)
  * --inbox), counted; a topic join or leave is the stream's. */
 static struct verdict message_in(struct ws_frame *f, int text)
 {
-    if (text && cfg.topics && control_in(f->msg ? f->msg : (const uint8_t *)"", f->message)) {
+    int control = text && cfg.topics ? control_in(f->msg ? f->msg : (const uint8_t *)"",
+                                                  f->message) : 0;
+    if (control < 0)
+        return policy();
+    if (control) {
         struct conn *c = conn_of(feed.s);
         if (!c)
             return bad(1011);
