@@ -128,6 +128,9 @@ void history_topic_close(uint32_t slot);
 /* The name of the topic of slot, as kept (a restart): its length, 0 when
  * the slot holds no topic. */
 int history_topic_name(uint32_t slot, char name[HISTORY_TOPIC_NAME_MAX]);
+/* The name of the topic open on slot (history_topic_open), where it is
+ * kept, and its length: the topics' one copy of their names. */
+const char *history_topic_name_ptr(uint32_t slot, uint8_t *len);
 
 /* The kept message at pos (from a replay made in the same loop turn). */
 const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq, int *binary);

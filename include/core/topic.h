@@ -6,23 +6,26 @@
  *
  * The index, topic -> streams and stream -> topics, costs per
  * subscription 12 bytes on the topic's side (a stream pointer and the
- * index of the subscription record, in two arrays that grow by doubling
- * and shrink below a quarter) and a 16-byte subscription record (topic,
- * place in the topic's arrays, a replay's next id, the link to the
- * stream's next one) from blocks of 64 Ki records; a stream with any
- * subscription also has a 16-byte entry in a side table kept at most half
- * full (lib/ptrmap.h): 32 to 64 bytes a stream. A stream without topics
- * costs nothing here. Removal is O(1) on the topic's side (the last
- * member takes the leaver's place, its record told where), O(the
- * stream's topics) on the stream's, which --max-topics-per-stream bounds.
+ * index of the subscription record, in one block that grows by half and
+ * shrinks below a third: 15 bytes on average) and a 12-byte subscription
+ * record (topic, place in the topic's block, the link to the stream's
+ * next one) from blocks of 16 Ki records; a stream with any subscription
+ * also has a 16-byte entry in a side table kept at most three quarters
+ * full (lib/ptrmap.h): 21 to 43 bytes a stream. A stream without topics costs
+ * nothing here. Removal is O(1) on the topic's side (the last member takes
+ * the leaver's place, its record told where), O(the stream's topics) on
+ * the stream's, which --max-topics-per-stream bounds. While a stream
+ * replays, each of its subscriptions' next id is in another side table
+ * (topic_sub_next).
  *
  * A topic is held while a stream is subscribed, and for linger_s after
  * its last one left (its history's TTL: a client that comes back within
  * it resumes; the masters keep sending it meanwhile). Then it is given
- * up, its index free for another name. An unused topic index costs
- * nothing but address space: the table (112 bytes a topic), its hash (8
- * bytes), the history's slot (16) and name record (72) are touched only
- * as indices are used, lowest first.
+ * up, its index free for another name. A topic costs 40 bytes in the
+ * table, 8 in its hash, 16 for its history slot and 72 for its name (kept
+ * by the history, in the --history-file: the one copy), 136 in all; an
+ * unused one nothing but address space: they are touched only as indices
+ * are used, lowest first.
  *
  * Loop thread only. */
 #ifndef HTTPDCNODE_TOPIC_H
@@ -100,11 +103,10 @@ int topic_unsubscribe(struct stream *s, uint32_t t);
 void topic_leave_all(struct stream *s);
 
 /* A stream's subscriptions, for the replay (replay.c) and long-poll
- * answers: 16 bytes each. */
+ * answers: 12 bytes each. */
 struct topic_sub {
     uint32_t topic;
-    uint32_t pos;               /* its place in the topic's arrays */
-    uint32_t next;              /* while a replay is under way: the id to give next */
+    uint32_t pos;               /* its place in the topic's block */
     uint32_t link;              /* the stream's next subscription, 0: none */
 };
 /* s's first subscription (0: none), and the one after sub. */
@@ -113,6 +115,15 @@ struct topic_sub *topic_sub_at(uint32_t sub);
 static inline uint32_t topic_stream_next(uint32_t sub) { return topic_sub_at(sub)->link; }
 /* s's subscription to t, 0 when none. */
 uint32_t topic_sub_of(const struct stream *s, uint32_t t);
+/* A replay of s is under way (on), or over: from the mark on, a
+ * subscription s makes is given what comes from then (its next id), and
+ * each of its subscriptions' next id is kept (the replay's); they go when
+ * it is over. -1 when out of memory. */
+int topic_replay_mark(struct stream *s, int on);
+/* While s replays: sub's next id (0: none set), and setting it (-1: out
+ * of memory). */
+uint32_t topic_sub_next(uint32_t sub);
+int topic_sub_set_next(uint32_t sub, uint32_t next);
 /* Topics s is subscribed to. */
 uint32_t topic_stream_count(const struct stream *s);
 

@@ -10,7 +10,9 @@
  *   poll           each waiting poll answers with it (its "topic" field)
  * And what a stream is told of its subscriptions: SSE events and ws+meta
  * text frames (other framings carry no such thing):
- *   joined   {"topic":"NAME"}
+ *   joined   {"topic":"NAME","id":"EPOCH:SEQ"}: the topic's newest id when
+ *            joined from now (its client resumes from it should it leave
+ *            before a message came); no id when it resumes (a replay follows)
  *   refused  {"topic":"NAME","reason":"REASON"}
  *   left     {"topic":"NAME"} (the handler unsubscribed it, or it asked)
  * Loop thread only. */
@@ -31,8 +33,11 @@ uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint
 
 enum topic_event { TOPIC_EV_JOINED, TOPIC_EV_REFUSED, TOPIC_EV_LEFT };
 /* Tells s (an SSE or ws+meta stream; others are not told) of topic
- * name[len]; reason for a refusal. -1 when s ended. */
+ * name[len]; reason for a refusal, id ("EPOCH:SEQ") for a join (NULL:
+ * none). -1 when s ended. */
 int topic_tell(struct stream *s, enum topic_event ev, const char *name, size_t len,
-               const char *reason);
+               const char *reason, const char *id);
+/* s joined topic t from now on: told, with t's newest id. */
+int topic_tell_joined(struct stream *s, uint32_t t);
 
 #endif

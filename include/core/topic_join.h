@@ -53,6 +53,10 @@ enum topic_refusal topic_requests_admit(const struct topic_request *r, uint32_t 
  * closing hook). */
 void topic_stream_open(struct stream *s);
 void topic_stream_close(struct stream *s);
+/* Once s's head is out: s is told of each topic it holds (joined), so
+ * that its client knows what its request's topics came to. -1 when s
+ * ended. */
+int topic_tell_open(struct stream *s);
 
 /* A WebSocket client asks to join name (since[since_len]: the id it
  * resumes from, none when 0), or to leave it. What comes of it is told
@@ -60,6 +64,17 @@ void topic_stream_close(struct stream *s);
 void topic_client_join(struct stream *s, const char *name, size_t len, const char *since,
                        size_t since_len);
 void topic_client_leave(struct stream *s, const char *name, size_t len);
+
+/* How a client asks it, in a text message of its own (a WebSocket's, or
+ * the body of POST /send/N?conn=ID for the stream ID: docs/protocol.md):
+ *   event: join\n\nTOPIC[@ID]   ID: the last it saw there, to resume from
+ *   event: leave\n\nTOPIC
+ * never passed to the inbox. */
+#define TOPIC_CONTROL_MAX (sizeof "event: leave\n\n" - 1 + TOPIC_NAME_MAX + 1 + 31)
+/* Whether m[n] is such a message. */
+int topic_control_is(const char *m, size_t n);
+/* Does what it asks (it is one) for s. */
+void topic_control_apply(struct stream *s, const char *m, size_t n);
 
 /* Erlang: conn subscribes to name (since: as above; answer: it is the
  * handler's answer to a join, which is counted as such), is refused it

@@ -3,7 +3,8 @@
  * publish goes only to the nodes that hold its topic, once per node. As
  * uid presence (presence.h): a topic's first stream is told at once (a
  * few a window), the rest as net changes per 50-800 ms window, and every
- * snapshot of uids is followed by one of topics. With --presence-topics
+ * snapshot of uids is followed by one of topics (once the node held a
+ * topic: one that never did sends nothing of topics). With --presence-topics
  * also who: each subscription's uid and conn, as joins and leaves in the
  * same windows and in the snapshots. Loop thread only. */
 #ifndef HTTPDCNODE_TOPIC_PRESENCE_H

@@ -1,6 +1,7 @@
 /* A map from a pointer to a 64-bit value: open addressing, linear
  * probing, deletion by backward shift (no tombstones), grown to twice its
- * size past half full. 16 bytes an entry, so 32 to 64 bytes a key. For
+ * size past three quarters full. 16 bytes an entry, so 21 to 43 bytes a
+ * key. For
  * side tables keyed by a record that has no room for a field of its own
  * (core/topic.c's, keyed by stream). One thread. */
 #ifndef HTTPDCNODE_PTRMAP_H

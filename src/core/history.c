@@ -632,6 +632,13 @@ void history_topic_close(uint32_t slot)
     atomic_signal_fence(memory_order_seq_cst);
 }
 
+const char *history_topic_name_ptr(uint32_t slot, uint8_t *len)
+{
+    const struct topic_name *t = &names[slot - config.max_users - 1];
+    *len = t->len;
+    return t->name;
+}
+
 int history_topic_name(uint32_t slot, char name[HISTORY_TOPIC_NAME_MAX])
 {
     uint32_t index = slot - config.max_users - 1;

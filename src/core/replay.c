@@ -88,27 +88,31 @@ static void resume_topic(uint32_t t, uint32_t sub, const char *asked, int *gap, 
         epoch = ~history_slot_epoch(topic_slot(t));     /* unreadable: a gap */
     struct history_cursor c;
     *gap = history_resume(topic_slot(t), 1, epoch, seq, &c, first);
-    topic_sub_at(sub)->next = c.seq;
+    topic_sub_set_next(sub, c.seq);
 }
 
 /* Whether any of owner's topics has a message past its next id. */
 static uint32_t topic_behind(void *owner)
 {
     for (uint32_t i = topic_stream_first(owner); i; i = topic_stream_next(i)) {
-        struct topic_sub *x = topic_sub_at(i);
-        if (x->next <= history_last_seq(topic_slot(x->topic)))
-            return x->topic;
+        uint32_t t = topic_sub_at(i)->topic;
+        if (topic_sub_next(i) <= history_last_seq(topic_slot(t)))
+            return t;
     }
     return 0;
 }
 
-/* Each of owner's topics from now: caught up. */
-static void topics_from_now(void *owner)
+/* A replay of owner starts: each of its topics from now (caught up), and
+ * what it joins while the replay goes on too (topic_replay_mark). -1 when
+ * out of memory. */
+static int topics_from_now(void *owner)
 {
     for (uint32_t i = topic_stream_first(owner); i; i = topic_stream_next(i)) {
-        struct topic_sub *x = topic_sub_at(i);
-        x->next = history_last_seq(topic_slot(x->topic)) + 1;
+        uint32_t t = topic_sub_at(i)->topic;
+        if (topic_sub_set_next(i, history_last_seq(topic_slot(t)) + 1) != 0)
+            return -1;
     }
+    return topic_replay_mark(owner, 1);
 }
 
 enum replay_result replay_open(struct backlog **out, void *owner, uint8_t framing, uint32_t uid,
@@ -131,7 +135,8 @@ enum replay_result replay_open(struct backlog **out, void *owner, uint8_t framin
         uint32_t topic, first;
         uint8_t index;
     } gaps[256];
-    topics_from_now(owner);
+    if (topics_from_now(owner) != 0)
+        return REPLAY_FAILED;
     for (uint32_t i = 0; req && i < nreq; i++) {
         uint32_t tp = topic_find(req[i].name, req[i].len), sub = topic_sub_of(owner, tp);
         if (!req[i].since_len || !sub)
@@ -142,8 +147,10 @@ enum replay_result replay_open(struct backlog **out, void *owner, uint8_t framin
         if (gap && ngaps < sizeof gaps / sizeof gaps[0])
             gaps[ngaps++] = (struct pending_gap){tp, f, (uint8_t)i};
     }
-    if (!r.gap && r.at.seq > history_last_seq(uid) && !ngaps && !topic_behind(owner))
+    if (!r.gap && r.at.seq > history_last_seq(uid) && !ngaps && !topic_behind(owner)) {
+        topic_replay_mark(owner, 0);
         return REPLAY_NONE;
+    }
     loop_stats.replays++;
     if (t->open && t->open(out, owner) != 0)
         return REPLAY_FAILED;
@@ -152,7 +159,7 @@ enum replay_result replay_open(struct backlog **out, void *owner, uint8_t framin
     for (uint32_t i = 0; i < ngaps; i++) {
         uint32_t sub = topic_sub_of(owner, gaps[i].topic);
         if (put_gap(out, owner, t, &r, gaps[i].topic, uid, req[gaps[i].index].since,
-                    gaps[i].first, topic_sub_at(sub)->next - 1) != 0)
+                    gaps[i].first, topic_sub_next(sub) - 1) != 0)
             return REPLAY_FAILED;
     }
     return backlog_start_replay(out, owner, &r) == 0 ? REPLAY_STARTED : REPLAY_FAILED;
@@ -166,19 +173,21 @@ enum replay_result replay_topic(struct backlog **out, void *owner, uint8_t frami
         return REPLAY_NONE;
     uint32_t topic = topic_sub_at(sub)->topic, first;
     struct replay *live = backlog_replay(*out);
-    if (!live)
-        topics_from_now(owner);              /* all it had came live so far */
+    if (!live && topics_from_now(owner) != 0)   /* all it had came live so far */
+        return REPLAY_FAILED;
     int gap;
     resume_topic(topic, sub, asked, &gap, &first);
-    if (!live && !gap && topic_sub_at(sub)->next > history_last_seq(topic_slot(topic)))
+    if (!live && !gap && topic_sub_next(sub) > history_last_seq(topic_slot(topic))) {
+        topic_replay_mark(owner, 0);
         return REPLAY_NONE;
+    }
     struct replay r = {.budget = UINT32_MAX, .active = 1,
                        .at = {.pos = 0, .seq = history_last_seq(uid) + 1}};
     r.uid_next = r.at.seq;
     if (!live)
         loop_stats.replays++;
     if (gap && put_gap(out, owner, t, live ? live : &r, topic, uid, asked, first,
-                       topic_sub_at(sub)->next - 1) != 0)
+                       topic_sub_next(sub) - 1) != 0)
         return REPLAY_FAILED;
     if (live)
         return REPLAY_STARTED;               /* its next id is set: the replay gets to it */
@@ -186,8 +195,9 @@ enum replay_result replay_topic(struct backlog **out, void *owner, uint8_t frami
 }
 
 /* The replay is over: the backlog goes when it has nothing left to send. */
-static void replay_end(struct backlog **out)
+static void replay_end(struct backlog **out, void *owner)
 {
+    topic_replay_mark(owner, 0);
     backlog_replay(*out)->active = 0;
     if (backlog_pending(*out) == 0)
         backlog_free(out);
@@ -201,7 +211,7 @@ static void park_cursor(struct replay *r, void *owner)
     if (!r->topic)
         r->uid_next = r->at.seq;
     else if (sub && history_slot_epoch(topic_slot(r->topic)) == r->topic_epoch)
-        topic_sub_at(sub)->next = r->at.seq;
+        topic_sub_set_next(sub, r->at.seq);
 }
 
 /* The cursor moves to the first slot behind (the uid, then owner's
@@ -213,7 +223,7 @@ static int next_behind(struct replay *r, void *owner, uint32_t uid)
     if (next > history_last_seq(uid) && (t = topic_behind(owner)) == 0)
         return 0;
     if (t) {
-        next = topic_sub_at(topic_sub_of(owner, t))->next;
+        next = topic_sub_next(topic_sub_of(owner, t));
         r->topic_epoch = history_slot_epoch(topic_slot(t));
     }
     r->topic = t;
@@ -302,7 +312,7 @@ int replay_fill(struct backlog **out, void *owner, uint8_t framing, uint32_t uid
         static struct log_ratelimit rl;
         log_limited(&rl, LOG_ERROR, "out of memory replaying a stream's history: it is closed");
     } else if (result == 0) {
-        replay_end(out);
+        replay_end(out, owner);
     }
     return result;
 }

@@ -15,24 +15,29 @@
 
 struct topic_config topic_cfg;
 
-/* 112 bytes, in a table of --max-topics allocated at start, touched as
- * topics are made (the lowest free index first). */
+/* 40 bytes, in a table of --max-topics allocated at start, touched as
+ * topics are made (the lowest free index first). Its name is the history's
+ * (history_topic_name_ptr: kept in the --history-file, once). */
 struct topic {
-    struct stream **streams;    /* [cap]: its members */
-    uint32_t *subs;             /* [cap]: each member's subscription record */
+    void *members;              /* one block: struct stream *[cap], then uint32_t[cap]
+                                   (each member's subscription record) */
     uint32_t n, cap;
-    uint64_t hash;
+    uint32_t hash;              /* of its name: lookups, and the hash table's moves */
     uint32_t linger_prev;       /* lingering topics, oldest first; free topics: */
     uint32_t linger_next;       /* the next free index */
     uint32_t linger_until;      /* the monotonic second it is given up at */
     uint8_t held;
     uint8_t lingering;
-    uint8_t len;
-    char name[TOPIC_NAME_MAX];
 };
 
-_Static_assert(sizeof(struct topic) == 112, "a topic is 112 bytes: update topic.h");
-_Static_assert(sizeof(struct topic_sub) == 16, "a subscription record is 16 bytes");
+_Static_assert(sizeof(struct topic) == 40, "a topic is 40 bytes: update topic.h");
+_Static_assert(sizeof(struct topic_sub) == 12, "a subscription record is 12 bytes");
+
+static struct stream **streams_of(const struct topic *x) { return x->members; }
+static uint32_t *subs_of(const struct topic *x)
+{
+    return (uint32_t *)((struct stream **)x->members + x->cap);
+}
 
 static struct topic *topics;            /* [max_topics + 1], 0 unused */
 static uint32_t *by_hash;               /* open addressing: topic or 0 */
@@ -43,14 +48,22 @@ static uint32_t free_topics;            /* given up, to be used again */
 static uint32_t linger_head, linger_tail;
 static struct event *linger_ev;
 
-/* Subscription records: blocks of SUB_BLOCK, index 0 never given. */
-#define SUB_BLOCK 65536u
+/* Subscription records: blocks of SUB_BLOCK (192 KB), index 0 never given. */
+#define SUB_BLOCK 16384u
 static struct topic_sub **blocks;
 static uint32_t nblocks;
 static uint32_t sub_fresh = 1, sub_free;
 
-/* stream -> its first subscription (low 32 bits) and how many (high). */
+/* stream -> its first subscription (bits 0-31), how many (32-47), and
+ * REPLAYING: a replay is under way (topic_replay_mark). */
 static struct ptrmap by_stream = PTRMAP_INIT;
+#define COUNT(v) ((uint32_t)((v) >> 32) & 0xffffu)
+#define REPLAYING (1ull << 63)
+/* While a stream replays: each of its subscriptions' next id (sub -> next),
+ * so that a record need not hold it all the time. */
+static struct ptrmap nexts = PTRMAP_INIT;
+
+static const void *sub_key(uint32_t sub) { return (const void *)(uintptr_t)((uint64_t)sub << 3); }
 
 static uint32_t now_s(void) { return (uint32_t)(clock_now_ms() / 1000); }
 
@@ -88,16 +101,25 @@ static void sub_release(uint32_t i)
 
 /* ---------------------------------------------------------------- names */
 
-static uint64_t hash_of(const char *name, size_t len) { return XXH3_64bits_withSeed(name, len, hash_seed); }
+static uint32_t hash_of(const char *name, size_t len)
+{
+    return (uint32_t)XXH3_64bits_withSeed(name, len, hash_seed);
+}
+
+const char *topic_name(uint32_t t, uint8_t *len)
+{
+    return history_topic_name_ptr(topic_slot(t), len);
+}
 
 uint32_t topic_find(const char *name, size_t len)
 {
     if (!by_hash || len == 0 || len > TOPIC_NAME_MAX)
         return 0;
-    uint64_t h = hash_of(name, len);
-    for (uint32_t i = (uint32_t)h & hash_mask; by_hash[i]; i = (i + 1) & hash_mask) {
-        const struct topic *t = &topics[by_hash[i]];
-        if (t->hash == h && t->len == len && memcmp(t->name, name, len) == 0)
+    uint32_t h = hash_of(name, len);
+    for (uint32_t i = h & hash_mask; by_hash[i]; i = (i + 1) & hash_mask) {
+        uint8_t n;
+        const char *at = topics[by_hash[i]].hash == h ? topic_name(by_hash[i], &n) : NULL;
+        if (at && n == len && memcmp(at, name, len) == 0)
             return by_hash[i];
     }
     return 0;
@@ -105,7 +127,7 @@ uint32_t topic_find(const char *name, size_t len)
 
 static void hash_insert(uint32_t t)
 {
-    uint32_t i = (uint32_t)topics[t].hash & hash_mask;
+    uint32_t i = topics[t].hash & hash_mask;
     while (by_hash[i])
         i = (i + 1) & hash_mask;
     by_hash[i] = t;
@@ -114,11 +136,11 @@ static void hash_insert(uint32_t t)
 /* Backward shift, as lib/ptrmap.c: no tombstones. */
 static void hash_delete(uint32_t t)
 {
-    uint32_t i = (uint32_t)topics[t].hash & hash_mask;
+    uint32_t i = topics[t].hash & hash_mask;
     while (by_hash[i] != t)
         i = (i + 1) & hash_mask;
     for (uint32_t j = (i + 1) & hash_mask; by_hash[j]; j = (j + 1) & hash_mask) {
-        uint32_t home = (uint32_t)topics[by_hash[j]].hash & hash_mask;
+        uint32_t home = topics[by_hash[j]].hash & hash_mask;
         if (((j - home) & hash_mask) >= ((j - i) & hash_mask)) {
             by_hash[i] = by_hash[j];
             i = j;
@@ -127,17 +149,11 @@ static void hash_delete(uint32_t t)
     by_hash[i] = 0;
 }
 
-const char *topic_name(uint32_t t, uint8_t *len)
-{
-    *len = topics[t].len;
-    return topics[t].name;
-}
-
 uint32_t topic_members(uint32_t t) { return topics[t].n; }
 
 int topic_held(uint32_t t) { return topics && t && t <= topic_cfg.max_topics && topics[t].held; }
 
-struct stream *const *topic_member_array(uint32_t t) { return topics[t].streams; }
+struct stream *const *topic_member_array(uint32_t t) { return streams_of(&topics[t]); }
 
 /* ---------------------------------------------------------------- life of a topic */
 
@@ -166,8 +182,7 @@ static void give_up(uint32_t t)
         topic_cfg.gone(t);
     hash_delete(t);
     history_topic_close(topic_slot(t));
-    free(x->streams);
-    free(x->subs);
+    free(x->members);
     *x = (struct topic){.linger_next = free_topics};
     free_topics = t;
     loop_stats.topics--;
@@ -226,11 +241,10 @@ static uint32_t make(const char *name, size_t len, int restored)
         return 0;
     }
     struct topic *x = &topics[t];
-    *x = (struct topic){.hash = hash_of(name, len), .held = 1, .len = (uint8_t)len};
-    memcpy(x->name, name, len);
-    hash_insert(t);
+    *x = (struct topic){.hash = hash_of(name, len), .held = 1};
     if (!restored)
         history_topic_open(topic_slot(t), name, (uint8_t)len);
+    hash_insert(t);
     loop_stats.topics++;
     return t;
 }
@@ -246,8 +260,12 @@ static void restore(void)
         if (len > 0 && topic_name_ok(name, (size_t)len) && !topic_find(name, (size_t)len)) {
             fresh = t;                   /* make takes it */
             make(name, (size_t)len, 1);
+            if (topic_cfg.changed)
+                topic_cfg.changed(t);    /* the masters send its messages here again */
             linger(t);
             restored++;
+        } else if (len > 0) {
+            history_topic_close(topic_slot(t));     /* the same name twice: once */
         }
     }
     /* the indices below the last one kept that hold none are free */
@@ -293,10 +311,8 @@ int topic_init(const struct topic_config *cfg)
 
 void topic_free(void)
 {
-    for (uint32_t t = 1; topics && t < fresh; t++) {
-        free(topics[t].streams);
-        free(topics[t].subs);
-    }
+    for (uint32_t t = 1; topics && t < fresh; t++)
+        free(topics[t].members);
     for (uint32_t b = 0; b < nblocks; b++)
         free(blocks[b]);
     free(blocks);
@@ -305,6 +321,7 @@ void topic_free(void)
     if (linger_ev)
         event_free(linger_ev);
     ptrmap_free(&by_stream);
+    ptrmap_free(&nexts);
     blocks = NULL;
     topics = NULL;
     by_hash = NULL;
@@ -348,7 +365,38 @@ uint32_t topic_stream_first(const struct stream *s)
 uint32_t topic_stream_count(const struct stream *s)
 {
     uint64_t *v = ptrmap_get(&by_stream, s);
-    return v ? (uint32_t)(*v >> 32) : 0;
+    return v ? COUNT(*v) : 0;
+}
+
+uint32_t topic_sub_next(uint32_t sub)
+{
+    uint64_t *v = nexts.used ? ptrmap_get(&nexts, sub_key(sub)) : NULL;
+    return v ? (uint32_t)*v : 0;
+}
+
+int topic_sub_set_next(uint32_t sub, uint32_t next)
+{
+    return ptrmap_put(&nexts, sub_key(sub), next);
+}
+
+int topic_replay_mark(struct stream *s, int on)
+{
+    uint64_t *v = ptrmap_get(&by_stream, s);
+    if (on) {
+        if (v) {
+            *v |= REPLAYING;
+            return 0;
+        }
+        return ptrmap_put(&by_stream, s, REPLAYING);
+    }
+    if (!v)
+        return 0;
+    *v &= ~REPLAYING;
+    for (uint32_t i = (uint32_t)*v; i; i = topic_stream_next(i))
+        ptrmap_remove(&nexts, sub_key(i), NULL);
+    if (COUNT(*v) == 0)
+        ptrmap_remove(&by_stream, s, NULL);
+    return 0;
 }
 
 uint32_t topic_sub_of(const struct stream *s, uint32_t t)
@@ -376,37 +424,36 @@ enum topic_refusal topic_would_take(const char *name, size_t len, uint32_t *fres
     return left >= more ? TOPIC_OK : TOPIC_NO_ROOM;
 }
 
-/* Room for one more member in x's arrays. */
-static int grow_members(struct topic *x)
+/* x's members in a block of cap (at least its n): the streams, then their
+ * records, moved as the block's size changes. -1 when out of memory. */
+static int resize_members(struct topic *x, uint32_t cap)
 {
-    if (x->n < x->cap)
-        return 0;
-    uint32_t cap = x->cap ? x->cap * 2 : 4;
-    struct stream **st = realloc(x->streams, cap * sizeof *st);
-    if (!st)
+    const size_t each = sizeof(struct stream *) + sizeof(uint32_t);
+    void *b = malloc((size_t)cap * each);
+    if (!b)
         return -1;
-    x->streams = st;
-    uint32_t *su = realloc(x->subs, cap * sizeof *su);
-    if (!su)
-        return -1;
-    x->subs = su;
+    if (x->n) {
+        memcpy(b, streams_of(x), x->n * sizeof(struct stream *));
+        memcpy((struct stream **)b + cap, subs_of(x), x->n * sizeof(uint32_t));
+    }
+    free(x->members);
+    x->members = b;
     x->cap = cap;
     return 0;
 }
 
+/* Room for one more member: the block grows by half (a quarter of it
+ * unused on average, against a third by doubling). */
+static int grow_members(struct topic *x)
+{
+    return x->n < x->cap ? 0 : resize_members(x, x->cap < 2 ? 2 : x->cap + (x->cap + 1) / 2);
+}
+
+/* Below a third used, the block gives back half (keeps it on failure). */
 static void shrink_members(struct topic *x)
 {
-    if (x->cap <= 16 || x->n >= x->cap / 4)
-        return;
-    uint32_t cap = x->cap / 2;
-    struct stream **st = realloc(x->streams, cap * sizeof *st);
-    uint32_t *su = st ? realloc(x->subs, cap * sizeof *su) : NULL;
-    if (st)
-        x->streams = st;
-    if (su) {
-        x->subs = su;
-        x->cap = cap;                /* both shrunk: else the larger cap stays right */
-    }
+    if (x->cap > 8 && x->n < x->cap / 3)
+        (void)resize_members(x, x->cap / 2);
 }
 
 enum topic_refusal topic_subscribe(struct stream *s, const char *name, size_t len, uint32_t *out)
@@ -419,7 +466,7 @@ enum topic_refusal topic_subscribe(struct stream *s, const char *name, size_t le
         *out = t;
         return TOPIC_OK;
     }
-    if (v && (uint32_t)(*v >> 32) >= topic_cfg.per_stream)
+    if (v && COUNT(*v) >= topic_cfg.per_stream)
         return TOPIC_STREAM_FULL;
     if (t && topics[t].n >= topic_cfg.per_topic)
         return TOPIC_FULL;
@@ -431,26 +478,33 @@ enum topic_refusal topic_subscribe(struct stream *s, const char *name, size_t le
     }
     struct topic *x = &topics[t];
     uint32_t sub = 0;
-    uint64_t head = v ? *v : 0;
+    uint64_t head = v ? *v : 0, first = (uint32_t)head ? (uint32_t)head : 0;
+    /* a replay under way gives it what comes from now (replay.c) */
+    uint32_t next = head & REPLAYING ? history_last_seq(topic_slot(t)) + 1 : 0;
     if (grow_members(x) != 0 || !(sub = sub_alloc()) ||
-        ptrmap_put(&by_stream, s, ((head >> 32) + 1) << 32 | (head ? (uint32_t)head : sub)) != 0) {
-        if (sub)
+        ptrmap_put(&by_stream, s, (head & REPLAYING) | (uint64_t)(COUNT(head) + 1) << 32 |
+                                      (first ? first : sub)) != 0 ||
+        (next && topic_sub_set_next(sub, next) != 0)) {
+        if (sub) {
             sub_release(sub);
+            if (head)
+                *ptrmap_get(&by_stream, s) = head;
+            else
+                ptrmap_remove(&by_stream, s, NULL);
+        }
         if (made)
             give_up(t);
         return TOPIC_NO_MEMORY;
     }
-    /* next: caught up (a replay under way gives it what comes meanwhile) */
-    *topic_sub_at(sub) = (struct topic_sub){.topic = t, .pos = x->n,
-                                            .next = history_last_seq(topic_slot(t)) + 1};
+    *topic_sub_at(sub) = (struct topic_sub){.topic = t, .pos = x->n};
     /* last in the stream's list: its topics are replayed in the order joined */
-    uint32_t last = (uint32_t)head;
+    uint32_t last = (uint32_t)first;
     while (last && topic_stream_next(last))
         last = topic_stream_next(last);
     if (last)
         topic_sub_at(last)->link = sub;
-    x->streams[x->n] = s;
-    x->subs[x->n] = sub;
+    streams_of(x)[x->n] = s;
+    subs_of(x)[x->n] = sub;
     x->n++;
     if (x->lingering)
         linger_unlink(t);
@@ -471,10 +525,12 @@ static void leave(const struct stream *s, uint32_t sub)
     struct topic *x = &topics[t];
     x->n--;
     if (pos != x->n) {
-        x->streams[pos] = x->streams[x->n];
-        x->subs[pos] = x->subs[x->n];
-        topic_sub_at(x->subs[pos])->pos = pos;
+        streams_of(x)[pos] = streams_of(x)[x->n];
+        subs_of(x)[pos] = subs_of(x)[x->n];
+        topic_sub_at(subs_of(x)[pos])->pos = pos;
     }
+    if (nexts.used)
+        ptrmap_remove(&nexts, sub_key(sub), NULL);
     sub_release(sub);
     shrink_members(x);
     loop_stats.topic_subscriptions--;
@@ -499,13 +555,13 @@ int topic_unsubscribe(struct stream *s, uint32_t t)
     }
     if (!i)
         return 0;
-    uint32_t after = topic_sub_at(i)->link, count = (uint32_t)(*v >> 32) - 1;
+    uint32_t after = topic_sub_at(i)->link, count = COUNT(*v) - 1;
     if (prev)
         topic_sub_at(prev)->link = after;
-    if (count == 0)
+    if (count == 0 && !(*v & REPLAYING))
         ptrmap_remove(&by_stream, s, NULL);
     else
-        *v = (uint64_t)count << 32 | (prev ? (uint32_t)*v : after);
+        *v = (*v & REPLAYING) | (uint64_t)count << 32 | (prev ? (uint32_t)*v : after);
     leave(s, i);
     return 1;
 }
@@ -565,8 +621,9 @@ uint32_t topic_next_held(uint32_t t)
 
 size_t topic_index_bytes(void)
 {
-    size_t n = ptrmap_bytes(&by_stream) + (size_t)nblocks * SUB_BLOCK * sizeof **blocks;
+    size_t n = ptrmap_bytes(&by_stream) + ptrmap_bytes(&nexts) +
+               (size_t)nblocks * SUB_BLOCK * sizeof **blocks;
     for (uint32_t t = 1; topics && t < fresh; t++)
-        n += (size_t)topics[t].cap * (sizeof *topics[t].streams + sizeof *topics[t].subs);
+        n += (size_t)topics[t].cap * (sizeof(struct stream *) + sizeof(uint32_t));
     return n;
 }

@@ -119,7 +119,7 @@ uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint
 }
 
 int topic_tell(struct stream *s, enum topic_event ev, const char *name, size_t len,
-               const char *reason)
+               const char *reason, const char *id)
 {
     static const char *const events[] = {"joined", "refused", "left"};
     if (s->framing != FRAMING_SSE && s->framing != FRAMING_WS_META)
@@ -134,6 +134,8 @@ int topic_tell(struct stream *s, enum topic_event ev, const char *name, size_t l
     n += (size_t)snprintf(buf + n, sizeof buf - n, "{\"topic\":\"%.*s\"", (int)len, name);
     if (reason)
         n += (size_t)snprintf(buf + n, sizeof buf - n, ",\"reason\":\"%s\"", reason);
+    if (id)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, ",\"id\":\"%s\"", id);
     n += (size_t)snprintf(buf + n, sizeof buf - n, ws ? "}" : "}\n\n");
     const char *start = buf;
     if (ws) {
@@ -145,4 +147,14 @@ int topic_tell(struct stream *s, enum topic_event ev, const char *name, size_t l
     }
     struct iovec iov = {(void *)start, n};
     return stream_send(s, &iov, 1, n);
+}
+
+int topic_tell_joined(struct stream *s, uint32_t t)
+{
+    uint8_t len;
+    const char *name = topic_name(t, &len);
+    char id[24];
+    snprintf(id, sizeof id, "%08x:%u", history_slot_epoch(topic_slot(t)),
+             history_last_seq(topic_slot(t)));
+    return topic_tell(s, TOPIC_EV_JOINED, name, len, NULL, id);
 }

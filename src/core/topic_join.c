@@ -101,7 +101,7 @@ static void ask_handler(struct stream *s, const char *name, size_t len, const ch
                                 (uint8_t)since_len) != 0) {
         loop_stats.topic_asks_dropped++;
         if (tell)
-            topic_tell(s, TOPIC_EV_REFUSED, name, len, "busy");
+            topic_tell(s, TOPIC_EV_REFUSED, name, len, "busy", NULL);
         return;
     }
     loop_stats.topic_asks++;
@@ -149,6 +149,24 @@ void topic_stream_close(struct stream *s)
     topic_leave_all(s);
 }
 
+int topic_tell_open(struct stream *s)
+{
+    uint32_t n;
+    const struct topic_request *r = topic_stream_requests(s, &n);
+    for (uint32_t i = topic_stream_first(s); i; i = topic_stream_next(i)) {
+        uint32_t t = topic_sub_at(i)->topic;
+        uint8_t len;
+        const char *name = topic_name(t, &len);
+        int resumes = 0;
+        for (uint32_t k = 0; k < n && !resumes; k++)
+            resumes = r[k].since_len && r[k].len == len && memcmp(r[k].name, name, len) == 0;
+        if ((resumes ? topic_tell(s, TOPIC_EV_JOINED, name, len, NULL, NULL)
+                     : topic_tell_joined(s, t)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* s subscribes to name (since: what to resume from), told of it: 1 when
  * subscribed, 0 when refused (told and counted), -1 when s ended. */
 static int join(struct stream *s, const char *name, size_t len, const char *since,
@@ -159,9 +177,10 @@ static int join(struct stream *s, const char *name, size_t len, const char *sinc
     enum topic_refusal why = topic_subscribe(s, name, len, &t);
     if (why != TOPIC_OK) {
         topic_count_refusal(why);
-        return topic_tell(s, TOPIC_EV_REFUSED, name, len, topic_refusal_name(why)) < 0 ? -1 : 0;
+        return topic_tell(s, TOPIC_EV_REFUSED, name, len, topic_refusal_name(why), NULL) < 0 ? -1 : 0;
     }
-    if (topic_tell(s, TOPIC_EV_JOINED, name, len, NULL) < 0)
+    if ((since_len ? topic_tell(s, TOPIC_EV_JOINED, name, len, NULL, NULL)
+                   : topic_tell_joined(s, t)) < 0)
         return -1;
     if (since_len && !had) {
         char asked[32];
@@ -179,14 +198,14 @@ void topic_client_join(struct stream *s, const char *name, size_t len, const cha
 {
     if (!topic_name_ok(name, len)) {
         topic_count_refusal(TOPIC_BAD_NAME);
-        topic_tell(s, TOPIC_EV_REFUSED, "", 0, topic_refusal_name(TOPIC_BAD_NAME));
+        topic_tell(s, TOPIC_EV_REFUSED, "", 0, topic_refusal_name(TOPIC_BAD_NAME), NULL);
         return;
     }
     uint64_t *g = grants_of.used ? ptrmap_get(&grants_of, s) : NULL;
     int d = decide(g ? (const char *)(uintptr_t)*g : NULL, name, len);
     if (d < 0) {
         topic_count_refusal(TOPIC_DENIED);
-        topic_tell(s, TOPIC_EV_REFUSED, name, len, topic_refusal_name(TOPIC_DENIED));
+        topic_tell(s, TOPIC_EV_REFUSED, name, len, topic_refusal_name(TOPIC_DENIED), NULL);
     } else if (d > 0) {
         ask_handler(s, name, len, since, since_len, 1);
     } else {
@@ -194,12 +213,35 @@ void topic_client_join(struct stream *s, const char *name, size_t len, const cha
     }
 }
 
+#define JOIN "event: join\n\n"
+#define LEAVE "event: leave\n\n"
+
+int topic_control_is(const char *m, size_t n)
+{
+    return n <= TOPIC_CONTROL_MAX &&
+           ((n >= sizeof JOIN - 1 && memcmp(m, JOIN, sizeof JOIN - 1) == 0) ||
+            (n >= sizeof LEAVE - 1 && memcmp(m, LEAVE, sizeof LEAVE - 1) == 0));
+}
+
+void topic_control_apply(struct stream *s, const char *m, size_t n)
+{
+    if (m[7] == 'l') {
+        topic_client_leave(s, m + sizeof LEAVE - 1, n - (sizeof LEAVE - 1));
+        return;
+    }
+    const char *name = m + sizeof JOIN - 1;
+    size_t len = n - (sizeof JOIN - 1);
+    const char *at = memchr(name, '@', len);
+    size_t k = at ? (size_t)(at - name) : len;
+    topic_client_join(s, name, k, at ? at + 1 : NULL, at ? len - k - 1 : 0);
+}
+
 void topic_client_leave(struct stream *s, const char *name, size_t len)
 {
     uint32_t t = topic_find(name, len);
     if (!t || !topic_unsubscribe(s, t))
         return;
-    if (topic_tell(s, TOPIC_EV_LEFT, name, len, NULL) < 0)
+    if (topic_tell(s, TOPIC_EV_LEFT, name, len, NULL, NULL) < 0)
         return;
     /* the handler hears of it: it decided the join */
     const struct conn *c;
@@ -242,7 +284,7 @@ int topic_conn_refuse(uint64_t conn, const char *name, size_t len, const char *r
     why[n] = '\0';
     loop_stats.topic_asks_refused++;
     loop_stats.topic_refused_denied++;
-    topic_tell(s, TOPIC_EV_REFUSED, name, len, why);
+    topic_tell(s, TOPIC_EV_REFUSED, name, len, why, NULL);
     return 1;
 }
 
@@ -252,6 +294,6 @@ int topic_conn_unsubscribe(uint64_t conn, const char *name, size_t len)
     uint32_t t = s ? topic_find(name, len) : 0;
     if (!t || !topic_unsubscribe(s, t))
         return 0;
-    topic_tell(s, TOPIC_EV_LEFT, name, len, NULL);
+    topic_tell(s, TOPIC_EV_LEFT, name, len, NULL, NULL);
     return 1;
 }

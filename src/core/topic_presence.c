@@ -27,6 +27,9 @@
 #define MEMBER_ENTRY_MAX (1 + TOPIC_NAME_MAX + 4 + 8)
 
 static int enabled, members;
+/* A topic was held once: from then on every snapshot says what is (a
+ * node that never held one sends the masters nothing of topics). */
+static int ever;
 static struct event *flush_ev;
 static uint32_t *told;                /* [max_topics + 1]: streams + 1 told, 0: nothing */
 static uint8_t *dirty;                /* [max_topics + 1]: in pending */
@@ -189,6 +192,7 @@ void topic_presence_free(void)
     gone.len = gone.n = joins.len = joins.n = part.len = part.n = 0;
     part.base = 0;
     window_ms = PRESENCE_WINDOW_MS;
+    ever = 0;
 }
 
 /* A change joins the window (opened if none). */
@@ -204,6 +208,7 @@ void topic_presence_changed(uint32_t t)
 {
     if (!enabled)
         return;
+    ever = 1;
     if (npending == PENDING_MAX)
         flush();
     window_change();
@@ -267,7 +272,7 @@ void topic_presence_member(uint32_t t, const struct stream *s, int joined)
 
 void topic_presence_snapshot(int to_all)
 {
-    if (!enabled)
+    if (!enabled || !ever)
         return;
     flush();                  /* the masters that get no snapshot need the changes */
     part.base = 0;

@@ -19,6 +19,7 @@
 #include "core/outbound.h"
 #include "core/presence.h"
 #include "core/stream.h"
+#include "core/topic_join.h"
 #include "http/cors.h"
 #include "http/http_reply.h"
 #include "http/uid.h"
@@ -250,6 +251,41 @@ static int rate_ok(struct evhttp_request *req, struct conn *c)
     return 0;
 }
 
+/* Whether the body is a topic's join or leave (topic_join.h): the
+ * stream's own business, with or without an inbox. */
+static int control_body(struct evhttp_request *req)
+{
+    char head[16];
+    struct evbuffer *b = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(b);
+    ev_ssize_t n = evbuffer_copyout(b, head, sizeof head);
+    /* the prefix it is known by is within head */
+    return cfg.o->max_topics && n > 0 && topic_control_is(head, len) && body_kind(req) == 1;
+}
+
+/* A topic's join or leave for the stream the request names (one it must
+ * name): done there, told there (its events), 202. */
+static void control(struct evhttp_request *req, const char *uid_text)
+{
+    uint32_t uid;
+    struct conn *c;
+    size_t len;
+    int binary;
+    const char *data;
+    if (!uid_ok(req, uid_text, &uid) || !auth_admit(req, uid) || !conn_ok(req, uid, &c) ||
+        !(data = body_ok(req, &len, &binary)) || !rate_ok(req, c))
+        return;
+    struct stream *s = c ? conn_find(c->id) : NULL;
+    if (!s) {
+        loop_stats.post_bad_conn++;
+        reply_plain(req, 404, "Not Found", "A topic is joined or left by a stream: name it "
+                    "with ?conn=ID");
+        return;
+    }
+    topic_control_apply(s, data, len);
+    reply_plain(req, 202, "Accepted", "");
+}
+
 static void post(struct evhttp_request *req, const char *uid_text)
 {
     uint32_t uid;
@@ -259,6 +295,10 @@ static void post(struct evhttp_request *req, const char *uid_text)
     const char *data;
     if (!origin_ok(req))
         return;
+    if (control_body(req)) {
+        control(req, uid_text);
+        return;
+    }
     if (!cfg.o->inbox[0]) {
         loop_stats.post_no_inbox++;
         reply_plain(req, 404, "Not Found", "This node takes no client messages (no --inbox)");

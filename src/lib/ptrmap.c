@@ -54,7 +54,7 @@ int ptrmap_put(struct ptrmap *m, const void *key, uint64_t value)
         *v = value;
         return 0;
     }
-    if ((!m->e || (m->used + 1) * 2 > m->mask + 1) && grow(m) != 0)
+    if ((!m->e || (uint64_t)(m->used + 1) * 4 > (uint64_t)(m->mask + 1) * 3) && grow(m) != 0)
         return -1;
     insert(m, key, value);
     m->used++;

@@ -41,7 +41,7 @@ static size_t topics_json(char *out, const struct stream *s, int from_subs)
         const char *name = topic_name(x->topic, &len);
         n += (size_t)sprintf(out + n, "%s\"%.*s\":\"%08x:%u\"", n ? "," : ",\"topics\":{",
                              (int)len, name, history_slot_epoch(slot),
-                             from_subs ? x->next - 1 : history_last_seq(slot));
+                             from_subs ? topic_sub_next(i) - 1 : history_last_seq(slot));
     }
     if (n)
         out[n++] = '}';

@@ -58,15 +58,9 @@
 #define WS_MESSAGE_MS 10000
 #define WS_MESSAGE_FRAMES 64
 
-/* A client's topic join or leave, a text message of its own (docs/protocol.md):
- *   event: join\n\nTOPIC[@ID]     ID: the last it saw there, to resume from
- *   event: leave\n\nTOPIC
- * never passed to the inbox. They are done once the read is over (they
- * write to the stream, which may end it); a read may bring this many (a
- * stream's topics at most), more is a flood (1008). */
-#define WS_JOIN "event: join\n\n"
-#define WS_LEAVE "event: leave\n\n"
-#define WS_CONTROL_MAX (sizeof WS_LEAVE - 1 + TOPIC_NAME_MAX + 1 + 31)
+/* A client's topic joins and leaves (topic_join.h) are done once the read
+ * is over (they write to the stream, which may end it); a read may bring
+ * this many (a stream's topics at most), more is a flood (1008). */
 #define WS_CONTROLS_PER_READ 256
 
 /* A client message is read into a buffer that starts this small and grows
@@ -158,7 +152,7 @@ static struct {
     uint16_t nctl;              /* topic joins and leaves read, done at the read's end */
     struct {
         uint8_t len;
-        char text[WS_CONTROL_MAX];
+        char text[TOPIC_CONTROL_MAX];
     } ctl[WS_CONTROLS_PER_READ];
 } feed;
 
@@ -581,9 +575,7 @@ static int take_token(struct conn *c)
  * read's end. 1 when it is (taken), 0 when not, -1 when one too many. */
 static int control_in(const uint8_t *m, uint32_t n)
 {
-    if (!cfg.topics || n > WS_CONTROL_MAX ||
-        !((n >= sizeof WS_JOIN - 1 && memcmp(m, WS_JOIN, sizeof WS_JOIN - 1) == 0) ||
-          (n >= sizeof WS_LEAVE - 1 && memcmp(m, WS_LEAVE, sizeof WS_LEAVE - 1) == 0)))
+    if (!cfg.topics || !topic_control_is((const char *)m, n))
         return 0;
     if (feed.nctl == WS_CONTROLS_PER_READ)
         return -1;
@@ -595,19 +587,8 @@ static int control_in(const uint8_t *m, uint32_t n)
 /* The joins and leaves the read brought: 0, or -1 when the stream ended. */
 static int controls_done(struct stream *s)
 {
-    for (uint16_t i = 0; i < feed.nctl && s->state == STREAM_LIVE; i++) {
-        const char *t = feed.ctl[i].text;
-        size_t n = feed.ctl[i].len;
-        if (t[7] == 'j') {
-            const char *name = t + sizeof WS_JOIN - 1;
-            size_t len = n - (sizeof WS_JOIN - 1);
-            const char *at = memchr(name, '@', len);
-            size_t k = at ? (size_t)(at - name) : len;
-            topic_client_join(s, name, k, at ? at + 1 : NULL, at ? len - k - 1 : 0);
-        } else {
-            topic_client_leave(s, t + sizeof WS_LEAVE - 1, n - (sizeof WS_LEAVE - 1));
-        }
-    }
+    for (uint16_t i = 0; i < feed.nctl && s->state == STREAM_LIVE; i++)
+        topic_control_apply(s, feed.ctl[i].text, feed.ctl[i].len);
     feed.nctl = 0;
     return s->state == STREAM_LIVE ? 0 : -1;
 }

@@ -13,7 +13,7 @@
 -define(IL, httpdcnode_inbox_lib).
 -define(T, 10000).
 
--import(topics_tests, [sse/2, sse/3, event/1, meta/2, ws_text/2, poll/2]).
+-import(topics_tests, [sse/2, sse/3, event/1, meta/2, ws_text/2, poll/2, joined/1, joined/2]).
 
 limits_test_() ->
     [?L:server_test("bounds at the door and for a WebSocket's joins, each refusal counted; "
@@ -64,6 +64,7 @@ bounds(S) ->
     C = sse(S, "/sse/4?topics=c"),
     ?assertMatch({503, <<"This node holds all the topics", _/binary>>}, get(S, "/poll/5?topics=d")),
     W = meta(S, "/ws/6?topics=c"),
+    joined(W, [<<"c">>]),
     Joins = [{<<"a">>, <<"topic_full">>}, {<<"d">>, <<"no_room">>}],
     [begin
          join(W, T),
@@ -72,7 +73,7 @@ bounds(S) ->
                       ws_text(W, S))
      end || {T, Why} <- Joins],
     join(W, <<"b">>),
-    {<<"event: joined">>, _} = ws_text(W, S),
+    #{<<"topic">> := <<"b">>} = joined(W),
     join(W, <<"c2">>),
     {<<"event: refused">>, <<"{\"topic\":\"c2\",\"reason\":\"too_many_topics\"}">>} =
         ws_text(W, S),
@@ -193,7 +194,7 @@ token(Ctx = #{s := S}) ->
                  get(S, "/sse/6?token=" ++ jwt(Ctx, 6, [<<"bad name">>]))),
     W = meta(S, "/ws/5?token=" ++ T),
     join(W, <<"room:2">>),
-    {<<"event: joined">>, _} = ws_text(W, S),
+    #{<<"topic">> := <<"room:2">>} = joined(W),
     join(W, <<"secret">>),
     ?assertEqual({<<"event: refused">>, <<"{\"topic\":\"secret\",\"reason\":\"denied\"}">>},
                  ws_text(W, S)),
@@ -209,7 +210,7 @@ handler(#{server := S, mnode := MNode}) ->
     W = meta(S, "/ws/9"),
     join(W, <<"ok:1">>),
     receive {join, 9, {_, _}, <<"ok:1">>, undefined} -> ok after ?T -> error(no_join) end,
-    ?assertEqual({<<"event: joined">>, <<"{\"topic\":\"ok:1\"}">>}, ws_text(W, S)),
+    ?assertMatch(#{<<"topic">> := <<"ok:1">>, <<"id">> := _}, joined(W)),
     join(W, <<"no:1">>),
     receive {join, 9, _, <<"no:1">>, undefined} -> ok after ?T -> error(no_join) end,
     ?assertEqual({<<"event: refused">>, <<"{\"topic\":\"no:1\",\"reason\":\"not_allowed\"}">>},
@@ -223,7 +224,7 @@ handler(#{server := S, mnode := MNode}) ->
     {_, <<"second">>} = ws_text(W, S),
     Sse = sse(S, "/sse/10?topics=ok:1@" ++ binary_to_list(Id)),
     receive {join, 10, _, <<"ok:1">>, Id} -> ok after ?T -> error(no_join) end,
-    #{event := <<"joined">>} = event(Sse),
+    ?assertEqual(#{<<"topic">> => <<"ok:1">>}, joined(Sse)),       % it resumes: no id
     #{data := <<"second">>} = event(Sse),
     ?assertMatch({403, <<"Topic ok:2: a long-poll may name only", _/binary>>},
                  get(S, "/poll/11?topics=ok:2")),
@@ -249,6 +250,7 @@ crash() ->
         Node = ?L:node_of(S),
         Count = fun() -> erpc:call(MNode, httpdcnode, topic_nodes, [<<"kept">>]) end,
         Sock = sse(S, "/sse/1?topics=kept"),
+        joined(Sock, [<<"kept">>]),
         ?L:wait_until(fun() -> Count() =:= [{Node, 1}] end, ?T, {topic_at, Node}),
         Pub = fun(X) -> {ok, _} = erpc:call(MNode, httpdcnode, publish_sync, [<<"kept">>, X]) end,
         Pub(<<"k1">>),
@@ -264,6 +266,7 @@ crash() ->
             Pub(<<"k4">>),
             [E, _] = binary:split(Id1, <<":">>),
             Sock2 = sse(S2, "/sse/1?topics=kept@" ++ binary_to_list(Id1)),
+            joined(Sock2, [<<"kept">>]),
             Got = [event(Sock2) || _ <- [2, 3, 4]],
             ?assertEqual([{<<"kept@", E/binary, ":", (integer_to_binary(I))/binary>>, D}
                           || {I, D} <- [{2, <<"k2">>}, {3, <<"k3">>}, {4, <<"k4">>}]],

@@ -218,7 +218,8 @@ nodes() ->
 %% (by its cap) and last_seen_expired (by its sweep); subscription_merges,
 %% subscription_merged_pairs, subscription_tombstones and tombstones_expired
 %% (subsmanager_heal); topic_unheld (published to a topic no C-node
-%% holds). On a client node, the master's.
+%% held, nor reported within hold_ms) and topic_held_sent (held until
+%% one did). On a client node, the master's.
 -spec stats() -> #{node() | app => map() | {error, timeout | nodedown}}.
 stats() ->
     stats(?TIMEOUT).
@@ -262,10 +263,12 @@ token_url(BaseUrl, Uid, TtlSeconds) ->
 %% Sends Msg to every stream subscribed to Topic: one Erlang message to
 %% each C-node that holds the topic (as its topic presence says), which
 %% gives it the topic's next id there, keeps it in the topic's history and
-%% writes it to the topic's streams. Async. A topic held nowhere drops it
-%% (counted: stats/0, app, topic_unheld); a C-node whose last stream left
-%% the topic holds it for its history's TTL and keeps what comes for the
-%% clients coming back.
+%% writes it to the topic's streams. Async. A topic held nowhere may be
+%% joined right now (its presence on its way): the message waits a moment
+%% for it (httpdcnode_topics, held messages), then is dropped and counted
+%% (stats/0, app, topic_unheld); a C-node whose last stream left the topic
+%% holds it for its history's TTL and keeps what comes for the clients
+%% coming back.
 -spec publish(topic(), msg()) -> ok.
 publish(Topic, Msg) ->
     T = topic(Topic),
@@ -274,7 +277,7 @@ publish(Topic, Msg) ->
         true -> httpdcnode_client:cast(?MODULE, publish, [T, Bin]);
         false ->
             case httpdcnode_topics:nodes(T) of
-                [] -> count(topic_unheld, 1);
+                [] -> httpdcnode_topics:hold(T, Bin);
                 Nodes -> [{any, N} ! {topic, T, Bin} || N <- Nodes]
             end,
             ok
@@ -293,7 +296,7 @@ publish_sync(Topic, Msg, Timeout) ->
         true -> httpdcnode_client:call(?MODULE, publish_sync, [T, Bin, Timeout], Timeout);
         false ->
             case httpdcnode_topics:nodes(T) of
-                [] -> count(topic_unheld, 1), {ok, 0};
+                [] -> httpdcnode_topics:hold(T, Bin), {ok, 0};
                 Nodes ->
                     Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, topic, T, Bin} end,
                                       Nodes, Timeout),

@@ -122,7 +122,7 @@
 -define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
                         last_seen_expired, online_by_message, held_sent,
                         subscription_merges, subscription_merged_pairs, tombstones_expired,
-                        topic_unheld]).
+                        topic_unheld, topic_held_sent]).
 %% What a C-node reports of its topics (httpdcnode_topics).
 -define(TOPIC_EVENT(E), (E =:= topics orelse E =:= topics_gone orelse E =:= topic_snapshot
                          orelse E =:= topic_snapshot_more orelse E =:= topic_members
@@ -434,6 +434,7 @@ handle_info(hold_sweep, State) ->
     N = ets:info(?HELD, size) > 0 andalso
         ets:select_delete(?HELD, [{{'_', '_', '$1', '_'}, [{'<', '$1', Now}], [true]}]),
     is_integer(N) andalso count_event(dropped_offline, N),
+    httpdcnode_topics:sweep_held(Now),
     erlang:send_after(?HOLD_SWEEP_MS, self(), hold_sweep),
     {noreply, State};
 handle_info({nodeup, Node, _Info}, State) ->

@@ -17,13 +17,22 @@
 %% A C-node that disconnects (nodedown) loses all its topics. Every master
 %% hears every C-node, so httpdcnode:publish/2 works through any of them.
 %%
+%% Held messages: a topic's first stream on a node is told at once, but
+%% the presence server and the process that publishes are two processes,
+%% so a publish right after a join (a handler that admits a join, then the
+%% joiner's first line) may find the topic held nowhere yet. Such a message
+%% is held (hold/2) for at most env hold_ms (1000) and sent to the first
+%% C-node that reports the topic; at most env hold_max (100000) are held,
+%% past it, or past its time, it is dropped and counted (topic_unheld).
+%%
 %% Reads go straight to the (protected, named) tables, from any process:
 %% nodes/1 is one ets:select over the topic's key range. A row is about
 %% 150 bytes per (topic, node) pair, both tables together, and as much per
 %% subscription with --presence-topics.
 -module(httpdcnode_topics).
+-compile({no_auto_import, [nodes/1]}).
 
--export([create_tables/0, handle/3, node_down/1]).
+-export([create_tables/0, handle/3, node_down/1, hold/2, sweep_held/1, held_count/0]).
 -export([nodes/1, count/1, node_counts/1, members/1, member/2, topics/0, valid/1]).
 
 %% {{Topic, Node}, N}: where a topic is held, one key range per topic.
@@ -34,12 +43,61 @@
 -define(MEMBERS, httpdcnode_topics_members).
 %% {{Node, Topic, Conn}}: the same by node.
 -define(MEMBERS_BY_NODE, httpdcnode_topics_members_by_node).
+%% {Topic, Seq, ExpiresMs, Bin}: messages held for a topic held nowhere yet.
+-define(HELD, httpdcnode_topics_held).
 
 %% In the presence server's init: its tables.
 create_tables() ->
     [ets:new(T, [ordered_set, protected, named_table, {read_concurrency, true}])
      || T <- [?BY_TOPIC, ?BY_NODE, ?MEMBERS, ?MEMBERS_BY_NODE]],
+    ets:new(?HELD, [duplicate_bag, public, named_table, {write_concurrency, true}]),
     ok.
+
+%% Bin for Topic, held nowhere now: held for the first C-node that reports
+%% it (see the top of this module). Runs in the caller.
+-spec hold(binary(), term()) -> ok.
+hold(Topic, Bin) ->
+    Ms = application:get_env(httpdcnode, hold_ms, 1000),
+    Max = application:get_env(httpdcnode, hold_max, 100000),
+    case catch ets:info(?HELD, size) of
+        N when is_integer(N), N < Max, Ms > 0 ->
+            ets:insert(?HELD, {Topic, erlang:unique_integer([monotonic]),
+                               erlang:monotonic_time(millisecond) + Ms, Bin}),
+            %% reported meanwhile: sent now
+            case nodes(Topic) of
+                [Node | _] -> release(Topic, Node);
+                [] -> ok
+            end;
+        _ -> httpdcnode_presence:count_event(topic_unheld, 1)
+    end,
+    ok.
+
+%% The held messages past their time go (counted); how many.
+sweep_held(Now) ->
+    case ets:info(?HELD, size) of
+        0 -> 0;
+        _ ->
+            N = ets:select_delete(?HELD, [{{'_', '_', '$1', '_'}, [{'<', '$1', Now}], [true]}]),
+            httpdcnode_presence:count_event(topic_unheld, N),
+            N
+    end.
+
+-spec held_count() -> non_neg_integer().
+held_count() ->
+    case ets:info(?HELD, size) of
+        N when is_integer(N) -> N;
+        undefined -> 0
+    end.
+
+%% What was held for Topic, to Node, in the order it was published.
+release(Topic, Node) ->
+    case ets:take(?HELD, Topic) of
+        [] -> ok;
+        Held ->
+            [erlang:send({any, Node}, {topic, Topic, Bin}, [noconnect])
+             || {_, _, _, Bin} <- lists:keysort(2, Held)],
+            httpdcnode_presence:count_event(topic_held_sent, length(Held))
+    end.
 
 %% Whether Topic is a topic name: a binary of 1 to 64 of A-Z a-z 0-9 _ - . : /
 %% (what the C-nodes take).
@@ -132,7 +190,8 @@ node_down(Node) ->
 
 put(Node, T, N) ->
     ets:insert(?BY_TOPIC, {{T, Node}, N}),
-    ets:insert(?BY_NODE, {{Node, T}}).
+    ets:insert(?BY_NODE, {{Node, T}}),
+    ets:info(?HELD, size) > 0 andalso release(T, Node).
 
 drop(Node, T) ->
     ets:delete(?BY_TOPIC, {T, Node}),
