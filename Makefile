@@ -21,6 +21,9 @@ CRYPTO_LIBS   = $(shell pkg-config --libs libcrypto)
 JANSSON_CFLAGS = $(shell pkg-config --cflags jansson)
 JANSSON_LIBS   = $(shell pkg-config --libs jansson)
 WSLAY_LIBS    = -lwslay
+# zlib: permessage-deflate (--ws-deflate).
+ZLIB_CFLAGS = $(shell pkg-config --cflags zlib)
+ZLIB_LIBS   = $(shell pkg-config --libs zlib)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 
@@ -42,14 +45,14 @@ BINP  := $(BUILD)/bin/
 CFLAGS ?= -O1 -g
 SAN_FLAGS := -fsanitize=$(strip $(SANITIZE)) -fno-omit-frame-pointer -fno-sanitize-recover=all
 endif
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(HARDEN_CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) \
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(HARDEN_CFLAGS) $(SAN_FLAGS) -Iinclude $(EV_CFLAGS) $(CRYPTO_CFLAGS) $(JANSSON_CFLAGS) $(ZLIB_CFLAGS) \
              -I$(EI_DIR)/include -DHTTPDCNODE_VERSION='"$(VERSION)"'
-LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
+LDLIBS_SERVER = $(EV_LIBS) $(CRYPTO_LIBS) $(JANSSON_LIBS) $(ZLIB_LIBS) $(WSLAY_LIBS) -L$(EI_DIR)/lib -lei -lpthread
 
 # Server sources, by layer (src/<layer>/, headers in include/<layer>/):
 # everything but main.c also goes into the unit tests. Objects mirror
 # the folders: $(BUILD)/core/stream.o for src/core/stream.c.
-SRV_LAYERS  := lib core http transport erl auth obs
+SRV_LAYERS  := lib core http transport erl auth obs upgrade
 SRV_LIB_SRC := src/options.c $(foreach d,$(SRV_LAYERS),$(wildcard src/$(d)/*.c))
 SRV_LIB_OBJ := $(SRV_LIB_SRC:src/%.c=$(BUILD)/%.o) $(BUILD)/web_assets.o
 
@@ -82,7 +85,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
+.PHONY: all deps test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor $(BUILD)/netdelay \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
@@ -258,6 +261,10 @@ soak: deps
 storm: deps
 	$(MAKE) all
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/storm.sh
+
+bench-takeover: deps
+	$(MAKE) all
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench-takeover.sh
 
 # A million streams over ceil(1,000,000 / 19,000) C-nodes routed by one master,
 # each phase measured (about 5 min, 15 at the most; MILLION_STREAMS for fewer):

@@ -2,6 +2,8 @@
 #ifndef HTTPDCNODE_OPTIONS_H
 #define HTTPDCNODE_OPTIONS_H
 
+#include "lib/peer_addr.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +17,8 @@
 #define CLIENT_MESSAGE_LIMIT (1u << 20)
 
 #define ALLOW_ORIGIN_MAX 16
+/* --trusted-proxy networks, at most. */
+#define TRUSTED_PROXY_MAX 16
 /* --master a@h,b@h: masters linked at once, at most. */
 #define MASTERS_MAX 8
 
@@ -33,6 +37,7 @@ struct options {
     char presence[256];        /* --presence NAME on the master, "" for none */
     char inbox[256];           /* --inbox NAME on the master, "" for none */
     int presence_conns;        /* --presence-conns: conn_up / conn_down too */
+    int ws_deflate;            /* --ws-deflate: permessage-deflate for WebSockets that offer it */
     uint32_t max_client_message; /* bytes per client message */
     uint32_t client_rate;      /* client messages per second per connection */
     uint32_t max_users;        /* uids 1..max_users */
@@ -51,12 +56,16 @@ struct options {
     uint32_t poll_timeout;     /* seconds a long-poll waits for a message */
     char allow_origin[ALLOW_ORIGIN_MAX][256];   /* --allow-origin, repeatable; "*" any */
     uint32_t n_allow_origin;
+    struct peer_net trusted_proxy[TRUSTED_PROXY_MAX]; /* --trusted-proxy, repeatable */
+    uint32_t n_trusted_proxy;
     uint32_t writers;          /* --writers: threads writing large batches, loop included */
     int probe_latency;         /* --probe-latency */
     char auth_secret_file[4096]; /* --auth-secret-file, "" for open mode */
     uint32_t drain_seconds;    /* --drain-seconds: SIGTERM ends the streams over this long */
     int token_expiry;          /* a token's stream ends at its exp (--no-token-expiry: 0) */
+    int takeover;              /* --takeover: from the process running as this --name */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
+    int list_counters;         /* --list-counters: print them and exit (main) */
     uint32_t max_topics;       /* --max-topics: topics held at once, 0 none */
     uint32_t topics_per_stream; /* --max-topics-per-stream */
     uint32_t streams_per_topic; /* --max-streams-per-topic */
@@ -65,8 +74,10 @@ struct options {
     int presence_topics;       /* --presence-topics: joins and leaves to --presence */
 };
 
-/* Parses argv into opts. Returns 0 to run, 1 when --help/--version was
- * handled (exit 0), -1 after printing one error line on stderr (exit 2). */
+/* Parses argv into opts. Returns 0 to run (or, with opts->list_counters,
+ * to list the counters: no cookie is looked for then), 1 when
+ * --help/--version was handled (exit 0), -1 after printing one error
+ * line on stderr (exit 2). */
 int options_parse(struct options *opts, int argc, char **argv);
 
 #endif

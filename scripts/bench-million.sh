@@ -21,7 +21,11 @@
 # floor (writefloor's us per write x STREAMS / cores); churn (CHURN connects
 # and disconnects a second, half resets, for CHURN_S s, on extra uids) under
 # paced sends; a C-node killed (SIGKILL) and restarted under paced sends
-# (its client comes back with --reconnect-lost). Checks print PASS/FAIL,
+# (its client comes back with --reconnect-lost); with MILLION_ROLLING=1, a
+# rolling upgrade: every C-node in turn taken over by a new process
+# (--takeover) under paced sends (no stream may close or reconnect, no
+# message be lost; the hand-over of each, the latency over the phase).
+# Checks print PASS/FAIL,
 # targets (issue 17) "TARGET met/missed". Writes $MILLION_DIR/report.md,
 # result.json, connect.png and memory.png; ends with "bench-million: P
 # passed, F failed" and exits non-zero when a check failed.
@@ -39,6 +43,7 @@
 #   MILLION_MCAST     multicast uids (default 100000, at most STREAMS / 2)
 #   MILLION_CHURN     churn disconnects/s (default 1000)  MILLION_CHURN_S (default 60)
 #   MILLION_KILL_S    paced seconds around the C-node kill (default 20)
+#   MILLION_ROLLING   1: the rolling upgrade too (default 0)
 #   MILLION_DIR       report and logs (default build/bench-million)
 #   MILLION_PUBLISH   0: leave BENCHMARKS.md and bench/ alone (default 1: write
 #                     its section there and bench/million-*.png)
@@ -62,8 +67,9 @@ MCAST=${MILLION_MCAST:-100000}
 CHURN=${MILLION_CHURN:-1000}
 CHURN_S=${MILLION_CHURN_S:-60}
 KILL_S=${MILLION_KILL_S:-20}
+ROLLING=${MILLION_ROLLING:-0}
 WORK=${MILLION_DIR:-$ROOT/build/bench-million}
-for v in STREAMS PER_MAX RATE PACED_S MCAST CHURN CHURN_S KILL_S; do
+for v in STREAMS PER_MAX RATE PACED_S MCAST CHURN CHURN_S KILL_S ROLLING; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench-million: $v must be a number" >&2; exit 2; }
 done
 NODES=$(((STREAMS + PER_MAX - 1) / PER_MAX))
@@ -202,13 +208,15 @@ declare -a SPORT APORT SPID CPID KIND CNT UBASE
 node_name() { echo "mill$1_$$"; }
 stats_of() { curl -s --max-time 3 "http://127.0.0.1:${APORT[$1]}/stats"; }
 
-# start_node I: C-node I in the background (log node-I.log).
+# start_node I [ARG]: C-node I in the background (log node-I.log); ARG:
+# --takeover, to take over from the one running.
 start_node() {
   local i=$1
+  shift
   (exec "$BIN/httpdcnode" --listen "127.0.0.1:${SPORT[$i]}" --admin-listen "127.0.0.1:${APORT[$i]}" \
      --name "$(node_name "$i")@localhost" --master "$MASTER" --presence httpdcnode_presence \
      --cookie "$COOKIE" -q --history-bytes "$HISTORY_BYTES" --max-users "$MAX_USERS" \
-     --heartbeat 0 --keepalive 0 --drain-seconds 0) 2>>"$WORK/node-$i.log" &
+     --heartbeat 0 --keepalive 0 --drain-seconds 0 "$@") 2>>"$WORK/node-$i.log" &
   SPID[$i]=$!
   BENCH_PIDS+=("${SPID[$i]}")
 }
@@ -853,6 +861,75 @@ check "node kill: back" $(((TB - TR) < 60000)) "${CNT[$KILLED]} streams back $BA
 ok=0
 [[ $PRES_LAG != null ]] && (($(calc "$PRES_LAG <= 1" %.0f))) && ok=1
 check "node kill: presence" $ok "the master knew all $STREAMS uids again $PRES_LAG s after the node's streams were back"
+
+# --- 9. a rolling upgrade under paced sends (MILLION_ROLLING=1) ----------------------------
+# Every C-node in turn: the same binary, started with the same options and
+# --takeover, takes over from it, while the master sends RATE msg/s to
+# random uids. No client reconnects or loses a stream (only the killed
+# node's has --reconnect-lost: its retries must not move either); every
+# message sent arrives. Per node: from the new process's start to the old
+# one's exit (the hand-over, the new one's start included: the nodes run
+# with -q, their logs say nothing of it), and until the new one answers.
+if ((ROLLING)); then
+  MSGS_TOTAL0=$(sumf msgs $(CLIENT_ERRS))
+  snapshot_msgs
+  UP_R0=$(sumf up $(CLIENT_ERRS))
+  CLOSED_R0=$(sumf closed $(CLIENT_ERRS))
+  RETRIES_R0=$(sumf retries $(CLIENT_ERRS))
+  mkdir -p "$WORK/hist-rolling"
+  cp "$WORK"/client-*.hist "$WORK/hist-rolling/" 2>/dev/null
+  ROLL_S=$((NODES * 3 + 10))                   # enough for every node at 3 s each
+  log "rolling upgrade: $NODES C-nodes in turn under $RATE msg/s (paced for up to $ROLL_S s)"
+  RSEQ=$((MIL_SEQ + 1))
+  mil paced --rate "$RATE" --seconds "$ROLL_S" --uids "$STREAMS" --per-node "$PER" --stamp 1 &
+  MIL_BG=$!
+  MIL_SEQ=$RSEQ
+  BENCH_PIDS+=("$MIL_BG")
+  sleep 2
+  : >"$WORK/rolling.dat"
+  ROLL_OK=0
+  T_R0=$(now_ms)
+  for ((i = 0; i < NODES; i++)); do
+    OLD=${SPID[$i]}
+    T=$(now_ms)
+    start_node "$i" --takeover
+    wait_exit "$OLD" 30 || { log "C-node $i: the old process did not exit"; break; }
+    [[ $WAIT_RC == 0 ]] || { log "C-node $i: the old process exited $WAIT_RC"; break; }
+    T_OLD=$(now_ms)
+    wait_for 30 "C-node $i taken over" node_up "$i" || break
+    printf '%s %s %s\n' "$i" "$((T_OLD - T))" "$(($(now_ms) - T))" >>"$WORK/rolling.dat"
+    ROLL_OK=$((ROLL_OK + 1))
+  done
+  ROLL_TOTAL_S=$(calc "($(now_ms) - $T_R0) / 1000" %.1f)
+  wait "$MIL_BG"
+  forget "$MIL_BG"
+  MIL=$(grep '^{' "$WORK/mil-$RSEQ.out" | tail -n1)
+  PN=$(per_node "$MIL")
+  RSENT=$(jget sent <<<"$MIL")
+  wait_for 60 "the messages sent during the rolling upgrade" all_arrived "$PN"
+  sleep 1.2                                   # one more histogram each
+  lost_by "$PN"; ROLL_LOST=$LOST
+  read -r ROLL_P50 ROLL_P99 _ _ < <(merged_latency "$WORK/hist-rolling")
+  UP_R1=$(sumf up $(CLIENT_ERRS))
+  CLOSED_R1=$(sumf closed $(CLIENT_ERRS))
+  RETRIES_R1=$(sumf retries $(CLIENT_ERRS))
+  read -r GIVE_MED GIVE_MAX UP_MAX < <(sort -n -k2 "$WORK/rolling.dat" | awk '{ g[NR] = $2; if ($3 > um) um = $3 }
+    END { printf "%s %s %s\n", NR ? g[int((NR + 1) / 2)] : "null", NR ? g[NR] : "null", um + 0 }')
+  put rolling_nodes "$ROLL_OK"
+  put rolling_s "$ROLL_TOTAL_S"
+  put rolling_sent "$RSENT"
+  put rolling_lost "$ROLL_LOST"
+  put rolling_closed $((CLOSED_R1 - CLOSED_R0))
+  put rolling_reconnects $((RETRIES_R1 - RETRIES_R0))
+  put rolling_handover_median_ms "$GIVE_MED"
+  put rolling_handover_max_ms "$GIVE_MAX"
+  put rolling_serving_max_ms "$UP_MAX"
+  put rolling_p50_us "$ROLL_P50"
+  put rolling_p99_us "$ROLL_P99"
+  check "rolling: every node" $((ROLL_OK == NODES)) "$ROLL_OK of $NODES C-nodes taken over in $ROLL_TOTAL_S s; from the new process's start to the old one's exit median $GIVE_MED ms, longest $GIVE_MAX ms; the new process answering at most $UP_MAX ms after it started"
+  check "rolling: no stream lost" $([[ $UP_R1 == "$UP_R0" && $CLOSED_R1 == "$CLOSED_R0" && $RETRIES_R1 == "$RETRIES_R0" ]] && echo 1 || echo 0) "streams up $UP_R0 before, $UP_R1 after; closed by a server $((CLOSED_R1 - CLOSED_R0)); reconnections $((RETRIES_R1 - RETRIES_R0))"
+  check "rolling: none lost" $([[ $ROLL_LOST == 0 && ${RSENT:-0} -gt 0 ]] && echo 1 || echo 0) "$RSENT sent at $RATE msg/s, lost $ROLL_LOST (extra $EXTRA); latency over the phase p50 $ROLL_P50 us, p99 $ROLL_P99 us"
+fi
 
 # --- the end: every process, then the machine ----------------------------------------------
 STATS_KILLED=$(stats_of "$KILLED")

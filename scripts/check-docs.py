@@ -4,7 +4,12 @@
     heading of that file (GitHub's anchors: lower case, punctuation
     dropped, spaces as hyphens);
   - the options in docs/configuration.md are what `httpdcnode --help`
-    prints (between its begin/end markers), so that the two never drift.
+    prints (between its begin/end markers), so that the two never drift;
+  - every counter of GET /stats, every metric family of GET /metrics and
+    each of its reason labels, as `httpdcnode --list-counters` lists them,
+    is in docs/operations.md: a counter as `name` in its Counters section
+    (before Metrics), a family as `name` (without httpdcnode_) in its
+    Metrics section, a label's reason as `reason` on its family's row.
   scripts/check-docs.py [--fix]   (--fix writes the --help text in again)
 The binary is $HTTPDCNODE_BIN, else ./httpdcnode. Ends with one line.
 """
@@ -85,11 +90,54 @@ def check_help(fix):
     return 1
 
 
+OPERATIONS = "docs/operations.md"
+
+
+def section(text, title, next_title):
+    i = text.find(title)
+    j = text.find(next_title, i + 1) if i >= 0 else -1
+    return text[i:j] if i >= 0 and j > i else None
+
+
+def check_counters():
+    binary = os.environ.get("HTTPDCNODE_BIN", "./httpdcnode")
+    try:
+        listed = subprocess.run([binary, "--list-counters"], capture_output=True, text=True,
+                                check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"check-docs: cannot run {binary} --list-counters: {e}")
+        return 1
+    doc = open(OPERATIONS, encoding="utf-8").read()
+    counters = section(doc, "\n## Counters\n", "\n### Metrics\n")
+    metrics = section(doc, "\n### Metrics\n", "\n### ")
+    if counters is None or metrics is None:
+        print(f"check-docs: {OPERATIONS}: no Counters or Metrics section")
+        return 1
+    bad = 0
+    for line in listed:
+        kind, name, *rest = line.split()
+        if kind == "counter" and f"`{name}`" not in counters:
+            print(f"check-docs: {OPERATIONS}: counter {name} is not in its Counters section")
+            bad += 1
+        family = name.removeprefix("httpdcnode_")
+        if kind == "metric" and f"`{family}`" not in metrics and f"`{family}{{" not in metrics:
+            print(f"check-docs: {OPERATIONS}: metric {name} is not in its Metrics section")
+            bad += 1
+        if kind == "label":
+            reason = rest[0].removeprefix("reason=")
+            rows = [r for r in metrics.splitlines() if f"`{family}{{reason}}`" in r]
+            if not rows or f"`{reason}`" not in rows[0]:
+                print(f"check-docs: {OPERATIONS}: reason {reason} of {name} is not on its row "
+                      f"(`{family}{{reason}}`) of the Metrics section")
+                bad += 1
+    return bad
+
+
 def main():
     os.chdir(ROOT)
     files = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir("docs")
                                    if f.endswith(".md"))
-    bad = check_links(files) + check_help("--fix" in sys.argv[1:])
+    bad = check_links(files) + check_help("--fix" in sys.argv[1:]) + check_counters()
     status = "passed" if bad == 0 else "FAILED"
     print(f"check-docs: {status}: {len(files)} files, {bad} problems")
     return 0 if bad == 0 else 1

@@ -12,7 +12,9 @@ order per uid, and "g UID" per gap told. Prints one JSON object:
   received), lost_without_gap (lost, and no gap told at the place where it
   was missing: between the messages received before and after it),
   duplicated (received again), out_of_order (received after a later one),
-  gaps (told), unexpected (received but never sent: a checker or sim bug).
+  gaps (told), unexpected (received but never sent: a checker or sim bug),
+  lost_at_end (of lost_without_gap, those after the last message their uid
+  received: not arrived when the run ended, rather than missing between two).
 """
 import argparse
 import bisect
@@ -62,7 +64,7 @@ def main():
 
     sent = sum(len(v) for v in expected.values())
     out = dict(sent=sent, delivered=0, lost=0, lost_without_gap=0, duplicated=0,
-               out_of_order=0, gaps=sum(gaps.values()), unexpected=0)
+               out_of_order=0, gaps=sum(gaps.values()), unexpected=0, lost_at_end=0)
     for uid in set(expected) | set(msgs):
         want = expected.get(uid, set())
         got = msgs.get(uid, [])
@@ -93,6 +95,7 @@ def main():
                 told = total_gaps - got[j - 1][1] > 0
             if not told:
                 out["lost_without_gap"] += 1
+                out["lost_at_end"] += j == len(got)
     json.dump(out, sys.stdout)
     print()
 

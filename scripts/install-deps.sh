@@ -8,6 +8,7 @@ packages=(
   libssl-dev libwslay-dev                   # libcrypto (token HMAC, WebSocket handshake), WebSocket frames
   libjansson-dev                            # the JSON of subscriber JWTs
   libxxhash-dev                             # the checks of a --history-file (XXH3, inlined)
+  zlib1g-dev                                # WebSocket permessage-deflate (--ws-deflate)
   erlang-nox erlang-dev                     # erl, epmd, erlc, ei (erl_interface)
   libcmocka-dev                             # C unit tests
   curl                                      # HTTP checks in the tests

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by scripts/soak.sh and scripts/storm.sh (sourced, not run; with
+# Shared by scripts/soak.sh, scripts/storm.sh and scripts/bench-takeover.sh (sourced, not run; with
 # scripts/bench/lib.sh for the processes, the server and the waits): the
 # options, the run's directory, its verdicts and the figures both read from
 # the server and the clients. Expects RUN (the script's name: soak, storm),
@@ -75,3 +75,48 @@ progress() {
 streams_are() { [[ $(stat_of streams_open) == "$1" ]]; }
 nodes_are() { [[ $(stat_of erl_nodes) == "$1" ]]; }
 fds_are() { [[ $(fd_count) == "$1" ]]; }
+
+# sum FIELD: FIELD of the last progress lines of the clients RUN_CLIENTS names,
+# added up (a "4600/4500" field counts its first number); nothing, and
+# status 1, while one has not reported yet.
+sum() {
+  local n v t=0
+  for n in "${RUN_CLIENTS[@]}"; do
+    v=$(progress "$n" "$1")
+    v=${v%%/*}
+    [[ -n $v ]] || return 1
+    t=$((t + v))
+  done
+  echo "$t"
+}
+sum_is() { [[ $(sum "$1") == "$2" ]]; }
+# each_at_least FIELD MIN: each client RUN_READERS names (by default each of
+# RUN_CLIENTS) has FIELD >= MIN.
+each_at_least() {
+  local n v names=("${RUN_CLIENTS[@]}")
+  [[ -n ${RUN_READERS+x} ]] && names=("${RUN_READERS[@]}")
+  for n in "${names[@]}"; do
+    v=$(progress "$n" "$1"); [[ -n $v ]] && ((v >= $2)) || return 1
+  done
+}
+
+# run_erl CODE: a one-shot Erlang node against the server (bounded).
+run_erl() {
+  timeout -k 5 60 erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
+    -sname "${RUN}cli_$$_$RANDOM@localhost" -setcookie "$COOKIE" -eval "$1" </dev/null
+}
+
+# run_publisher SECONDS RATE UIDS: tools/erlang/bench/soak.erl sends RATE msg/s
+# to random uids of UIDS (A-B) and a broadcast every 5 s, from its own node
+# straight to the C-node SRV_NODE, for SECONDS, in the background (PUB_PID,
+# its report WORK/publisher.json); returns once it is connected.
+run_publisher() {
+  (exec timeout -k 5 $(($1 + 60)) erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
+     -sname "${RUN}pub_$$@localhost" -setcookie "$COOKIE" -pa "$ROOT/tools/erlang/ebin" \
+     -eval 'soak:publish_cli()' -extra --node "$SRV_NODE" --seconds "$1" \
+     --rate "$2" --uids "$3" --stable "1-1" --procs 2 --broadcast-ms 5000 --slow-uid 0) \
+    >"$WORK/publisher.json" 2>"$WORK/publisher.err" </dev/null &
+  PUB_PID=$!
+  BENCH_PIDS+=("$PUB_PID")
+  wait_for 30 "the publisher to connect" nodes_are 1
+}

@@ -58,6 +58,17 @@ count_result() {
   failed=$((failed + BASH_REMATCH[2]))
 }
 
+# The seconds each phase took, printed at the end (the suite must stay
+# within its time: see docs/testing.md).
+phases=()
+phase_at=0
+phase() {
+  [[ ${#phases[@]} -gt 0 ]] && phases[-1]+=" $((SECONDS - phase_at))"
+  phases+=("$1")
+  phase_at=$SECONDS
+  echo "== $1"
+}
+
 # Erlang distribution needs epmd. It is shared by every run on the machine:
 # start it if needed, never stop it.
 epmd -daemon
@@ -118,6 +129,7 @@ fi
 
 # --- C unit tests (cmocka) ---------------------------------------------------
 shopt -s nullglob
+phase "cmocka"
 units=0
 for t in "$TEST_BUILD"/tests/*/test_*; do
   [[ -f $t && -x $t ]] || continue
@@ -147,7 +159,7 @@ if [[ $units -eq 0 ]]; then
 fi
 
 # --- The layers of src/, from the objects' symbols: one test -----------------
-echo "== layer check"
+phase "layer check"
 if scripts/check-layers.py "$TEST_BUILD"; then
   passed=$((passed + 1))
 else
@@ -177,12 +189,15 @@ fi
 # whole once all are done; the counts add up.
 eunit_weight() {
   case $1 in
-    browser_tests+chat_browser_tests) echo 85 ;;
-    core_storm_tests|core_ws_hostile_tests|chat_room_tests) echo 26 ;;
-    proxy_tests|core_inbox_tests) echo 18 ;;
-    core_hostile_http_tests|core_post_tests|cluster_reliability_tests|cluster_silent_tests) echo 14 ;;
-    core_masters_tests|core_master_tests|core_inbox_window_tests|client_ws_tests) echo 10 ;;
-    core_hostile_erlang_tests|httpdcnode_inbox_tests|httpdcnode_inbox_pool_tests) echo 9 ;;
+    browser_tests+chat_browser_tests) echo 110 ;;
+    core_storm_tests|install_tests) echo 42 ;;
+    proxy_tests|cluster_delivery_tests|core_ws_hostile_tests|cluster_reliability_tests) echo 27 ;;
+    core_post_tests|chat_room_tests|core_inbox_tests|core_masters_tests) echo 20 ;;
+    core_hostile_http_tests|core_reliability_tests|cluster_silent_tests|cookie_tests) echo 14 ;;
+    client_ws_tests|core_master_tests|core_drain_tests|core_numbered_tests) echo 11 ;;
+    core_hostile_erlang_tests|core_inbox_window_tests|client_eventsource_tests) echo 9 ;;
+    core_input_total_tests|cluster_partition_tests|httpdcnode_inbox_tests) echo 9 ;;
+    httpdcnode_inbox_pool_tests|core_conn_presence_tests|httpdcnode_reply_tests) echo 8 ;;
     *) echo 4 ;;
   esac
 }
@@ -208,6 +223,7 @@ if [[ ${#beams[@]} -gt 0 ]]; then
     load[best]=$((load[best] + w))
     shard_mods[best]+="${u//+/ } "
   done < <(for u in "${units[@]}"; do echo "$(eunit_weight "$u") $u"; done | sort -rn)
+  phase "EUnit"
   cookie="httpdtest_$$_${RANDOM}${RANDOM}"
   pids=()
   for ((i = 0; i < shards; i++)); do
@@ -244,7 +260,7 @@ fi
 # Against the real binary, with the EUnit helpers of build/tests/ebin; built
 # in $TEST_BUILD/elixir, not in the tree. Counted from ExUnit's last line.
 if [[ ${ELIXIR:-1} != 0 ]]; then
-  echo "== mix test (tools/elixir)"
+  phase "mix test (tools/elixir)"
   if ! command -v mix >/dev/null; then
     echo "run-tests: mix not found: install elixir (scripts/install-deps.sh does)"
     failed=$((failed + 1))
@@ -270,7 +286,7 @@ fi
 
 # --- make bench, tiny: the benchmark tools still work end to end -----------
 if [[ ${BENCH_SMOKE:-1} != 0 ]]; then
-  echo "== bench smoke"
+  phase "bench smoke"
   timeout --kill-after=10 120 scripts/bench.sh --smoke </dev/null 2>&1 | tee "$work/smoke.out"
   count_result "bench smoke" "$work/smoke.out"
 fi
@@ -280,7 +296,7 @@ fi
 # random uids + a broadcast a second, the master killed and restarted twice,
 # one client that never reads. Report in build/soak/test/report.md.
 if [[ ${SOAK:-1} != 0 ]]; then
-echo "== soak (60 s)"
+phase "soak (60 s)"
 SOAK_SECONDS=60 SOAK_STREAMS=3000 SOAK_STABLE=500 SOAK_CHURN=100 SOAK_RATE=5000 \
   SOAK_DIR="$PWD/build/soak/test" timeout --kill-after=10 300 scripts/soak.sh </dev/null 2>&1 |
   tee "$work/soak.out"
@@ -293,7 +309,7 @@ fi
 # all back, no id error or duplicate, one gap per resumed id stream.
 # Report in build/storm/test/report.md.
 if [[ ${STORM:-1} != 0 ]]; then
-echo "== storm (2,000 streams)"
+phase "storm (2,000 streams)"
 STORM_STREAMS=2000 STORM_RATE=200 STORM_WARM=3 STORM_AFTER=3 STORM_CAP=5000 STORM_BOUND=30 \
   STORM_DIR="$PWD/build/storm/test" timeout --kill-after=10 120 scripts/storm.sh </dev/null 2>&1 |
   tee "$work/storm.out"
@@ -305,7 +321,7 @@ fi
 # broadcast, churn, a C-node killed and restarted. Report in
 # build/bench-million/test/report.md.
 if [[ ${MILLION:-1} != 0 ]]; then
-echo "== bench-million (6,000 streams)"
+phase "bench-million (6,000 streams)"
 MILLION_STREAMS=6000 MILLION_PER_NODE=2000 MILLION_RATE=500 MILLION_PACED_S=5 MILLION_MCAST=1000 \
   MILLION_CHURN=100 MILLION_CHURN_S=5 MILLION_KILL_S=8 MILLION_NETNS=1 MILLION_PUBLISH=0 \
   MILLION_DIR="$PWD/build/bench-million/test" \
@@ -318,7 +334,7 @@ fi
 # per stream, bounded presence pieces; no timed check. Report in
 # build/bench-process/test.
 if [[ ${BENCH_PROCESS:-1} != 0 ]]; then
-echo "== bench-process (20,000 streams)"
+phase "bench-process (20,000 streams)"
 BENCH_PROCESS_SIZES=20000 BENCH_PROCESS_REPEATS=1 BENCH_PROCESS_DIR="$PWD/build/bench-process/test" \
   BENCH_PROCESS_BIN="$TEST_BUILD/benchprocess" timeout --kill-after=10 120 scripts/bench-process.sh </dev/null 2>&1 |
   tee "$work/bproc.out"
@@ -331,7 +347,7 @@ fi
 # each dropped link seen within 1.25 ticks + 2 s, no message twice, nothing
 # lost while m1 is frozen. Report in build/cluster-sim/test/result.json.
 if [[ ${CLUSTER_SIM:-1} != 0 ]]; then
-echo "== cluster-sim (small)"
+phase "cluster-sim (small)"
 CLUSTER_SIM_SMALL=1 NETDELAY="$TEST_BUILD/netdelay" timeout --kill-after=10 180 scripts/cluster-sim.sh \
   </dev/null 2>&1 | tee "$work/csim.out"
 count_result "cluster-sim" "$work/csim.out"
@@ -366,6 +382,10 @@ if [[ -n $VALGRIND ]]; then
     failed=$((failed + 1))
   done
 fi
+phase "end"
+for p in "${phases[@]::${#phases[@]}-1}"; do
+  echo "run-tests: ${p##* } s: ${p% *}"
+done
 echo "run-tests: ${SECONDS} s"
 echo "tests: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

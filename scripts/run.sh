@@ -155,25 +155,42 @@ master_args() {
 
 master_registered() { epmd -port "$EPMD_PORT" -names 2>/dev/null | grep -q "^name ${MASTER%@*} at"; }
 
+# A second C-node for the hint: next to this one's name (c2 on its host),
+# its ports two above, linked to the master as this one is.
+other_cnode() {
+  local host=${NAME#*@} inbox=""
+  other_name=c2@$host
+  [[ $other_name == "$NAME" ]] && other_name=c3@$host
+  [[ ${#inbox_args[@]} -gt 0 ]] && inbox=" --inbox $INBOX"
+  other_cmd="$SERVER_BIN --cookie-file $COOKIE_FILE --name $other_name \\
+                  --listen $LISTEN_ADDR:$((PORT + 2)) --admin-listen 127.0.0.1:$((ADMIN_PORT + 2)) \\
+                  --master $MASTER --presence httpdcnode_presence$inbox"
+}
+
+# What to open and type; $1 background: the master has no shell here.
 print_help() {
-  local iface=""
+  local iface="" shell="Then type in the Erlang shell below:" quit="Quit the shell with q(). to stop the server."
   [[ -z $PUBLIC ]] && iface=" -kernel inet_dist_use_interface '{127,0,0,1}'"
+  if [[ ${1:-} == background ]]; then
+    shell="Then, on a node attached to $MASTER (below):"
+    quit="Stop everything with $0 --stop."
+  fi
+  other_cnode
   cat <<MSG
 httpdcnode is running (pid $server, log $LOG).
   Open   http://localhost:$PORT/test/123   in a browser (or: curl -N localhost:$PORT/test/123)
   or the demo page   http://localhost:$PORT/?uid=1   and in another tab ?uid=2: join a room, chat
   Counters: curl 127.0.0.1:$ADMIN_PORT/stats   Prometheus: curl 127.0.0.1:$ADMIN_PORT/metrics
-  Then type in the Erlang shell below:
-     {any, '$NAME'} ! {123, <<"Hello Libevent World">>}.
+  $shell
+     {any, '$NAME'} ! {123, <<"Hello Libevent World\n">>}.
   or, with the bundled application:
-     httpdcnode:send(123, <<"Hello">>).     httpdcnode:online(123).     httpdcnode:stats().
-  Quit the shell with q(). to stop the server.
+     httpdcnode:send(123, <<"Hello\n">>).     httpdcnode:online(123).     httpdcnode:stats().
+  $quit
   The cookie is in $COOKIE_FILE. Attach another node with it
   (HOME makes erl read it from there, so it stays out of ps):
      HOME=$MASTER_HOME erl -sname mynode@localhost$iface
-  or another C-node:
-     ./httpdcnode --cookie-file $COOKIE_FILE --name c2@localhost --listen 127.0.0.1:8002 \
-                  --admin-listen 127.0.0.1:8003
+  or another C-node, which the master's application routes to as well:
+     $other_cmd
 MSG
 }
 
@@ -219,6 +236,7 @@ if [[ ${1:-} == --background ]]; then
   echo "master $!" >>"$PIDS"
   for _ in $(seq 150); do master_registered && break; sleep 0.1; done
   master_registered || die "the master $MASTER did not register with epmd within 15 s (log $LOG)"
+  print_help background
   echo "run: started in the background; pids in $PIDS; stop with $0 --stop"
   exit 0
 fi

@@ -127,29 +127,8 @@ client() {
   BENCH_PIDS+=("${CLI_PID[$i]}")
 }
 
-# sum FIELD: over the four clients (empty when one has not reported yet).
-sum() {
-  local p v t=0
-  for p in "${PROTOS[@]}"; do
-    v=$(progress "$p" "$1")
-    v=${v%%/*}              # "conns 4600/4500": connects so far / planned
-    [[ -n $v ]] || return 1
-    t=$((t + v))
-  done
-  echo "$t"
-}
-sum_is() { [[ $(sum "$1") == "$2" ]]; }
+RUN_CLIENTS=("${PROTOS[@]}")
 sum_at_least() { local s; s=$(sum "$1") && ((s >= $2)); }
-each_at_least() {
-  local p v
-  for p in "${PROTOS[@]}"; do v=$(progress "$p" "$1"); [[ -n $v ]] && ((v >= $2)) || return 1; done
-}
-
-# erl_eval CODE: a one-shot node against the server (bounded).
-erl_eval() {
-  timeout -k 5 30 erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
-    -sname "stormcli_$$_$RANDOM@localhost" -setcookie "$COOKIE" -eval "$1" </dev/null
-}
 
 # --- the run -----------------------------------------------------------------------
 
@@ -175,19 +154,12 @@ wait_for 30 "the server to count $STREAMS streams" streams_are "$STREAMS" || exi
 log "all $STREAMS streams up"
 
 # One broadcast: every stream has a message, every id stream an id.
-erl_eval "true = net_kernel:connect_node('$SRV_NODE'), {any, '$SRV_NODE'} ! {broadcast, <<\"storm\">>},
+run_erl "true = net_kernel:connect_node('$SRV_NODE'), {any, '$SRV_NODE'} ! {broadcast, <<\"storm\">>},
   R = make_ref(), {any, '$SRV_NODE'} ! {self(), R, stats}, receive {R, _} -> halt(0) after 10000 -> halt(1) end." \
   >"$WORK/hello.out" 2>&1 || { log "the broadcast failed: $(tail -n2 "$WORK/hello.out")"; exit 1; }
 wait_for 30 "the broadcast at every stream" each_at_least msgs "$PER" || exit 1
 
-(exec timeout -k 5 $((PUB_SECONDS + 60)) erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell \
-   -sname "stormpub_$$@localhost" -setcookie "$COOKIE" -pa "$ROOT/tools/erlang/ebin" \
-   -eval 'soak:publish_cli()' -extra --node "$SRV_NODE" --seconds "$PUB_SECONDS" \
-   --rate "$RATE" --uids "1-$STREAMS" --stable "1-1" --procs 2 --broadcast-ms 5000 --slow-uid 0) \
-  >"$WORK/publisher.json" 2>"$WORK/publisher.err" </dev/null &
-PUB_PID=$!
-BENCH_PIDS+=("$PUB_PID")
-wait_for 30 "the publisher to connect" nodes_are 1 || exit 1
+run_publisher "$PUB_SECONDS" "$RATE" "1-$STREAMS" || exit 1
 T_PUB=$(date +%s)
 while (($(date +%s) < T_PUB + WARM)) && alive "$PUB_PID"; do sleep 0.2; done
 alive "$SRV_PID" || { log "the server died during the warm-up"; exit 1; }

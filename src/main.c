@@ -6,9 +6,11 @@
 #include "core/dispatch.h"
 #include "core/drain.h"
 #include "core/expiry.h"
+#include "lib/deflate_msg.h"
 #include "lib/handoff.h"
 #include "core/history.h"
 #include "http/http_front.h"
+#include "obs/metrics.h"
 #include "obs/probe.h"
 #include "lib/log.h"
 #include "options.h"
@@ -17,6 +19,7 @@
 #include "core/heartbeat.h"
 #include "transport/sse.h"
 #include "transport/poll.h"
+#include "http/client_addr.h"
 #include "http/cors.h"
 #include "core/stream.h"
 #include "core/topic.h"
@@ -26,6 +29,7 @@
 #include "core/write_pool.h"
 #include "transport/chunked.h"
 #include "transport/ws.h"
+#include "upgrade/upgrade.h"
 
 #include <event2/event.h>
 #include <signal.h>
@@ -65,11 +69,23 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     shutting_down = 1;
+    upgrade_serve_draining();
     log_msg(LOG_INFO, "signal %d: draining the streams over %u s, then exiting", (int)sig,
             drain_seconds);
     http_front_stop();
     admin_stop();
     drain_start(drain_seconds, on_drained);
+}
+
+/* SIGUSR2: a new process takes over (upgrade.h); SIGCHLD: it ended. */
+static void on_upgrade_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    (void)arg;
+    if (sig == SIGUSR2 && !shutting_down)
+        upgrade_spawn();
+    else if (sig == SIGCHLD)
+        upgrade_reap();
 }
 
 static struct event_base *new_base(void)
@@ -89,10 +105,21 @@ int main(int argc, char **argv)
     int r = options_parse(&opts, argc, argv);
     if (r != 0)
         return r > 0 ? 0 : 2;
+    if (opts.list_counters) {
+        metrics_list(stdout);
+        return 0;
+    }
     log_set_level(opts.verbosity);
     if (auth_http_configure(&opts) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
+    /* A reload (SIGUSR2) before the loop takes it must not kill us. */
+    signal(SIGUSR2, SIG_IGN);
+    /* Taking over: what the running process hands over, before anything
+     * here starts (each start below then takes its part). */
+    if (opts.takeover && (upgrade_take_receive(&opts, argc, argv) != 0 ||
+                          upgrade_take_early() != 0))
+        return 1;
 
     base = new_base();
     if (!base) {
@@ -108,6 +135,7 @@ int main(int argc, char **argv)
     if (chunked_init() != 0 || sse_init() != 0 || poll_init(opts.poll_timeout, opts.max_backlog) != 0)
         return 1;
     cors_configure(&opts);
+    client_addr_configure(&opts);
     if (history_init(&(struct history_config){.max_users = opts.max_users,
                                               .max_topics = opts.max_topics,
                                               .per_uid = opts.history,
@@ -172,14 +200,29 @@ int main(int argc, char **argv)
         dispatch_start(base, inbox, opts.max_users) != 0 ||
         heartbeat_start(base, opts.heartbeat) != 0 || ws_init(&opts) != 0 || drain_init(base) != 0 ||
         expiry_init(base, opts.token_expiry && opts.auth_secret_file[0] != '\0', stream_end_why) != 0 ||
-        http_front_start(base, &opts) != 0 || erl_cnode_start(&opts, inbox, outbox) != 0)
+        http_front_start(base, &opts) != 0 || erl_cnode_prepare(&opts, inbox, outbox) != 0)
+        return 1;
+    /* The streams last; then the running process lets go, and only then is
+     * a socket of it read or written here. */
+    if (opts.takeover && (upgrade_take_late() != 0 || upgrade_take_commit() != 0))
+        return 1;
+    if (erl_cnode_run() != 0)
+        return 1;
+    if (opts.takeover)
+        upgrade_notify_main_pid();
+    upgrade_spawn_init(argc, argv);
+    if (upgrade_serve(base, &opts, argc, argv) != 0)
         return 1;
 
     drain_seconds = opts.drain_seconds;
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, NULL);
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
+    struct event *sigusr2 = evsignal_new(base, SIGUSR2, on_upgrade_signal, NULL);
+    struct event *sigchld = evsignal_new(base, SIGCHLD, on_upgrade_signal, NULL);
     evsignal_add(sigint, NULL);
     evsignal_add(sigterm, NULL);
+    evsignal_add(sigusr2, NULL);
+    evsignal_add(sigchld, NULL);
 
     event_base_dispatch(base);
 
@@ -188,11 +231,15 @@ int main(int argc, char **argv)
         return 0;
     event_free(sigint);
     event_free(sigterm);
+    event_free(sigusr2);
+    event_free(sigchld);
+    upgrade_serve_stop();
     dispatch_stop();
     drain_free();
     expiry_free();
     heartbeat_stop();
     ws_free();
+    deflate_msg_free();
     stream_unconfigure();
     presence_free();
     topic_join_free();

@@ -37,18 +37,26 @@ static const char usage_text[] =
     "                           {httpdcnode, Node, up|down|snapshot|snapshot_more, Uids}\n"
     "                           to the process registered as NAME on each master\n"
     "  --presence-conns         to --presence also {httpdcnode, Node, conn_up, Uid,\n"
-    "                           Conn, Transport, Peer} when a stream opens and\n"
-    "                           {httpdcnode, Node, conn_down, Uid, Conn, Reason} when\n"
-    "                           it ends (with --inbox, conn_down of a WebSocket to\n"
-    "                           the inbox too); off by default\n"
-    "  --inbox NAME             send each message a WebSocket client sends as\n"
-    "                           {httpdcnode_in, Node, Uid, Conn, Data} to the process\n"
-    "                           registered as NAME on one linked master (by uid);\n"
-    "                           without it client messages are refused (counted)\n"
+    "                           ConnId, Transport, Peer} when a stream opens and\n"
+    "                           {httpdcnode, Node, conn_down, Uid, ConnId, Reason}\n"
+    "                           when it ends (with --inbox, conn_down of a WebSocket\n"
+    "                           to the inbox too); off by default\n"
+    "  --inbox NAME             send each message a client sends (a WebSocket\n"
+    "                           message, a POST /send/N) as {httpdcnode_in, Node,\n"
+    "                           Uid, ConnId, Data} to the process registered as NAME\n"
+    "                           on one linked master (by uid); without it client\n"
+    "                           messages are refused (counted)\n"
     "  --max-client-message BYTES  largest client message (default 4096; past it\n"
-    "                           the WebSocket is closed 1009)\n"
-    "  --client-rate MSGS       client messages per second per connection, with a\n"
-    "                           burst of MSGS/4 + 8 (default 50; past it: close 1008)\n"
+    "                           a WebSocket is closed 1009, a POST gets 413)\n"
+    "  --client-rate MSGS       client messages per second per connection (POST\n"
+    "                           /send/N without ?conn=: per client address), with a\n"
+    "                           burst of MSGS/4 + 8 (default 50; past it: close 1008,\n"
+    "                           429)\n"
+    "  --ws-deflate             compress WebSocket messages (permessage-deflate,\n"
+    "                           RFC 7692) for clients that offer it, with no context\n"
+    "                           takeover either way: a message is compressed once\n"
+    "                           for all its receivers (64 bytes and up, when that\n"
+    "                           makes it smaller); off by default\n"
     "  --max-users N            uids 1..N (default 1114112); the table is N pointers\n"
     "  --max-message BYTES      largest message payload (default 65536)\n"
     "  --max-conns-per-uid N    streams per uid; the oldest is ended (default 8)\n"
@@ -98,6 +106,11 @@ static const char usage_text[] =
     "                           leave of a topic, with its uid and conn\n"
     "  --allow-origin ORIGIN    a web origin (scheme://host[:port]) whose pages may\n"
     "                           read streams cross-origin; repeatable, or * for any\n"
+    "  --trusted-proxy ADDR[/BITS][,...]  a reverse proxy (or network of them)\n"
+    "                           whose X-Forwarded-For (else X-Real-IP) names the\n"
+    "                           client: its address for the POST /send/N rate and\n"
+    "                           conn_up's Peer; repeatable, at most 16; from any\n"
+    "                           other peer those headers are ignored\n"
     "  --writers N              threads writing a large fan-out, the event loop\n"
     "                           included (default: the CPUs it may use, at most 4)\n"
     "  --auth-secret-file FILE  subscribers need a token signed with the secret in\n"
@@ -109,9 +122,20 @@ static const char usage_text[] =
     "                           all come back at once (default 10; 0: all at once)\n"
     "  --no-token-expiry        a stream opened with a token lives past the token's\n"
     "                           exp (by default it is ended then)\n"
+    "  --takeover               take over from the process running as this --name\n"
+    "                           on this host, started with the same options: its\n"
+    "                           listening sockets, streams (open, with what they had\n"
+    "                           not written yet), history and Erlang links pass to\n"
+    "                           this one, and it exits; no client is disconnected.\n"
+    "                           Exits 1 when refused (the other one serves on).\n"
+    "                           SIGUSR2 to a running server starts its binary so\n"
+    "                           (systemctl reload)\n"
     "  --probe-latency          for benchmarks: GET /probe on the admin address gives\n"
     "                           the age of messages whose payload starts with\n"
     "                           t=<ns since the epoch>; at each hop inside the server\n"
+    "  --list-counters          print the name of every counter of GET /stats and\n"
+    "                           every metric family of GET /metrics (with its\n"
+    "                           reason labels), one a line, and exit\n"
     "  -v, --verbose            log connections and Erlang traffic too\n"
     "  -q, --quiet              log errors only\n"
     "  -h, --help               this text\n"
@@ -124,6 +148,7 @@ enum { OPT_LISTEN = 256, OPT_ADMIN_LISTEN, OPT_NAME, OPT_MASTER, OPT_COOKIE, OPT
        OPT_ALLOW_ORIGIN, OPT_WRITERS, OPT_PROBE, OPT_VERSION, OPT_AUTH_SECRET_FILE,
        OPT_DRAIN_SECONDS, OPT_NO_TOKEN_EXPIRY, OPT_INBOX, OPT_MAX_CLIENT_MESSAGE,
        OPT_CLIENT_RATE, OPT_PRESENCE_CONNS, OPT_MAX_INPUT_TOTAL, OPT_ERL_TICK,
+       OPT_TRUSTED_PROXY, OPT_LIST_COUNTERS, OPT_WS_DEFLATE, OPT_TAKEOVER,
        OPT_MAX_TOPICS, OPT_TOPICS_PER_STREAM, OPT_STREAMS_PER_TOPIC, OPT_TOPIC_HISTORY,
        OPT_TOPIC_AUTH, OPT_PRESENCE_TOPICS };
 
@@ -140,6 +165,7 @@ static const struct option long_opts[] = {
     {"presence-conns", no_argument, NULL, OPT_PRESENCE_CONNS},
     {"max-client-message", required_argument, NULL, OPT_MAX_CLIENT_MESSAGE},
     {"client-rate", required_argument, NULL, OPT_CLIENT_RATE},
+    {"ws-deflate", no_argument, NULL, OPT_WS_DEFLATE},
     {"max-users", required_argument, NULL, OPT_MAX_USERS},
     {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
     {"max-conns-per-uid", required_argument, NULL, OPT_MAX_CONNS},
@@ -161,11 +187,14 @@ static const struct option long_opts[] = {
     {"topic-auth", required_argument, NULL, OPT_TOPIC_AUTH},
     {"presence-topics", no_argument, NULL, OPT_PRESENCE_TOPICS},
     {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
+    {"trusted-proxy", required_argument, NULL, OPT_TRUSTED_PROXY},
     {"writers", required_argument, NULL, OPT_WRITERS},
     {"probe-latency", no_argument, NULL, OPT_PROBE},
     {"auth-secret-file", required_argument, NULL, OPT_AUTH_SECRET_FILE},
     {"drain-seconds", required_argument, NULL, OPT_DRAIN_SECONDS},
     {"no-token-expiry", no_argument, NULL, OPT_NO_TOKEN_EXPIRY},
+    {"list-counters", no_argument, NULL, OPT_LIST_COUNTERS},
+    {"takeover", no_argument, NULL, OPT_TAKEOVER},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -271,6 +300,31 @@ static int parse_masters(struct options *o, const char *arg)
         p = end + 1;
     }
     return 0;
+}
+
+/* --trusted-proxy: ADDR[/BITS][,ADDR[/BITS]...], added to those before.
+ * -1 after printing the error. */
+static int parse_trusted(struct options *o, const char *arg)
+{
+    char one[64];
+    for (const char *p = arg;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof one)
+            return bad("--trusted-proxy", arg, "an address is too long");
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (o->n_trusted_proxy == TRUSTED_PROXY_MAX)
+            return bad("--trusted-proxy", arg, "more than 16 addresses");
+        if (peer_net_parse(one, &o->trusted_proxy[o->n_trusted_proxy]) != 0)
+            return bad("--trusted-proxy", arg,
+                       "expected an IPv4 or IPv6 address, or a network ADDR/BITS, e.g. 127.0.0.1 "
+                       "or 10.0.0.0/8");
+        o->n_trusted_proxy++;
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
 }
 
 /* "*", or scheme://host[:port] with no path, as browsers send Origin. */
@@ -461,6 +515,10 @@ int options_parse(struct options *o, int argc, char **argv)
                            "expected * or scheme://host[:port], at most 16 of them");
             o->n_allow_origin++;
             break;
+        case OPT_TRUSTED_PROXY:
+            if (parse_trusted(o, optarg) != 0)
+                return -1;
+            break;
         case OPT_WRITERS:
             if (parse_u32(optarg, 1, 64, &o->writers))
                 return bad("--writers", optarg, "expected 1 to 64 threads");
@@ -504,6 +562,9 @@ int options_parse(struct options *o, int argc, char **argv)
             break;
         case OPT_PRESENCE_TOPICS: o->presence_topics = 1; break;
         case OPT_PRESENCE_CONNS: o->presence_conns = 1; break;
+        case OPT_LIST_COUNTERS: o->list_counters = 1; break;
+        case OPT_WS_DEFLATE: o->ws_deflate = 1; break;
+        case OPT_TAKEOVER: o->takeover = 1; break;
         case 'v': o->verbosity = 2; break;
         case 'q': o->verbosity = 0; break;
         case 'h': fputs(usage_text, stdout); return 1;
@@ -518,6 +579,8 @@ int options_parse(struct options *o, int argc, char **argv)
         fprintf(stderr, "httpdcnode: unexpected argument '%s' (see --help)\n", argv[optind]);
         return -1;
     }
+    if (o->list_counters)
+        return 0;
     if (o->max_backlog < o->max_message + 32) {
         fprintf(stderr, "httpdcnode: --max-backlog must hold at least one message "
                         "(--max-message + 32 bytes)\n");

@@ -5,6 +5,8 @@
 #ifndef HTTPDCNODE_BACKLOG_H
 #define HTTPDCNODE_BACKLOG_H
 
+#include "lib/carry.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -16,6 +18,10 @@ struct backlog;
  * memory: nothing is appended then. */
 int backlog_append(struct backlog **b, void *owner, const struct iovec *iov, int iovcnt,
                    size_t skip, size_t max);
+/* The bytes of iov before those of *b (made if NULL): -1 when that would
+ * pass max bytes, or out of memory (*b is unchanged then). */
+int backlog_prepend(struct backlog **b, void *owner, const struct iovec *iov, int iovcnt,
+                    size_t max);
 /* Room for n more bytes at the end of *b (made if NULL): where to write
  * them, then backlog_commit. NULL when *b would pass max, or out of memory. */
 char *backlog_room(struct backlog **b, void *owner, size_t n, size_t max);
@@ -36,8 +42,24 @@ struct replay *backlog_replay(struct backlog *b);
 int backlog_send(struct backlog **b, int fd);
 /* Drops *b, unsent bytes and all. */
 void backlog_free(struct backlog **b);
+/* How many backlogs there are (a walk: for logs). */
+size_t backlog_count(void);
 /* Every backlog's owner, the one holding the most first, in an array the
  * caller frees; NULL (and *n = 0) when there is none or no memory. */
 void **backlog_owners_largest_first(size_t *n);
+
+/* A hot upgrade (upgrade/): every backlog of a stream handed over goes
+ * with it, bytes not yet written and the replay riding on it (a cursor
+ * into the history, which goes too), named by its owner's index
+ * (index_of: UINT32_MAX for one not carried). take puts each back through
+ * slot_of (the owner's backlog pointer, NULL when not one, and the owner
+ * in *owner). -1 when out of memory or malformed. */
+#define BACKLOG_CARRY_TAG CARRY_TAG('B', 'K', 'L', 'G')
+#define BACKLOG_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int backlog_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *owner));
+int backlog_carry_take(struct carry_in *rec, uint16_t version,
+                       struct backlog **(*slot_of)(uint32_t i, void **owner));
 
 #endif

@@ -19,6 +19,8 @@
 #ifndef HTTPDCNODE_CONN_H
 #define HTTPDCNODE_CONN_H
 
+#include "lib/carry.h"
+
 #include <stdint.h>
 
 struct stream;
@@ -45,5 +47,17 @@ void conn_forget(const struct stream *s);
 
 /* At exit. */
 void conn_free(void);
+
+/* A hot upgrade (upgrade/): the ids and --client-rate buckets of the
+ * streams handed over go with them (index_of: a stream's index in the
+ * hand-over, UINT32_MAX when not carried; at: the stream of an index, or
+ * NULL), and the last id given, so that none is given twice. -1 when out
+ * of memory or malformed. */
+#define CONN_CARRY_TAG CARRY_TAG('C', 'O', 'N', 'N')
+#define CONN_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int conn_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s));
+int conn_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i));
 
 #endif

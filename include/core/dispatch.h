@@ -8,5 +8,8 @@
 
 int dispatch_start(struct event_base *base, struct handoff *inbox, uint32_t max_users);
 void dispatch_stop(void);
+/* Applies every record the inbox holds now, whatever the budgets (a hot
+ * upgrade empties it before handing over: upgrade/). */
+void dispatch_drain_all(void);
 
 #endif

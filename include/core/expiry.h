@@ -9,6 +9,8 @@
 #ifndef HTTPDCNODE_EXPIRY_H
 #define HTTPDCNODE_EXPIRY_H
 
+#include "lib/carry.h"
+
 #include <event2/event.h>
 #include <stdint.h>
 
@@ -33,5 +35,14 @@ void expiry_forget(struct stream *s);
 
 /* Streams tracked now (for tests). */
 uint32_t expiry_tracked(void);
+
+/* A hot upgrade (upgrade/): the expiry of each stream handed over goes
+ * with it (index_of, at: as conn.h's). -1 when out of memory or malformed. */
+#define EXPIRY_CARRY_TAG CARRY_TAG('E', 'X', 'P', 'Y')
+#define EXPIRY_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int expiry_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s));
+int expiry_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i));
 
 #endif

@@ -15,7 +15,14 @@
  *            frame header is the prefix; ends with a close frame whose code
  *            says why (framing_terminator)
  *   ws_meta  the same, each frame's payload led by "id: EPOCH:SEQ\n\n"
- *            (subprotocol ws+meta.httpdcnode) */
+ *            (subprotocol ws+meta.httpdcnode)
+ *   ws_deflate, ws_meta_deflate  the same with permessage-deflate (RFC
+ *            7692, no context takeover): a payload worth it is compressed
+ *            once per batch (batch.c, lib/deflate_msg.h) and its frame has
+ *            RSV1; ws_meta's id goes ahead of it as a stored deflate block,
+ *            so the compressed bytes are the same for every uid.
+ *            framing_prefix_utf8 makes their uncompressed frames (replays,
+ *            replies), framing_prefix_deflate the compressed ones. */
 #ifndef HTTPDCNODE_FRAMING_H
 #define HTTPDCNODE_FRAMING_H
 
@@ -23,6 +30,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+/* A stream's framing goes by its value in a hot upgrade's stream record
+ * (stream.c): renumbering these is a new version of that record. */
 enum framing_kind {
     FRAMING_CHUNKED = 0,
     FRAMING_RAW,
@@ -30,16 +39,28 @@ enum framing_kind {
     FRAMING_POLL,
     FRAMING_WS,
     FRAMING_WS_META,
+    FRAMING_WS_DEFLATE,
+    FRAMING_WS_META_DEFLATE,
     FRAMING_KINDS
 };
 
 static inline int framing_is_websocket(uint8_t kind)
 {
-    return kind == FRAMING_WS || kind == FRAMING_WS_META;
+    return kind >= FRAMING_WS && kind <= FRAMING_WS_META_DEFLATE;
+}
+/* Frames led by the message's id (ws+meta.httpdcnode). */
+static inline int framing_ws_meta(uint8_t kind)
+{
+    return kind == FRAMING_WS_META || kind == FRAMING_WS_META_DEFLATE;
+}
+/* permessage-deflate negotiated. */
+static inline int framing_ws_deflate(uint8_t kind)
+{
+    return kind == FRAMING_WS_DEFLATE || kind == FRAMING_WS_META_DEFLATE;
 }
 
-/* Bytes of a message's prefix at most: a 10-byte WebSocket frame header
- * and "id: ffffffff:4294967295\n\n". */
+/* Bytes of a message's prefix at most: a 10-byte WebSocket frame header,
+ * a stored deflate block's 5-byte header and "id: ffffffff:4294967295\n\n". */
 #define FRAMING_PREFIX_MAX 40
 /* iovecs one framed message takes at most. */
 #define FRAMING_IOV_MAX 3
@@ -60,8 +81,13 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
 int framing_checks_utf8(uint8_t kind);
 void framing_prefix_utf8(uint8_t kind, uint32_t payload_len, uint32_t seq, int utf8,
                          struct framing_prefix *out);
+/* The prefix of a compressed message (framing_ws_deflate: RSV1 set) whose
+ * payload, deflate_msg's output, is deflated_len bytes. */
+void framing_prefix_deflate(uint8_t kind, uint32_t deflated_len, uint32_t seq, int utf8,
+                            struct framing_prefix *out);
 /* A WebSocket frame header (FIN set, unmasked) for a payload of len
- * bytes: 2, 4 or 10 bytes written to out, its length returned. */
+ * bytes: 2, 4 or 10 bytes written to out, its length returned. opcode may
+ * carry RSV1 (0x40: a compressed message). */
 size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len);
 /* Whether a framing carries its payload re-encoded (framing_sse_body). */
 int framing_encodes_body(uint8_t kind);

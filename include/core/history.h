@@ -16,6 +16,8 @@
 #ifndef HTTPDCNODE_HISTORY_H
 #define HTTPDCNODE_HISTORY_H
 
+#include "lib/carry.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +43,19 @@ int history_init(const struct history_config *cfg);
 /* Unmapped; a file stays, unlocked, for the next run. */
 void history_free(void);
 
+/* A hot upgrade (upgrade/): the history goes to the process taking over
+ * as a descriptor, the --history-file's (locked through it) or, for a
+ * history in memory, a memory file it is copied to; ids, epoch and kept
+ * messages go on there as they were. The running process stops writing
+ * it first. Export: -1 (logged) when the copy cannot be made; release
+ * closes the copy (once the hand-over is over, either way). take, before
+ * history_init (which then maps it): -1 when the record is malformed. */
+#define HISTORY_CARRY_TAG CARRY_TAG('H', 'I', 'S', 'T')
+#define HISTORY_CARRY_VERSION 1
+int history_carry_export(struct carry_out *o);
+void history_carry_release(void);
+int history_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds);
+
 /* This run's epoch, and as the 8 hex digits of ids. */
 uint32_t history_epoch(void);
 const char *history_epoch_hex(void);
@@ -58,6 +73,11 @@ uint32_t history_append_shared(uint32_t uid, uint64_t shared);
 
 /* The last id given to uid (0: none yet). */
 uint32_t history_last_seq(uint32_t uid);
+
+/* Gives uid its next id without a message: one lost before it reached
+ * this node. A client resuming across it is told a gap (the id is never
+ * kept); returns it. */
+uint32_t history_skip(uint32_t uid);
 
 /* What a client that saw up to EPOCH:SEQ missed. */
 struct history_replay {

@@ -33,6 +33,18 @@ int history_map_open(struct history_map *m, const char *file, const char *node,
  * epoch. -1 (logged) when the file cannot be written. */
 int history_map_renew(struct history_map *m, const char *why);
 
+/* A hot upgrade: the history the previous process handed over, fd (its
+ * --history-file, locked through this very descriptor, or a memory file
+ * from history_map_copy when file is NULL), mapped shared as it is: the
+ * previous process stopped writing it. -1 (logged) when it does not fit
+ * these options. */
+int history_map_adopt(struct history_map *m, int fd, const char *file, const char *node,
+                      uint32_t max_users, uint32_t max_topics, uint64_t arena_size,
+                      size_t room_size);
+/* A history in memory, copied to a memory file to hand over: its
+ * descriptor (the caller closes it), or -1 (logged). */
+int history_map_copy(const struct history_map *m);
+
 /* Unmapped, and the file unlocked (it stays, for the next run). */
 void history_map_close(struct history_map *m);
 

@@ -4,6 +4,8 @@
 #ifndef HTTPDCNODE_PRESENCE_H
 #define HTTPDCNODE_PRESENCE_H
 
+#include "lib/carry.h"
+
 #include <event2/event.h>
 #include <stdint.h>
 
@@ -34,13 +36,31 @@ void presence_on_snapshot(void (*fn)(int to_all));
  * second from now (one for all that are lost meanwhile). */
 void presence_repair_later(void);
 
+/* A hot upgrade (upgrade/): what the masters were told goes to the
+ * process taking over, so that the streams it takes make no presence
+ * message (the masters see nothing). flush_now sends what waits in the
+ * window first; settle, once the streams are in, turns uids told online
+ * and not carried into downs. take: -1 when the options differ. */
+#define PRESENCE_CARRY_TAG CARRY_TAG('P', 'R', 'E', 'S')
+#define PRESENCE_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+void presence_flush_now(void);
+int presence_carry_export(struct carry_out *o);
+int presence_carry_take(struct carry_in *rec, uint16_t version);
+void presence_carry_settle(void);
+
 /* --presence-conns (on = 1): the two calls below report each stream. */
 void presence_conns_enable(int on);
+/* Whether they do (a stream's opener needs its client's address then). */
+int presence_conns_on(void);
 
 struct stream;
-/* stream.c: s opened on socket fd (gives s its conn id), and s is ending
- * (reports why, once, and drops its id). No-ops when not enabled. */
-void presence_conn_up(const struct stream *s, int fd);
+struct peer_addr;
+/* stream.c: s opened on socket fd (gives s its conn id), its client at
+ * *peer (NULL: the socket's peer), and s is ending (reports why, once,
+ * and drops its id). No-ops when not enabled. */
+void presence_conn_up(const struct stream *s, int fd, const struct peer_addr *peer);
 void presence_conn_down(const struct stream *s);
 
 #endif

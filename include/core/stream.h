@@ -24,6 +24,7 @@
 #define HTTPDCNODE_STREAM_H
 
 #include "core/stream-t.h"
+#include "lib/carry.h"
 
 #include <event2/event.h>
 #include <stddef.h>
@@ -50,10 +51,20 @@ void stream_unconfigure(void);
  * table at once; the uid's oldest stream is ended if it now has too many.
  * NULL when out of memory. */
 struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd);
+/* The same, its client at *peer (a proxy's client: --presence-conns tells
+ * it); stream_open takes the socket's peer. */
+struct peer_addr;
+struct stream *stream_open_peer(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd,
+                                const struct peer_addr *peer);
 
 /* The socket left evhttp: watch it and write what was queued. -1 when the
  * stream is gone (that failed, or it was ENDING and now has ended). */
 int stream_import(struct stream *s);
+
+/* stream_import for a stream whose head evhttp had not all sent yet: iov,
+ * its unsent bytes, go first (a hot upgrade takes such a stream from
+ * evhttp at once, upgrade/). */
+int stream_import_with(struct stream *s, const struct iovec *iov, int iovcnt);
 
 /* evhttp let go of a stream it held (the client left, the head could not
  * be sent, or the stream was ABANDONED): it closes and is freed later. */
@@ -115,6 +126,28 @@ int stream_direct_fd(const struct stream *s);
  * keeps the unsent rest or closes the stream, as stream_send does. */
 int stream_write_done(struct stream *s, const struct iovec *iov, int iovcnt, size_t total,
                       ssize_t n, int err);
+
+/* A hot upgrade (upgrade/): the LIVE and DRAINING streams go to the
+ * process taking over, their sockets with them, in a record of their
+ * uid, framing, state, the client bytes counted and what is left of an
+ * idle timeout; what other modules keep beside a stream (its backlog, id,
+ * token expiry, a transport's state) goes in their records, naming it by
+ * its index here. Export builds the index (stream_carry_index: UINT32_MAX
+ * for a stream not carried); forget drops it. take makes the streams, in
+ * the uid table (presence's view must be taken first), watched by nothing
+ * until stream_carry_arm, once every record is in; stream_carried gives
+ * them by index meanwhile. -1 when out of memory or malformed. */
+#define STREAM_CARRY_TAG CARRY_TAG('S', 'T', 'R', 'M')
+#define STREAM_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int stream_carry_export(struct carry_out *o);
+uint32_t stream_carry_index(const void *s);
+uint32_t stream_carry_count(void);
+int stream_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds);
+struct stream *stream_carried(uint32_t i);
+void stream_carry_arm(void);
+void stream_carry_forget(void);
 
 /* Frees every closed stream now (the reaper does it after each loop
  * callback; shutdown calls it once the loop has stopped). */

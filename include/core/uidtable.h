@@ -14,6 +14,7 @@ int uidtable_init(uint32_t max_users, uidtable_presence_fn presence);
 void uidtable_free(void);
 
 struct stream *uidtable_first(uint32_t uid);
+uint32_t uidtable_max(void);                  /* the highest uid (max_users) */
 void uidtable_add(struct stream *s);          /* s->uid set; becomes the newest */
 void uidtable_remove(struct stream *s);
 uint32_t uidtable_count(uint32_t uid);        /* walks the uid's list */

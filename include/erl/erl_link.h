@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "erl/erl_park.h"
+#include "lib/carry.h"
 
 #define ERL_LINK_MAX 64
 
@@ -70,5 +71,21 @@ int erl_link_judge_masters(void);
 /* 1 when l's socket takes more without waiting and holds less than
  * ERL_LINK_UNSENT_MAX unsent. */
 int erl_link_has_room(const struct erl_link *l);
+
+/* A hot upgrade (upgrade/): every link that is not broken goes to the
+ * process taking over, its socket with it, and what is known of it: its
+ * node, whether a master, its presence state, its inbox window and the
+ * records parked for it, the bytes read from it and not yet taken by ei.
+ * Nothing goes on the wire: its peer sees no change (no nodedown, no
+ * hello, no snapshot). take adopts each socket with adopt (ei is told of
+ * it, erl_socket.h) and makes its link as it was. C-node thread's (or
+ * before it starts). -1 when out of memory or malformed. */
+#define ERL_LINK_CARRY_TAG CARRY_TAG('E', 'L', 'N', 'K')
+#define ERL_LINK_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int erl_link_carry_export(struct carry_out *o);
+int erl_link_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds,
+                        int (*adopt)(int fd, const char *node, const void *unread, size_t n));
 
 #endif

@@ -51,6 +51,13 @@ void erl_send_check_windows(void);
  * records again, to their uids' masters now (parked there if need be;
  * counted in in_no_master when none is linked). */
 void erl_send_link_gone(struct erl_link *l);
+/* {Ref, N} to the Pid of reply[0..reply_len) (encoded Pid then Ref). */
+void erl_send_count_reply(const char *reply, int reply_len, uint32_t n);
+/* erl_seq_ack_fn (erl_seq.h): {httpdcnode_ack, ...} to ack_to on the link
+ * of via, the origin's, or any master's ({httpdcnode_ack_via, ...}: that
+ * master passes it on), if it has room; 0 when sent. */
+int erl_send_seq_ack(const char *via, const char *ack_to, const char *origin, uint64_t inc,
+                     uint64_t seq);
 void erl_send_free(void);
 
 #endif

@@ -15,6 +15,7 @@
 #define HTTPDCNODE_ERL_SETUP_H
 
 #include <ei.h>
+#include <stdint.h>
 #include <time.h>
 
 #define ERL_SETUP_WORKERS 4         /* handshakes of accepted connections at most */
@@ -44,5 +45,18 @@ void erl_setup_master_gone(const char *node);
  * (the epmd registration, connections not taken). -1 when a thread was
  * still in a handshake at the deadline (then nothing may be freed). */
 int erl_setup_stop(const struct timespec *deadline);
+
+/* A hot upgrade (upgrade/). hold 1: the setup thread accepts no node,
+ * connects to no master and does not register with epmd until hold 0;
+ * returns once it holds (or goes on), -1 past deadline_ms (monotonic).
+ * While it holds, erl_setup_epmd_fd is the socket of the name's epmd
+ * registration (-1: none), which the hand-over passes on. */
+int erl_setup_hold(int on, int64_t deadline_ms);
+int erl_setup_epmd_fd(void);
+/* The process taking over, before erl_setup_start: the registration it
+ * took (kept, not made again), and each master it took a link to (not
+ * connected to again while that link lasts). */
+void erl_setup_epmd_adopt(int fd);
+void erl_setup_adopt_master(const char *node);
 
 #endif

@@ -11,6 +11,7 @@
 #define HTTPDCNODE_ERL_SOCKET_H
 
 #include <ei.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Longest any single socket operation waits, whatever ei asks for. */
@@ -33,5 +34,19 @@ uint64_t erl_socket_rx_bytes(const struct erl_socket *s);
  * already (non-blocking), instead of accepting one itself. It owns fd
  * from then on, failed or not. */
 void erl_socket_hand_accepted(int fd);
+
+/* A hot upgrade (upgrade/): the process taking over makes the previous
+ * one's established connection fd (to node peer) its own: ei is told of
+ * it as if its handshake had just been made, nothing is sent, and the n
+ * unread bytes (the previous process had read them from fd, ei had not
+ * yet taken them; at most a read buffer) are read first. The descriptor
+ * for ei's calls (fd), or -1 (then fd is closed). */
+int erl_socket_adopt(ei_cnode *ec, int fd, const char *peer, const void *unread, size_t n);
+/* The same for the listening socket fd: ei_xlisten's descriptor (fd), its
+ * port in *port, or -1. */
+int erl_socket_adopt_listen(ei_cnode *ec, int fd, int *port);
+/* The bytes read from s and not yet taken by ei (*p, the count): what a
+ * hand-over passes with the connection. Its owner's. */
+size_t erl_socket_unread(const struct erl_socket *s, const char **p);
 
 #endif

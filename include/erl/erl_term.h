@@ -28,6 +28,13 @@
  *   {httpdcnode_in_reset, Name}  a new inbox process registered as Name
  *                           started: what the old one did not acknowledge
  *                           is gone
+ *   {httpdcnode_seq, Master, Inc, Seq, Inner}  Inner numbered Seq in the
+ *                           stream of master Master's run Inc (erl_seq.h);
+ *                           Inner is {Uid | [Uid], Data}, {Pid, Ref, Uid |
+ *                           [Uid], Data}, or {httpdcnode_gap, Last, [Uid]}:
+ *                           Seq..Last were lost, tell those uids a gap
+ *   {httpdcnode_seq_base, Master, Inc, Base, AckTo}  that stream goes on
+ *                           after Base; acknowledge it to the name AckTo
  *
  * Data is a binary, a string or any iolist; it must not be empty (an empty
  * chunk would end a chunked stream), except in {conn, ...}: the stream's
@@ -103,6 +110,13 @@ struct term_view {
     int has_reply;         /* the {Pid, Ref, ...} forms */
     int reply_index;       /* where Pid starts in buf */
     int reply_len;         /* bytes of Pid and Ref, encoded */
+    /* {httpdcnode_seq, ...} and {httpdcnode_seq_base, ...}: */
+    int numbered;          /* 1: the view is Inner's, numbered as below */
+    int seq_master_index;  /* where Master (an atom) is in buf */
+    int seq_ack_to_index;  /* CMD_SEQ_BASE: where AckTo (an atom) is */
+    uint64_t seq_inc;      /* Inc */
+    uint64_t seq;          /* Seq; CMD_SEQ_BASE: Base */
+    uint64_t seq_last;     /* CMD_GAP: Last; else Seq */
 };
 
 /* Checks the term at buf[index] (index just past the version byte), which

@@ -8,6 +8,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "lib/carry.h"
 #include "options.h"
 
 /* Binds and serves the admin address. The default address being in use
@@ -17,6 +18,16 @@
 int admin_start(struct event_base *base, const struct options *opts);
 /* Stops accepting and frees the admin listener's evhttp. */
 void admin_stop(void);
+
+/* A hot upgrade (upgrade/): as http_front.h's listening socket; a process
+ * that ran without one hands over none, and the new one runs without. */
+#define ADMIN_CARRY_TAG CARRY_TAG('A', 'D', 'M', 'N')
+#define ADMIN_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+void admin_pause(int paused);
+int admin_carry_export(struct carry_out *o);
+int admin_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds);
 
 /* Whether --admin-listen is --listen: the public listener then routes
  * through admin_route too. */

@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <stdint.h>
 
+#include "lib/carry.h"
 #include "options.h"
 
 struct evhttp_request;
@@ -23,5 +24,17 @@ int http_front_route(const char *prefix, http_stream_start_fn start, int cors);
 int http_front_start(struct event_base *base, const struct options *opts);
 /* Stops accepting and frees evhttp (and streams still in their welcome). */
 void http_front_stop(void);
+
+/* A hot upgrade (upgrade/): the listening socket stops accepting while a
+ * hand-over is under way (and again if it fails), and goes to the process
+ * taking over, which takes it (before http_front_start) instead of
+ * binding one: connections waiting in its queue are accepted there. */
+#define HTTP_FRONT_CARRY_TAG CARRY_TAG('H', 'T', 'T', 'P')
+#define HTTP_FRONT_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+void http_front_pause(int paused);
+int http_front_carry_export(struct carry_out *o);
+int http_front_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds);
 
 #endif

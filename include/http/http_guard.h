@@ -5,6 +5,7 @@
 
 #include <event2/event.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct evhttp;
 struct evhttp_request;
@@ -32,5 +33,8 @@ void http_guard_request_done(struct evhttp_request *req);
  * Each transport calls it as it takes the connection over. */
 void http_guard_release(struct evhttp_request *req);
 void http_guard_free(void);
+/* Requests begun (a byte came) and not yet whole: a hot upgrade lets them
+ * finish before it hands over (upgrade/). */
+uint32_t http_guard_reading(void);
 
 #endif

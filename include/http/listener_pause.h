@@ -9,5 +9,8 @@ struct evconnlistener;
 
 /* Stops accepting on l and starts again after pause. */
 void listener_pause(struct evconnlistener *l, const struct timeval *pause);
+/* Stops accepting on l (held 1) until held 0 (l NULL: nothing): a hot
+ * upgrade holds the listeners while it hands over. */
+void listener_hold(struct evconnlistener *l, int held);
 
 #endif

@@ -6,6 +6,12 @@
 
 struct evhttp_request;
 
+/* At startup: the demo page with node (--name) in place of each @NODE@
+ * (its hint to send from Erlang names this node), HTML-escaped. -1 when
+ * out of memory. */
+int web_configure(const char *node);
+void web_free(void);
+
 /* Answers req when path is one of the built-in files (200, or 304 when
  * If-None-Match names its ETag) and returns 1; returns 0, with nothing
  * sent, for any other path. */

@@ -24,6 +24,12 @@ void *handoff_reserve(struct handoff *h, size_t size, int timeout_ms);
 /* Producer: publishes the record reserved last and wakes the loop if idle. */
 void handoff_commit(struct handoff *h);
 
+/* Producer: how many records were committed so far (the last one's number). */
+uint64_t handoff_committed(const struct handoff *h);
+/* Any thread: how many records the consumer has applied so far (its drain
+ * returned past them): record number n is applied once this is >= n. */
+uint64_t handoff_consumed(const struct handoff *h);
+
 /* Consumer: the eventfd to watch for EV_READ. */
 int handoff_wakeup_fd(const struct handoff *h);
 /* Consumer: resets the eventfd; call first when it is readable. */

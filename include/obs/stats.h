@@ -4,6 +4,8 @@
 #ifndef HTTPDCNODE_STATS_H
 #define HTTPDCNODE_STATS_H
 
+#include "lib/carry.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +61,7 @@
     X(post_too_big)     /* POST /send/N refused 413: past --max-client-message */ \
     X(post_rate)        /* POST /send/N refused 429: past --client-rate */    \
     X(post_busy)        /* POST /send/N refused 503: Erlang not keeping up */ \
+    X(proxy_bad_forwarded) /* from a --trusted-proxy, X-Forwarded-For / X-Real-IP naming no address */ \
     X(conn_sent)        /* {conn, Conn, Data} written to their connection */  \
     X(conn_dropped)     /* {conn, Conn, Data} for an unknown or closed Conn */ \
     X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \
@@ -67,6 +70,12 @@
     X(ws_dead)          /* WebSockets closed: no pong to two pings */        \
     X(ws_policy_closed) /* WebSockets closed 1008: a message too slow or in too many frames, a flood */ \
     X(ws_shed)          /* WebSockets closed 1013: their message held the most of --max-input-total */ \
+    X(seq_gap_uids)     /* uids told a gap: a master could not keep their messages */ \
+    X(ws_deflated)      /* payloads compressed for --ws-deflate WebSockets (once per payload and batch) */ \
+    X(ws_deflate_in_bytes) /* their bytes before */                           \
+    X(ws_deflate_out_bytes) /* and compressed */                              \
+    X(ws_inflated)      /* compressed client messages inflated (--ws-deflate, --inbox) */ \
+    X(ws_inflate_too_big) /* of them, past --max-client-message inflated: closed 1009 */ \
     X(topics)           /* topics held now (subscribed to, or lingering for resumes) */ \
     X(topic_subscriptions) /* subscriptions of streams to topics now */       \
     X(topic_joins)      /* subscriptions made */                              \
@@ -106,6 +115,12 @@
     X(in_resets)        /* {httpdcnode_in_reset, Name}: an inbox started (again) */ \
     X(in_reset_unacked) /* client messages its inbox had not acknowledged then: maybe lost */ \
     X(in_windows_stuck) /* now: master links whose inbox window is full, no ack for 5 s */ \
+    X(seq_duplicates)   /* numbered messages dropped: applied before (sent again) */ \
+    X(seq_reordered)    /* numbered messages that came before their turn: held for it */ \
+    X(seq_held_dropped) /* of them, not held: 16 MiB held already (their master sends again) */ \
+    X(seq_skipped)      /* numbers given up: a hole not filled in 10 s, a master's run gone */ \
+    X(seq_untracked)    /* numbered messages applied unnumbered: 16 masters' streams held */ \
+    X(seq_acks)         /* acknowledgements sent to masters */                \
     X(backpressure)     /* seconds the reader waited on a full hand-off */
 
 struct loop_stats {
@@ -142,5 +157,15 @@ size_t stats_collect(struct stat_pair out[STATS_MAX_PAIRS]);
 
 /* The pairs as one JSON object line; returns its length. */
 size_t stats_format_json(char *buf, size_t size);
+
+/* A hot upgrade (upgrade/): the counters go on in the process taking over
+ * (by name; gauges, which say what is now, are counted there afresh), so
+ * that rates read from /metrics see no reset. -1 when malformed. */
+#define STATS_CARRY_TAG CARRY_TAG('S', 'T', 'A', 'T')
+#define STATS_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int stats_carry_export(struct carry_out *o);
+int stats_carry_take(struct carry_in *rec, uint16_t version);
 
 #endif

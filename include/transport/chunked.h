@@ -9,4 +9,11 @@
  * memory is left for one (the front door answers 503). */
 int chunked_init(void);
 
+struct stream;
+/* A hot upgrade (upgrade/): a stream evhttp is still welcoming leaves it
+ * now, what evhttp had not sent going first in its backlog; then the
+ * stream is handed over as any other. -1 when it could not (the client
+ * left meanwhile, or out of memory: it is closed). */
+int chunked_hurry(struct stream *s);
+
 #endif

@@ -7,8 +7,13 @@
  * (client_rate_closed); while more than 1 MB of client messages wait for
  * Erlang no WebSocket is read (client_paused): TCP pushes back. Protocol errors
  * close the stream: 1002 (unmasked frame, reserved bits or opcodes, a bad
- * control frame, a continuation out of place), 1007 (invalid UTF-8 in a
- * text message or a close reason), 1009 (a data message over --max-client-message).
+ * control frame, a continuation out of place; RSV1 but on the first frame
+ * of a data message where permessage-deflate was agreed), 1007 (invalid
+ * UTF-8 in a text message or a close reason, a compressed message that is
+ * not deflate data), 1009 (a data message over --max-client-message, a
+ * compressed one once inflated: inflating stops there, ws_inflate_too_big).
+ * A compressed message is held whole, then inflated into one buffer shared
+ * by all (lib/deflate_msg.h: no zlib state per connection).
  * Policy closes it, 1008 (ws_policy_closed): a data message not whole
  * within 10 s of its first byte or in 64 frames, or more in one second
  * than 64 KiB, 128 frames or 16 pings.
@@ -22,6 +27,8 @@
  * may then be reused by no one but the reaper: touch nothing of it), else 0. */
 #ifndef HTTPDCNODE_WS_READER_H
 #define HTTPDCNODE_WS_READER_H
+
+#include "lib/carry.h"
 
 #include <stdint.h>
 
@@ -45,6 +52,17 @@ void ws_reader_forget(struct stream *s);
  * in ws_dead, when it answered none of the last two pings; 1008 when its
  * message in flight is past its time. */
 int ws_reader_heartbeat(struct stream *s);
+
+/* A hot upgrade (upgrade/): each WebSocket stream handed over keeps the
+ * pings it owes and the frame it is in the middle of (ws_reader.c says
+ * how), named by its index in the hand-over (stream.h). -1 when out of
+ * memory or malformed. */
+#define WS_READER_CARRY_TAG CARRY_TAG('W', 'S', 'R', 'D')
+#define WS_READER_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int ws_reader_carry_export(struct carry_out *o);
+int ws_reader_carry_take(struct carry_in *rec, uint16_t version);
 
 /* Frees what is kept for reuse (at exit, after every stream ended). */
 void ws_reader_free(void);

@@ -1,5 +1,6 @@
 /* Backlogs: see backlog.h. */
 #include "core/backlog.h"
+#include "lib/carry.h"
 #include "lib/log.h"
 #include "core/replay.h"
 #include "obs/stats.h"
@@ -97,6 +98,25 @@ void backlog_commit(struct backlog *b, size_t n)
 {
     b->len += (uint32_t)n;
     loop_stats.backlog_bytes += n;
+}
+
+int backlog_prepend(struct backlog **bp, void *owner, const struct iovec *iov, int iovcnt,
+                    size_t max)
+{
+    struct backlog *b = NULL, *old = *bp;
+    if (backlog_append(&b, owner, iov, iovcnt, 0, max) != 0)
+        return -1;
+    if (old) {
+        struct iovec rest = {old->data + old->off, pending(old)};
+        if (backlog_append(&b, owner, &rest, 1, 0, max) != 0) {
+            backlog_free(&b);
+            return -1;
+        }
+        b->replay = old->replay;
+        backlog_free(bp);
+    }
+    *bp = b;
+    return 0;
 }
 
 struct replay *backlog_replay(struct backlog *b) { return b && b->replay.active ? &b->replay : NULL; }
@@ -198,4 +218,69 @@ void **backlog_owners_largest_first(size_t *n)
     free(sorted);
     *n = count;
     return owners;
+}
+
+/* ---------------------------------------------------------------- hand-over */
+
+size_t backlog_count(void)
+{
+    size_t n = 0;
+    for (struct backlog *b = all_backlogs; b; b = b->next)
+        n++;
+    return n;
+}
+
+int backlog_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *owner))
+{
+    uint32_t n = 0;
+    for (struct backlog *b = all_backlogs; b; b = b->next)
+        n += index_of(b->owner) != UINT32_MAX;
+    size_t at = carry_begin(o, BACKLOG_CARRY_TAG, BACKLOG_CARRY_VERSION);
+    carry_u32(o, n);
+    for (struct backlog *b = all_backlogs; b; b = b->next) {
+        uint32_t i = index_of(b->owner);
+        if (i == UINT32_MAX)
+            continue;
+        const struct replay *r = &b->replay;
+        carry_u32(o, i);
+        carry_u32(o, pending(b));
+        carry_put(o, b->data + b->off, pending(b));
+        carry_u8(o, r->active);
+        carry_u64(o, r->at.pos);
+        carry_u32(o, r->at.seq);
+        carry_u32(o, r->budget);
+        carry_u32(o, r->first);
+        carry_u32(o, r->given);
+        carry_u8(o, r->gap);
+    }
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int backlog_carry_take(struct carry_in *rec, uint16_t version,
+                       struct backlog **(*slot_of)(uint32_t i, void **owner))
+{
+    (void)version;                   /* 1: the only one yet */
+    uint32_t n = carry_get_u32(rec);
+    for (uint32_t k = 0; k < n && !rec->failed; k++) {
+        uint32_t i = carry_get_u32(rec), len = carry_get_u32(rec);
+        const void *bytes = carry_view(rec, len);
+        struct replay r = {0};
+        r.active = carry_get_u8(rec);
+        r.at.pos = carry_get_u64(rec);
+        r.at.seq = carry_get_u32(rec);
+        r.budget = carry_get_u32(rec);
+        r.first = carry_get_u32(rec);
+        r.given = carry_get_u32(rec);
+        r.gap = carry_get_u8(rec);
+        void *owner;
+        struct backlog **b = rec->failed ? NULL : slot_of(i, &owner);
+        if (!b || *b)
+            return -1;
+        struct iovec iov = {(void *)bytes, len};
+        if ((len && backlog_append(b, owner, &iov, 1, 0, SIZE_MAX) != 0) ||
+            (r.active && backlog_start_replay(b, owner, &r) != 0))
+            return -1;
+    }
+    return rec->failed ? -1 : 0;
 }

@@ -11,6 +11,8 @@
 #include "core/transport_ops.h"
 #include "core/stream.h"
 #include "core/write_pool.h"
+#include "lib/deflate_msg.h"
+#include "obs/stats.h"
 
 #include <assert.h>
 #include <stdint.h>
@@ -96,12 +98,26 @@ static char *body_alloc(size_t n)
     return b->data;
 }
 
+/* Gives back the end of the last body_alloc, which took n and used k. */
+static void body_shrink(size_t n, size_t k)
+{
+    current->used -= n - k;
+}
+
+/* permessage-deflate: the last payload compressed (or found not worth it). */
+static struct {
+    const char *payload;
+    const char *deflated;        /* NULL: sent uncompressed */
+    uint32_t deflated_len;
+} last_deflated;
+
 static void body_reset(void)
 {
     for (struct body_block *b = blocks; b; b = b->next)
         b->used = 0;
     current = blocks;
     last_body.payload = NULL;
+    last_deflated.payload = NULL;
 }
 
 /* data[0..len) as the framing's body; 0 when out of memory (logged). */
@@ -126,6 +142,43 @@ static int encoded_body(const char **data, uint32_t *len, int binary)
 }
 
 char *batch_body(size_t n) { return body_alloc(n); }
+/* Payloads shorter than this go uncompressed: deflate's block header and
+ * the codes it must send cost more than such a payload could save. */
+#define DEFLATE_MIN 64
+
+/* data[0..len) compressed for permessage-deflate, once per payload and
+ * batch (the same bytes for every stream that takes it); 0 when it goes
+ * uncompressed: short, not smaller compressed (the 5-byte id block of
+ * ws_meta counted), or out of memory. */
+static int deflated_body(const char **data, uint32_t *len)
+{
+    if (last_deflated.payload != *data) {
+        last_deflated.payload = *data;
+        last_deflated.deflated = NULL;
+        if (*len < DEFLATE_MIN)
+            return 0;
+        size_t cap = deflate_msg_bound(*len);
+        char *out = body_alloc(cap);
+        if (!out)
+            return 0;
+        size_t n = deflate_msg(*data, *len, out, cap);
+        if (n == 0 || n + 5 >= *len) {
+            body_shrink(cap, 0);
+            return 0;
+        }
+        body_shrink(cap, n);
+        last_deflated.deflated = out;
+        last_deflated.deflated_len = (uint32_t)n;
+        loop_stats.ws_deflated++;
+        loop_stats.ws_deflate_in_bytes += *len;
+        loop_stats.ws_deflate_out_bytes += n;
+    }
+    if (!last_deflated.deflated)
+        return 0;
+    *data = last_deflated.deflated;
+    *len = last_deflated.deflated_len;
+    return 1;
+}
 
 int batch_add(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq)
 {
@@ -139,6 +192,12 @@ int batch_add(struct stream *s, const char *data, uint32_t len, int binary, uint
         return 0;
     struct entry *e = &entries[count++];
     e->s = s;
+    if (framing_ws_deflate(s->framing) && deflated_body(&data, &len)) {
+        e->data = data;
+        e->len = len;
+        framing_prefix_deflate(s->framing, len, seq, !binary, &e->prefix);
+        return 1;
+    }
     e->data = data;
     e->len = len;
     if (framing_checks_utf8(s->framing))

@@ -2,6 +2,7 @@
  * deletion by backward shift, so no tombstones): stream -> entry, and
  * id -> stream. Each grows to twice its size past half full. */
 #include "core/conn.h"
+#include "lib/carry.h"
 #include "lib/clock.h"
 
 #include <stdlib.h>
@@ -169,4 +170,51 @@ void conn_free(void)
     ts = NULL;
     ti = NULL;
     mask = used = 0;
+}
+
+/* ---------------------------------------------------------------- hand-over */
+
+int conn_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s))
+{
+    uint32_t n = 0, size = ts ? mask + 1 : 0;
+    for (uint32_t i = 0; i < size; i++)
+        n += ts[i].s && index_of(ts[i].s) != UINT32_MAX;
+    size_t at = carry_begin(o, CONN_CARRY_TAG, CONN_CARRY_VERSION);
+    carry_u64(o, last_id);
+    carry_u32(o, n);
+    for (uint32_t i = 0; i < size; i++) {
+        uint32_t k = ts[i].s ? index_of(ts[i].s) : UINT32_MAX;
+        if (k == UINT32_MAX)
+            continue;
+        carry_u32(o, k);
+        carry_u64(o, ts[i].c.id);
+        carry_u32(o, ts[i].c.tokens);
+        carry_u32(o, ts[i].c.at_ms);
+    }
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int conn_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i))
+{
+    (void)version;                   /* 1: the only one yet */
+    uint64_t last = carry_get_u64(rec);
+    uint32_t n = carry_get_u32(rec);
+    for (uint32_t k = 0; k < n && !rec->failed; k++) {
+        struct stream *s = at(carry_get_u32(rec));
+        struct conn c = {.id = carry_get_u64(rec)};
+        c.tokens = carry_get_u32(rec);
+        c.at_ms = carry_get_u32(rec);
+        if (rec->failed || !s || c.id == 0 || find_s(s) || find_id(c.id))
+            return -1;
+        if ((used + 1) * 2 > (ts ? mask + 1 : 0) && grow() != 0)
+            return -1;
+        used++;
+        put_id(c.id, s);
+        put_s(s, c);
+    }
+    /* Ids go on from the last one given, never below (conn.h). */
+    if (last > last_id)
+        last_id = last;
+    return rec->failed ? -1 : 0;
 }

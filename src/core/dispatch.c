@@ -10,6 +10,7 @@
 #include "lib/log.h"
 #include "core/outbound.h"
 #include "core/presence.h"
+#include "core/replay.h"
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/topic_fanout.h"
@@ -57,6 +58,7 @@ static uint32_t deliver(uint32_t uid, const char *data, uint32_t len, int binary
  * that a uid listed many times gets it once. (max_users + 1) / 8 bytes,
  * cleared after each multicast by the same walk: O(uids listed). */
 static uint64_t *multicast_seen;
+static uint32_t max_uid;           /* --max-users */
 
 /* The same for each of uids (a multicast), the payload kept once. */
 static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *data,
@@ -89,6 +91,56 @@ static uint32_t deliver_all(const char *data, uint32_t len, int binary)
     for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid))
         n += queue(uid, data, len, binary, history_append_shared(uid, shared));
     return n;
+}
+
+/* Whether a framing's client has ids, so can be told a gap. */
+static int tells_gaps(uint8_t framing)
+{
+    return framing == FRAMING_SSE || framing == FRAMING_POLL || framing == FRAMING_WS_META;
+}
+
+/* A master could not keep messages for these uids: each gets an id that
+ * names no message (history_skip), so that a client resuming across it
+ * is told a gap; a live stream with ids is told now, as a resume from the
+ * id before would tell it (a replay under way meets the missing id
+ * itself). What was sent before goes first. */
+static void gap_for_uid(uint32_t uid)
+{
+    uint32_t seq = history_skip(uid);
+    loop_stats.seq_gap_uids++;
+    for (struct stream *s = uidtable_first(uid), *next; s; s = next) {
+        next = s->next;
+        if (s->state != STREAM_LIVE || !tells_gaps(s->framing) || stream_replaying(s))
+            continue;
+        char asked[32];
+        replay_id_text(asked, sizeof asked, seq - 1);
+        stream_replay(s, asked, UINT32_MAX);
+    }
+}
+
+static void tell_gap(const uint32_t *uids, uint32_t nuids)
+{
+    batch_flush();
+    for (uint32_t i = 0; i < nuids; i++) {
+        uint32_t uid = uids[i];
+        uint64_t bit = 1ull << (uid % 64);
+        if (multicast_seen[uid / 64] & bit)
+            continue;
+        multicast_seen[uid / 64] |= bit;
+        gap_for_uid(uid);
+    }
+    for (uint32_t i = 0; i < nuids; i++)
+        multicast_seen[uids[i] / 64] = 0;
+}
+
+/* The same for every uid that had a message or has a stream: O(--max-users),
+ * for what a master that died left (erl_seq.h), which is rare. */
+static void tell_gap_all(void)
+{
+    batch_flush();
+    for (uint32_t uid = 1; uid <= max_uid; uid++)
+        if (history_last_seq(uid) || uidtable_first(uid))
+            gap_for_uid(uid);
 }
 
 static void kick(uint32_t uid)
@@ -139,7 +191,8 @@ static int to_stream(struct stream *s, const char *data, uint32_t len, int binar
 
 /* {conn, Conn, Data}: one WebSocket frame (binary or text: cmd.h) to
  * that connection only, not kept in the history; after what came before
- * it. With ws+meta it says so ("event: conn", no id: ids are the uid's
+ * it. Uncompressed also with permessage-deflate (RFC 7692 lets any
+ * message go so): it goes to one connection, once. With ws+meta it says so ("event: conn", no id: ids are the uid's
  * history's). Other streams: to_stream. 1 when written (or queued), 0 when
  * Conn names no open connection, or Data is empty and the stream cannot
  * carry that (a chunked one: an empty chunk ends it; HTTP/1.0: nothing
@@ -165,7 +218,7 @@ static uint32_t to_conn(uint64_t id, const char *data, uint32_t len, int binary)
         loop_stats.conn_sent++;
         return 1;
     }
-    size_t ev = s->framing == FRAMING_WS_META ? sizeof event - 1 : 0;
+    size_t ev = framing_ws_meta(s->framing) ? sizeof event - 1 : 0;
     char head[16];
     size_t k = framing_ws_header(head, binary ? 2 : 1, ev + len);
     struct iovec iov[3] = {{head, k}, {(void *)event, ev}, {(void *)data, len}};
@@ -215,6 +268,12 @@ static int apply(void *body, size_t size, void *ctx)
         break;
     case CMD_KICK:
         kick(c->uid);
+        break;
+    case CMD_GAP:
+        tell_gap(cmd_uids(c), c->nuids);
+        break;
+    case CMD_GAP_ALL:
+        tell_gap_all();
         break;
     case CMD_CONN:
         n = to_conn(c->conn, cmd_payload(c), c->payload_len, c->binary);
@@ -284,6 +343,14 @@ static void drain(void)
         event_add(more_ev, &now);
 }
 
+void dispatch_drain_all(void)
+{
+    handoff_clear_wakeup(inbox);
+    drain_deliveries = 0;
+    while (handoff_drain(inbox, DRAIN_BUDGET, apply, flush, NULL) > 0)
+        drain_deliveries = 0;
+}
+
 static void on_wakeup(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -304,6 +371,7 @@ static void on_more(evutil_socket_t fd, short what, void *arg)
 int dispatch_start(struct event_base *base, struct handoff *ring, uint32_t max_users)
 {
     inbox = ring;
+    max_uid = max_users;
     multicast_seen = calloc((size_t)max_users / 64 + 1, sizeof *multicast_seen);
     if (!multicast_seen) {
         log_msg(LOG_ERROR, "cannot allocate the multicast bitmap for %u uids; lower --max-users",

@@ -8,6 +8,7 @@
  * token valid for days costs one look every WHEEL_SLOTS seconds (68 min). */
 #include "core/expiry.h"
 #include "core/framing.h"
+#include "lib/carry.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 #include "core/stream-t.h"
@@ -207,4 +208,42 @@ void expiry_free(void)
     cap = used = free_head = tracked = hcap = 0;
     memset(wheel, 0, sizeof wheel);
     enabled = 0;
+}
+
+/* ---------------------------------------------------------------- hand-over */
+
+int expiry_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s))
+{
+    uint32_t n = 0;
+    for (uint32_t i = 1; i <= used; i++)
+        n += entries[i].s && index_of(entries[i].s) != UINT32_MAX;
+    size_t at = carry_begin(o, EXPIRY_CARRY_TAG, EXPIRY_CARRY_VERSION);
+    carry_u32(o, n);
+    for (uint32_t i = 1; i <= used; i++) {
+        uint32_t k = entries[i].s ? index_of(entries[i].s) : UINT32_MAX;
+        if (k == UINT32_MAX)
+            continue;
+        carry_u32(o, k);
+        carry_u32(o, entries[i].exp);
+    }
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int expiry_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i))
+{
+    (void)version;                   /* 1: the only one yet */
+    uint32_t n = carry_get_u32(rec);
+    for (uint32_t k = 0; k < n && !rec->failed; k++) {
+        struct stream *s = at(carry_get_u32(rec));
+        uint32_t exp = carry_get_u32(rec);
+        if (rec->failed || !s)
+            return -1;
+        uint32_t before = tracked;
+        expiry_next_stream(exp);
+        expiry_track(s);
+        if (enabled && tracked == before)
+            return -1;               /* out of memory */
+    }
+    return rec->failed ? -1 : 0;
 }

@@ -49,7 +49,7 @@ static size_t sse_id_line(char *buf, uint32_t seq)
 
 size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len)
 {
-    out[0] = (char)(0x80 | opcode);                 /* FIN: never fragmented */
+    out[0] = (char)(0x80 | opcode);                 /* FIN: never fragmented; RSV1 maybe */
     if (len < 126) {
         out[1] = (char)len;
         return 2;
@@ -67,16 +67,30 @@ size_t framing_ws_header(char *out, uint8_t opcode, uint64_t len)
 }
 
 /* A message frame: the header, then for ws_meta "id: EPOCH:SEQ\n\n" (the
- * SSE id line and a blank line) ahead of the payload. */
-static size_t ws_prefix(char *buf, int meta, uint32_t payload_len, uint32_t seq, int utf8)
+ * SSE id line and a blank line) ahead of the payload. Compressed
+ * (deflated): RSV1, and the id as a stored deflate block (BFINAL 0, type
+ * 00, LEN, NLEN: RFC 1951 3.2.4) ahead of the compressed payload, which
+ * starts on a byte of its own: one deflate stream, the id kept as it is. */
+static size_t ws_prefix(char *buf, int meta, uint32_t payload_len, uint32_t seq, int utf8,
+                        int deflated)
 {
     char id[FRAMING_PREFIX_MAX];
     size_t id_len = 0;
     if (meta) {
-        id_len = sse_id_line(id, seq);
+        size_t at = deflated ? 5 : 0;
+        id_len = at + sse_id_line(id + at, seq);
         id[id_len++] = '\n';
+        if (deflated) {
+            uint16_t n = (uint16_t)(id_len - 5);
+            id[0] = 0;
+            id[1] = (char)(n & 0xff);
+            id[2] = (char)(n >> 8);
+            id[3] = (char)(~n & 0xff);
+            id[4] = (char)((uint16_t)~n >> 8);
+        }
     }
-    size_t h = framing_ws_header(buf, utf8 ? 1 : 2, (uint64_t)payload_len + id_len);
+    uint8_t opcode = (uint8_t)((utf8 ? 1 : 2) | (deflated ? 0x40 : 0));
+    size_t h = framing_ws_header(buf, opcode, (uint64_t)payload_len + id_len);
     memcpy(buf + h, id, id_len);
     return h + id_len;
 }
@@ -87,9 +101,16 @@ void framing_prefix_utf8(uint8_t kind, uint32_t payload_len, uint32_t seq, int u
                          struct framing_prefix *out)
 {
     if (framing_is_websocket(kind))
-        out->len = (uint8_t)ws_prefix(out->bytes, kind == FRAMING_WS_META, payload_len, seq, utf8);
+        out->len = (uint8_t)ws_prefix(out->bytes, framing_ws_meta(kind), payload_len, seq, utf8, 0);
     else
         framing_prefix(kind, payload_len, seq, out);
+}
+
+void framing_prefix_deflate(uint8_t kind, uint32_t deflated_len, uint32_t seq, int utf8,
+                            struct framing_prefix *out)
+{
+    assert(framing_ws_deflate(kind));
+    out->len = (uint8_t)ws_prefix(out->bytes, framing_ws_meta(kind), deflated_len, seq, utf8, 1);
 }
 
 void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
@@ -108,6 +129,8 @@ void framing_prefix(uint8_t kind, uint32_t payload_len, uint32_t seq,
         return;
     case FRAMING_WS:
     case FRAMING_WS_META:
+    case FRAMING_WS_DEFLATE:
+    case FRAMING_WS_META_DEFLATE:
         break;                  /* framing_prefix_utf8 */
     }
     assert(!"unknown framing, or one that needs framing_prefix_utf8");

@@ -28,6 +28,7 @@
 #include "core/history.h"
 #include "core/history_check.h"
 #include "core/history_map.h"
+#include "lib/carry.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "obs/stats.h"
@@ -36,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 static struct history_config config;
 static struct history_map map;
@@ -118,6 +120,81 @@ static void attach(void)
     giving_uid = 0;
 }
 
+/* A hot upgrade: the history handed over (history_carry_take), used by
+ * history_init instead of a new one or the file's open. */
+static struct {
+    int fd;                          /* -1: none */
+    int is_file;
+    uint64_t bytes, entries;         /* loop_stats' history gauges, as they were */
+} handed = {-1, 0, 0, 0};
+static int copy_fd = -1;             /* a memory history copied to hand over */
+
+int history_carry_export(struct carry_out *o)
+{
+    int fd = map.fd;
+    if (fd < 0) {
+        if (copy_fd < 0)
+            copy_fd = history_map_copy(&map);
+        if (copy_fd < 0)
+            return -1;
+        fd = copy_fd;
+    }
+    size_t at = carry_begin(o, HISTORY_CARRY_TAG, HISTORY_CARRY_VERSION);
+    carry_u8(o, map.file != NULL);
+    carry_u32(o, carry_fd(o, fd));
+    carry_u64(o, loop_stats.history_bytes);
+    carry_u64(o, loop_stats.history_entries);
+    carry_end(o, at);
+    return 0;
+}
+
+void history_carry_release(void)
+{
+    if (copy_fd >= 0)
+        close(copy_fd);
+    copy_fd = -1;
+}
+
+int history_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds)
+{
+    (void)version;                   /* 1: the only one yet */
+    handed.is_file = carry_get_u8(rec);
+    uint32_t i = carry_get_u32(rec);
+    handed.bytes = carry_get_u64(rec);
+    handed.entries = carry_get_u64(rec);
+    if (rec->failed || i >= nfds)
+        return -1;
+    handed.fd = fds[i];
+    return 0;
+}
+
+/* history_init for the history handed over: as it was left, no check
+ * (the previous process stopped between two messages). */
+static int init_handed(const struct history_config *cfg)
+{
+    if (handed.is_file != (cfg->file != NULL)) {
+        log_msg(LOG_ERROR, "takeover: the running process keeps its history %s, this one "
+                "would %s: start it with the same options",
+                handed.is_file ? "in a --history-file" : "in memory",
+                cfg->file ? "in a --history-file" : "in memory");
+        return -1;
+    }
+    int fd = handed.fd;
+    handed.fd = -1;
+    if (history_map_adopt(&map, fd, cfg->file, cfg->node, cfg->max_users, cfg->max_topics,
+                          arena_size, room_size) != 0) {
+        close(fd);
+        return -1;
+    }
+    checked = cfg->file != NULL;
+    attach();
+    loop_stats.history_bytes = handed.bytes;
+    loop_stats.history_entries = handed.entries;
+    log_msg(LOG_INFO, "history: taken over, epoch %s: %llu messages kept (%llu bytes)", epoch_hex,
+            (unsigned long long)handed.entries, (unsigned long long)handed.bytes);
+    return 0;
+}
+
 int history_init(const struct history_config *cfg)
 {
     config = *cfg;
@@ -130,6 +207,8 @@ int history_init(const struct history_config *cfg)
     room_size = arena_size / 4;
     if (cfg->max_message && sizeof(struct entry) + pad8(cfg->max_message) < room_size)
         room_size = sizeof(struct entry) + pad8(cfg->max_message);
+    if (handed.fd >= 0)
+        return init_handed(cfg);
     if (history_map_open(&map, cfg->file, cfg->node, cfg->max_users, cfg->max_topics, arena_size,
                          room_size) != 0)
         return -1;
@@ -168,6 +247,8 @@ uint32_t history_epoch(void) { return epoch; }
 const char *history_epoch_hex(void) { return epoch_hex; }
 
 uint32_t history_last_seq(uint32_t uid) { return uids[uid].seq; }
+
+uint32_t history_skip(uint32_t uid) { return ++uids[uid].seq; }
 
 static int head_is_live(const struct entry *e);
 

@@ -230,12 +230,12 @@ static int open_file(struct history_map *m)
     return 0;
 }
 
-int history_map_open(struct history_map *m, const char *file, const char *node,
-                     uint32_t max_users, uint32_t max_topics, uint64_t arena_size,
-                     size_t room_size)
+/* m empty, for fd and file; what is asked of it in want. */
+static void start(struct history_map *m, int fd, const char *file, const char *node,
+                  uint32_t max_users, uint32_t max_topics, uint64_t arena_size, size_t room_size)
 {
     memset(m, 0, sizeof *m);
-    m->fd = -1;
+    m->fd = fd;
     m->file = file;
     memset(&want, 0, sizeof want);
     snprintf(want.node, sizeof want.node, "%s", node ? node : "");
@@ -243,6 +243,13 @@ int history_map_open(struct history_map *m, const char *file, const char *node,
     want.max_topics = max_topics;
     want.arena_size = arena_size;
     want.room_size = room_size;
+}
+
+int history_map_open(struct history_map *m, const char *file, const char *node,
+                     uint32_t max_users, uint32_t max_topics, uint64_t arena_size,
+                     size_t room_size)
+{
+    start(m, -1, file, node, max_users, max_topics, arena_size, room_size);
     if (file)
         return open_file(m);
     size_t bytes = total_bytes();
@@ -255,6 +262,65 @@ int history_map_open(struct history_map *m, const char *file, const char *node,
     }
     point(m, base);
     return make_head(m);
+}
+
+int history_map_adopt(struct history_map *m, int fd, const char *file, const char *node,
+                      uint32_t max_users, uint32_t max_topics, uint64_t arena_size,
+                      size_t room_size)
+{
+    start(m, fd, file, node, max_users, max_topics, arena_size, room_size);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        log_msg(LOG_ERROR, "takeover: cannot look at the history handed over: %m");
+        return -1;
+    }
+    /* A file is checked as at an open (its lock is the previous process's,
+     * shared through the descriptor); memory comes from that process. */
+    if (file && usable(m, &st) != 0)
+        return -1;
+    struct history_head h;
+    size_t bytes = total_bytes();
+    const char *bad = NULL;
+    if ((uint64_t)st.st_size != bytes)
+        bad = "its size is not what these options make";
+    else if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+             memcmp(h.magic, HISTORY_MAGIC, sizeof h.magic) != 0)
+        bad = "it is not a history";
+    else
+        bad = foreign(&h);
+    char *base = bad ? NULL : map_file(fd, bytes);
+    if (!base) {
+        log_msg(LOG_ERROR, "takeover: the history handed over cannot be used: %s",
+                bad ? bad : strerror(errno));
+        return -1;
+    }
+    point(m, base);
+    return 0;
+}
+
+int history_map_copy(const struct history_map *m)
+{
+    int fd = memfd_create("httpdcnode-history", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)m->bytes) != 0) {
+        log_msg(LOG_ERROR, "takeover: cannot make a memory file for the history: %m");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* Pages never written stay holes: an unused uid's slot costs nothing. */
+    static const char zero[4096];
+    const char *base = (const char *)m->head;
+    for (size_t at = 0; at < m->bytes; at += 4096) {
+        size_t n = m->bytes - at < 4096 ? m->bytes - at : 4096;
+        if (memcmp(base + at, zero, n) == 0)
+            continue;
+        if (pwrite(fd, base + at, n, (off_t)at) != (ssize_t)n) {
+            log_msg(LOG_ERROR, "takeover: cannot copy the history to a memory file: %m");
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
 }
 
 void history_map_close(struct history_map *m)

@@ -37,12 +37,14 @@
 #include "core/presence.h"
 #include "core/conn.h"
 #include "core/framing.h"
+#include "lib/carry.h"
+#include "lib/log.h"
 #include "core/outbound.h"
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/uidtable.h"
+#include "lib/peer_addr.h"
 
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -68,6 +70,7 @@ static uint32_t window_ms = PRESENCE_WINDOW_MS;
  * 136 KB for 1.1M uids, its pages touched only where uids are used. It
  * differs from the uid table only for uids of this window's changes. */
 static uint64_t *told;
+static uint32_t told_words;    /* its size */
 static uint32_t batch[BATCH_MAX];   /* one message being built (16 KB) */
 static void (*after_snapshot)(int to_all);
 
@@ -171,7 +174,8 @@ int presence_init(struct event_base *base, int on, uint32_t max_users)
     enabled = on;
     if (!enabled)
         return 0;
-    told = calloc((size_t)max_users / 64 + 1, sizeof *told);
+    told_words = max_users / 64 + 1;
+    told = calloc(told_words, sizeof *told);
     flush_ev = evtimer_new(base, on_flush, NULL);
     repair_ev = evtimer_new(base, on_repair, NULL);
     return told && flush_ev && repair_ev ? 0 : -1;
@@ -251,6 +255,56 @@ uint32_t presence_snapshot_to(int to_all)
 
 uint32_t presence_snapshot(void) { return presence_snapshot_to(0); }
 
+/* ---------------------------------------------------------------- hand-over */
+
+void presence_flush_now(void)
+{
+    if (enabled)
+        flush();
+}
+
+int presence_carry_export(struct carry_out *o)
+{
+    size_t at = carry_begin(o, PRESENCE_CARRY_TAG, PRESENCE_CARRY_VERSION);
+    carry_u8(o, (uint8_t)enabled);
+    carry_u8(o, enabled && evtimer_pending(repair_ev, NULL));
+    carry_u32(o, enabled ? told_words : 0);
+    if (enabled)
+        carry_put(o, told, told_words * sizeof *told);
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int presence_carry_take(struct carry_in *rec, uint16_t version)
+{
+    (void)version;                   /* 1: the only one yet */
+    int was = carry_get_u8(rec), repair = carry_get_u8(rec);
+    uint32_t words = carry_get_u32(rec);
+    const void *bits = carry_view(rec, (size_t)words * sizeof *told);
+    if (rec->failed || was != enabled || (enabled && words != told_words)) {
+        log_msg(LOG_ERROR, "takeover: presence is %s in the running process: start this one "
+                "with the same --presence and --max-users", was ? "on" : "off");
+        return -1;
+    }
+    if (!enabled)
+        return 0;
+    memcpy(told, bits, (size_t)words * sizeof *told);
+    static const struct timeval one_second = {1, 0};
+    if (repair)
+        evtimer_add(repair_ev, &one_second);
+    return 0;
+}
+
+void presence_carry_settle(void)
+{
+    for (uint32_t w = 0; enabled && w < told_words; w++)
+        for (uint64_t bits = told[w]; bits; bits &= bits - 1) {
+            uint32_t uid = w * 64 + (uint32_t)__builtin_ctzll(bits);
+            if (!uidtable_first(uid))
+                presence_changed(uid, 0);    /* told up, gone meanwhile: a down */
+        }
+}
+
 /* ---------------------------------------------------------------- connections */
 
 /* The ending counters and the reason each names (metrics.c's labels). */
@@ -286,34 +340,36 @@ static const char *transport_name(uint8_t framing)
     case FRAMING_SSE: return "sse";
     case FRAMING_POLL: return "poll";
     case FRAMING_WS:
-    case FRAMING_WS_META: return "ws";
+    case FRAMING_WS_META:
+    case FRAMING_WS_DEFLATE:
+    case FRAMING_WS_META_DEFLATE: return "ws";
     default: return "chunked";
     }
 }
 
-/* The peer of fd, as out_conn has it (family 0 when unknown). */
-static void peer_of(int fd, struct out_conn *c)
+/* The client's address (peer, else the peer of fd), as out_conn has it
+ * (family 0 when unknown). */
+static void peer_of(int fd, const struct peer_addr *peer, struct out_conn *c)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-        c->family = 4;
-        c->port = ntohs(a->sin_port);
-        memcpy(c->addr, &a->sin_addr, 4);
-    } else if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-        c->family = 6;
-        c->port = ntohs(a->sin6_port);
-        memcpy(c->addr, &a->sin6_addr, 16);
+    struct peer_addr a;
+    if (!peer) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 ||
+            peer_addr_from_sockaddr((struct sockaddr *)&ss, &a) != 0)
+            return;
+        peer = &a;
     }
+    c->family = peer->family;
+    c->port = peer->port;
+    memcpy(c->addr, peer->addr, sizeof c->addr);
 }
 
 void presence_conns_enable(int on) { conns = on; }
 
-void presence_conn_up(const struct stream *s, int fd)
+int presence_conns_on(void) { return conns; }
+
+void presence_conn_up(const struct stream *s, int fd, const struct peer_addr *peer)
 {
     if (!conns)
         return;
@@ -322,7 +378,7 @@ void presence_conn_up(const struct stream *s, int fd)
         return;                        /* out of memory: the stream has no name */
     struct out_conn c = {.conn = id->id, .transport = transport_name(s->framing),
                          .uid = s->uid, .up = 1};
-    peer_of(fd, &c);
+    peer_of(fd, peer, &c);
     outbound_conn(&c);
 }
 

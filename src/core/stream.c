@@ -6,6 +6,7 @@
 #include "core/backlog.h"
 #include "core/expiry.h"
 #include "core/framing.h"
+#include "lib/carry.h"
 #include "core/presence.h"
 #include "lib/log.h"
 #include "lib/pool.h"
@@ -406,6 +407,12 @@ void stream_unconfigure(void)
 
 struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd)
 {
+    return stream_open_peer(uid, framing, req, fd, NULL);
+}
+
+struct stream *stream_open_peer(uint32_t uid, uint8_t framing, struct evhttp_request *req, int fd,
+                                const struct peer_addr *peer)
+{
     struct stream *s = pool_alloc(&streams);
     if (!s)
         return NULL;
@@ -418,7 +425,7 @@ struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request 
     loop_stats.streams_open++;
     loop_stats.streams_total++;
     uidtable_add(s);
-    presence_conn_up(s, fd);
+    presence_conn_up(s, fd, peer);
     expiry_track(s);                     /* when its request carried a token */
     if (uidtable_count(uid) > config.max_conns_per_uid) {
         loop_stats.evicted++;
@@ -428,6 +435,23 @@ struct stream *stream_open(uint32_t uid, uint8_t framing, struct evhttp_request 
 }
 
 int stream_import(struct stream *s) { return stream_import_idle(s, NULL); }
+
+int stream_import_with(struct stream *s, const struct iovec *iov, int iovcnt)
+{
+    assert(s->state == STREAM_WELCOMING || s->state == STREAM_ENDING);
+    size_t n = 0;
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
+    if (n && (total_room(s, n) != 0 ||
+              backlog_prepend(&s->out, s, iov, iovcnt, SIZE_MAX) != 0)) {
+        if (!stream_gone(s)) {
+            log_msg(LOG_ERROR, "out of memory taking a stream's head from evhttp: it is closed");
+            stream_close(s);
+        }
+        return -1;
+    }
+    return stream_import(s);
+}
 
 int stream_import_idle(struct stream *s, const struct timeval *idle)
 {
@@ -496,3 +520,195 @@ void stream_end_why(struct stream *s, uint8_t why)
 }
 
 void stream_end_with(struct stream *s, struct iovec last) { end_with(s, last, END_DRAIN); }
+
+/* ---------------------------------------------------------------- hand-over */
+
+/* The streams of a hand-over, in its order: export, as found; import, as
+ * made. Their idle time left (import: UINT32_MAX for none) and, to find
+ * an export's index from a stream, the same sorted by address. */
+static struct stream **carried;
+static uint32_t ncarried;
+static uint32_t *idle_left;
+static struct by_addr {
+    const struct stream *s;
+    uint32_t i;
+} *by_addr;
+
+static int cmp_addr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct by_addr *)a)->s;
+    uintptr_t y = (uintptr_t)((const struct by_addr *)b)->s;
+    return (x > y) - (x < y);
+}
+
+void stream_carry_forget(void)
+{
+    free(carried);
+    free(idle_left);
+    free(by_addr);
+    carried = NULL;
+    idle_left = NULL;
+    by_addr = NULL;
+    ncarried = 0;
+}
+
+static int carry_push(struct stream *s, uint32_t *cap)
+{
+    if (ncarried == *cap) {
+        uint32_t n = *cap ? *cap * 2 : 1024;
+        struct stream **c = realloc(carried, n * sizeof *c);
+        if (!c)
+            return -1;
+        carried = c;
+        *cap = n;
+    }
+    carried[ncarried++] = s;
+    return 0;
+}
+
+/* ms until s's idle timeout, UINT32_MAX when it has none. */
+static uint32_t idle_ms_left(const struct stream *s)
+{
+    struct timeval at, now;
+    if (!event_pending(&s->u.ev, EV_TIMEOUT, &at))
+        return UINT32_MAX;
+    evutil_gettimeofday(&now, NULL);
+    int64_t ms = ((int64_t)at.tv_sec - now.tv_sec) * 1000 + (at.tv_usec - now.tv_usec) / 1000;
+    return ms < 0 ? 0 : ms > 86400000 ? 86400000 : (uint32_t)ms;
+}
+
+static void put_stream(struct carry_out *o, const struct stream *s)
+{
+    const struct transport_ops *t = transport_ops[s->framing];
+    carry_u32(o, carry_fd(o, stream_fd(s)));
+    carry_u32(o, s->uid);
+    carry_u8(o, s->framing);
+    carry_u8(o, s->state);
+    /* A talking transport's bits are its own, carried in its record. */
+    carry_u16(o, t && t->readable ? 0 : s->input_bytes);
+    carry_u32(o, t && t->idle ? idle_ms_left(s) : UINT32_MAX);
+}
+
+int stream_carry_export(struct carry_out *o)
+{
+    uint32_t cap = 0, left_behind = 0;
+    stream_carry_forget();
+    /* Each uid's streams oldest first, so that they are added back in the
+     * order --max-conns-per-uid evicts them. */
+    for (uint32_t uid = uidtable_next_online(0); uid; uid = uidtable_next_online(uid)) {
+        uint32_t first = ncarried;
+        for (struct stream *s = uidtable_first(uid); s; s = s->next) {
+            if (s->state != STREAM_LIVE && s->state != STREAM_DRAINING) {
+                left_behind++;           /* still in evhttp's hands */
+                continue;
+            }
+            if (carry_push(s, &cap) != 0)
+                return -1;
+        }
+        for (uint32_t a = first, b = ncarried; b > a + 1; a++, b--) {
+            struct stream *x = carried[a];
+            carried[a] = carried[b - 1];
+            carried[b - 1] = x;
+        }
+    }
+    if (left_behind)
+        log_msg(LOG_ERROR, "takeover: %u streams still being opened are not handed over",
+                left_behind);
+    by_addr = malloc((ncarried ? ncarried : 1) * sizeof *by_addr);
+    if (!by_addr)
+        return -1;
+    for (uint32_t i = 0; i < ncarried; i++)
+        by_addr[i] = (struct by_addr){carried[i], i};
+    qsort(by_addr, ncarried, sizeof *by_addr, cmp_addr);
+
+    size_t at = carry_begin(o, STREAM_CARRY_TAG, STREAM_CARRY_VERSION);
+    carry_u32(o, FRAMING_KINDS);
+    for (int k = 0; k < FRAMING_KINDS; k++)
+        carry_u32(o, (uint32_t)(idle_after[k].tv_sec * 1000 + idle_after[k].tv_usec / 1000));
+    carry_u32(o, ncarried);
+    for (uint32_t i = 0; i < ncarried; i++)
+        put_stream(o, carried[i]);
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+uint32_t stream_carry_count(void) { return ncarried; }
+
+struct stream *stream_carried(uint32_t i) { return i < ncarried ? carried[i] : NULL; }
+
+uint32_t stream_carry_index(const void *s)
+{
+    struct by_addr key = {s, 0}, *at = by_addr ? bsearch(&key, by_addr, ncarried,
+                                                          sizeof *by_addr, cmp_addr) : NULL;
+    return at ? at->i : UINT32_MAX;
+}
+
+/* One stream of the record, made: -1 when it is malformed. */
+static int take_stream(struct carry_in *rec, const int *fds, uint32_t nfds, uint32_t i)
+{
+    uint32_t fd_at = carry_get_u32(rec), uid = carry_get_u32(rec);
+    uint8_t framing = carry_get_u8(rec), state = carry_get_u8(rec);
+    uint16_t bits = carry_get_u16(rec);
+    idle_left[i] = carry_get_u32(rec);
+    if (rec->failed || fd_at >= nfds || uid == 0 || uid > uidtable_max() ||
+        framing >= FRAMING_KINDS || (state != STREAM_LIVE && state != STREAM_DRAINING))
+        return -1;
+    struct stream *s = pool_alloc(&streams);
+    if (!s)
+        return -1;
+    memset(s, 0, sizeof *s);
+    s->uid = uid;
+    s->framing = framing;
+    s->state = state;
+    s->input_bytes = bits;
+    /* Watched once all is taken (stream_carry_arm): nothing is read or
+     * written before the previous process has let go. */
+    event_assign(&s->u.ev, config.base, fds[fd_at], 0, on_stream_event, s);
+    carried[i] = s;
+    uidtable_add(s);
+    loop_stats.streams_open++;
+    return 0;
+}
+
+int stream_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds)
+{
+    (void)version;                   /* 1: the only one yet */
+    stream_carry_forget();
+    uint32_t kinds = carry_get_u32(rec);
+    if (kinds > FRAMING_KINDS) {
+        log_msg(LOG_ERROR, "takeover: the running process has %u kinds of stream, this one "
+                "knows %d", kinds, FRAMING_KINDS);
+        return -1;
+    }
+    for (uint32_t k = 0; k < kinds; k++) {
+        uint32_t ms = carry_get_u32(rec);
+        idle_after[k] = (struct timeval){ms / 1000, (suseconds_t)(ms % 1000) * 1000};
+    }
+    uint32_t n = carry_get_u32(rec);
+    if (rec->failed || n > carry_left(rec) / 16)
+        return -1;
+    carried = calloc(n ? n : 1, sizeof *carried);
+    idle_left = calloc(n ? n : 1, sizeof *idle_left);
+    if (!carried || !idle_left)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (take_stream(rec, fds, nfds, i) != 0)
+            return -1;
+        ncarried = i + 1;
+    }
+    return 0;
+}
+
+void stream_carry_arm(void)
+{
+    for (uint32_t i = 0; i < ncarried; i++) {
+        struct stream *s = carried[i];
+        const struct transport_ops *t = transport_ops[s->framing];
+        stream_watch(s, s->out != NULL);
+        if (t && t->idle && idle_left[i] != UINT32_MAX) {
+            struct timeval tv = {idle_left[i] / 1000, (suseconds_t)(idle_left[i] % 1000) * 1000};
+            event_add(&s->u.ev, &tv);        /* what was left of it, then as usual */
+        }
+    }
+    stream_carry_forget();
+}

@@ -37,6 +37,8 @@ void uidtable_free(void)
 
 struct stream *uidtable_first(uint32_t uid) { return slots[uid]; }
 
+uint32_t uidtable_max(void) { return max_uid; }
+
 void uidtable_add(struct stream *s)
 {
     s->next = slots[s->uid];

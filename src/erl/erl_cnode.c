@@ -7,7 +7,9 @@
 #include "lib/clock.h"
 #include "core/cmd.h"
 #include "erl/erl_link.h"
+#include "lib/carry.h"
 #include "erl/erl_send.h"
+#include "erl/erl_seq.h"
 #include "erl/erl_setup.h"
 #include "erl/erl_socket.h"
 #include "erl/erl_inbound.h"
@@ -46,6 +48,26 @@ static ei_cnode ec;
 static int listen_fd = -1, listen_port;
 static ei_x_buff xbuf;
 
+/* A hot upgrade (erl_cnode.h): the loop asks, the thread answers through
+ * hold_state, each side waking the other with its eventfd. */
+enum { RUNNING, HOLD_ASKED, HOLDING, EXPORT_ASKED, EXPORTED };
+static atomic_int hold_state;
+static int hold_wake_fd = -1;      /* the loop wakes the thread */
+static int hold_ack_fd = -1;       /* the thread answers the loop */
+static struct carry_out *export_to;
+static int export_result;
+/* What the process taking over was handed (erl_cnode_carry_take). */
+static struct {
+    int taken;
+    uint32_t creation;
+    int listen_fd;
+    int publish_fd;
+    struct carry_in links, seq;
+    uint16_t links_version, seq_version;
+    const int *fds;
+    uint32_t nfds;
+} handed = {.listen_fd = -1, .publish_fd = -1};
+
 
 static int init_cnode(void)
 {
@@ -60,7 +82,7 @@ static int init_cnode(void)
     addr.s_addr = htonl(INADDR_LOOPBACK);
     /* xinit, not init: the node must be alive@host as given, whatever the
      * machine's host name is. */
-    short creation = (short)((time(NULL) & 0x7fff) | 1);
+    short creation = handed.taken ? (short)handed.creation : (short)((time(NULL) & 0x7fff) | 1);
     if (ei_connect_xinit_ussi(&ec, host, alive, options->name, &addr, options->cookie,
                               (unsigned)creation, &erl_socket_callbacks,
                               sizeof erl_socket_callbacks, NULL) < 0) {
@@ -80,6 +102,15 @@ static int start_listening(void)
                             ? INADDR_LOOPBACK
                             : INADDR_ANY);
     listen_port = 0;
+    if (handed.listen_fd >= 0) {
+        listen_fd = erl_socket_adopt_listen(&ec, handed.listen_fd, &listen_port);
+        handed.listen_fd = -1;
+        if (listen_fd < 0) {
+            log_msg(LOG_ERROR, "takeover: cannot take the Erlang listening socket");
+            return -1;
+        }
+        return 0;
+    }
     listen_fd = ei_xlisten(&ec, &addr, &listen_port, 128);
     if (listen_fd < 0) {
         log_msg(LOG_ERROR, "cannot listen for Erlang connections: %s", strerror(erl_errno));
@@ -110,14 +141,15 @@ static void take_new_link(const struct erl_new_link *n)
 }
 
 /* {Pid, Ref, snapshot} came on link i: the snapshot goes to that master,
- * or, asked by another node, to every master (the loop makes it). */
+ * or, asked by another node, to every master (the loop makes it), each
+ * after a hello (its application may have started after the link). */
 static void snapshot_asked(int i)
 {
     struct erl_link *from = erl_link_at(i);
     for (int j = 0; j < erl_link_count(); j++) {
         struct erl_link *l = erl_link_at(j);
         if (l->is_master && (l == from || !from->is_master))
-            l->awaiting = 1;
+            erl_send_master_up(l);
     }
 }
 
@@ -199,7 +231,7 @@ static void read_link(int i)
         int kind = 0;
         if (r == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND ||
                              msg.msgtype == ERL_SEND_TT || msg.msgtype == ERL_REG_SEND_TT))
-            kind = erl_inbound_message(xbuf.buff, xbuf.index, &acked);  /* index: its length */
+            kind = erl_inbound_message(xbuf.buff, xbuf.index, erl_link_at(i)->node, &acked);
         if (kind == CMD_SNAPSHOT)
             snapshot_asked(i);
         else if (kind == CMD_IN_ACK)
@@ -214,9 +246,10 @@ static void read_link(int i)
 
 static void poll_once(void)
 {
-    struct pollfd fds[3 + ERL_LINK_MAX];
+    struct pollfd fds[4 + ERL_LINK_MAX];
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
+    fds[nfds++] = (struct pollfd){.fd = hold_wake_fd, .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = erl_setup_ready_fd(), .events = POLLIN};
     fds[nfds++] = (struct pollfd){.fd = handoff_wakeup_fd(outbox), .events = POLLIN};
     /* First: a judgement may drop links, which reorders them. */
@@ -237,40 +270,194 @@ static void poll_once(void)
     int wait = buffered ? 0 : repair ? REPAIR_CHECK_MS : 1000;
     if (judge_in < wait)
         wait = (int)judge_in;
+    int seq_wait = erl_seq_active() ? erl_seq_wait_ms(clock_now_ms()) : -1;
+    if (seq_wait >= 0 && seq_wait < wait)
+        wait = seq_wait;
     int ready = poll(fds, (nfds_t)nfds, wait);
     if (repair)
         check_repairs();
     erl_send_check_windows();
+    erl_inbound_seq_tick();
     if (ready < 0 || (ready == 0 && !buffered))
         return;
-    if (fds[0].revents)
-        return;
+    if (fds[1].revents) {
+        uint64_t n;
+        (void)!read(hold_wake_fd, &n, sizeof n);
+    }
+    if (fds[0].revents || atomic_load(&hold_state) != RUNNING)
+        return;                 /* stopping, or a hand-over: cnode_main sees it */
 
     /* Links from the highest index down: drop_link moves the last link into
      * the freed slot, which has already been served then. */
     for (int i = nlinks - 1; i >= 0; i--)
         if (fds[first_link + i].revents || erl_socket_buffered(erl_link_at(i)->sock))
             read_link(i);
-    if (fds[1].revents)
-        take_new_links();
     if (fds[2].revents)
+        take_new_links();
+    if (fds[3].revents)
         erl_send_drain();
     /* Last: dropping links reorders them, so nothing above may follow. */
     drop_broken_links();
 }
 
+/* ---------------------------------------------------------------- hand-over */
+
+static void answer_loop(int state)
+{
+    uint64_t one = 1;
+    atomic_store(&hold_state, state);
+    (void)!write(hold_ack_fd, &one, sizeof one);
+}
+
+/* One turn while a hand-over holds the thread: no link is read (what
+ * Erlang sends waits in the sockets, for this process or the next), the
+ * outbox is still sent; asked, the links are exported. */
+static void hold_turn(int state)
+{
+    if (state == HOLD_ASKED) {
+        answer_loop(HOLDING);
+        return;
+    }
+    if (state == EXPORT_ASKED) {
+        erl_send_drain();            /* all the loop queued before it asked */
+        size_t at = carry_begin(export_to, ERL_CNODE_CARRY_TAG, ERL_CNODE_CARRY_VERSION);
+        carry_u32(export_to, ec.creation);
+        carry_u32(export_to, carry_fd(export_to, listen_fd));
+        int publish = erl_setup_epmd_fd();
+        carry_u8(export_to, publish >= 0);
+        carry_u32(export_to, publish >= 0 ? carry_fd(export_to, publish) : 0);
+        carry_end(export_to, at);
+        export_result = erl_link_carry_export(export_to) == 0 &&
+                        erl_seq_carry_export(export_to) == 0 ? 0 : -1;
+        answer_loop(EXPORTED);
+        return;
+    }
+    struct pollfd fds[3] = {{.fd = stop_fd, .events = POLLIN},
+                            {.fd = hold_wake_fd, .events = POLLIN},
+                            {.fd = handoff_wakeup_fd(outbox), .events = POLLIN}};
+    if (poll(fds, 3, 100) > 0 && fds[2].revents && state == HOLDING)
+        erl_send_drain();
+    if (fds[1].revents) {
+        uint64_t n;
+        (void)!read(hold_wake_fd, &n, sizeof n);
+    }
+}
+
+/* Asks the thread to go to state and waits for its answer, up to
+ * deadline_ms; wait is called meanwhile (the loop's own work). */
+static int ask(int state, int answer, int64_t deadline_ms, void (*wait)(void))
+{
+    uint64_t one = 1, n;
+    atomic_store(&hold_state, state);
+    (void)!write(hold_wake_fd, &one, sizeof one);
+    while (atomic_load(&hold_state) != answer) {
+        if (clock_now_ms() >= deadline_ms)
+            return -1;
+        if (wait)
+            wait();
+        struct pollfd p = {.fd = hold_ack_fd, .events = POLLIN};
+        if (poll(&p, 1, 5) > 0)
+            (void)!read(hold_ack_fd, &n, sizeof n);
+    }
+    return 0;
+}
+
+int erl_cnode_hold(int64_t deadline_ms, void (*wait)(void))
+{
+    if (erl_setup_hold(1, deadline_ms) != 0 || ask(HOLD_ASKED, HOLDING, deadline_ms, wait) != 0) {
+        log_msg(LOG_ERROR, "takeover: the C-node thread did not stop reading in time");
+        return -1;
+    }
+    return 0;
+}
+
+int erl_cnode_carry_export(struct carry_out *o, int64_t deadline_ms)
+{
+    export_to = o;
+    if (ask(EXPORT_ASKED, EXPORTED, deadline_ms, NULL) != 0) {
+        log_msg(LOG_ERROR, "takeover: the C-node thread did not hand over its links in time");
+        return -1;
+    }
+    return export_result;
+}
+
+void erl_cnode_release(void)
+{
+    uint64_t one = 1;
+    export_to = NULL;
+    atomic_store(&hold_state, RUNNING);
+    (void)!write(hold_wake_fd, &one, sizeof one);
+    erl_setup_hold(0, clock_now_ms() + 1000);
+}
+
+int erl_cnode_carry_take(const struct carry_in *state, const int *fds, uint32_t nfds)
+{
+    uint16_t version;
+    struct carry_in rec;
+    if (carry_find(state, ERL_CNODE_CARRY_TAG, &version, &rec) != 1)
+        return -1;
+    handed.creation = carry_get_u32(&rec);
+    uint32_t lfd = carry_get_u32(&rec);
+    int published = carry_get_u8(&rec);
+    uint32_t pfd = carry_get_u32(&rec);
+    if (rec.failed || lfd >= nfds || (published && pfd >= nfds) ||
+        carry_find(state, ERL_LINK_CARRY_TAG, &handed.links_version, &handed.links) != 1 ||
+        carry_find(state, ERL_SEQ_CARRY_TAG, &handed.seq_version, &handed.seq) != 1)
+        return -1;
+    handed.listen_fd = fds[lfd];
+    handed.publish_fd = published ? fds[pfd] : -1;
+    handed.fds = fds;
+    handed.nfds = nfds;
+    handed.taken = 1;
+    return 0;
+}
+
+static int adopt_link(int fd, const char *node, const void *unread, size_t n)
+{
+    return erl_socket_adopt(&ec, fd, node, unread, n);
+}
+
+/* erl_cnode_prepare's part of a hand-over: the links, as they were. */
+static int take_links(void)
+{
+    if (handed.publish_fd >= 0)
+        erl_setup_epmd_adopt(handed.publish_fd);
+    handed.publish_fd = -1;
+    if (erl_link_carry_take(&handed.links, handed.links_version, handed.fds, handed.nfds,
+                            adopt_link) != 0 ||
+        erl_seq_carry_take(&handed.seq, handed.seq_version) != 0)
+        return -1;
+    for (int i = 0; i < erl_link_count(); i++)
+        if (erl_link_at(i)->is_master)
+            erl_setup_adopt_master(erl_link_at(i)->node);
+    log_msg(LOG_INFO, "takeover: %d Erlang links and the epmd registration taken over",
+            erl_link_count());
+    return 0;
+}
+
 static void *cnode_main(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&stopping))
-        poll_once();
+    while (!atomic_load(&stopping)) {
+        int state = atomic_load(&hold_state);
+        if (state != RUNNING)
+            hold_turn(state);
+        else
+            poll_once();
+    }
     erl_link_close_all();
     ei_x_free(&xbuf);
+    erl_seq_free();
     erl_send_free();
     return NULL;
 }
 
 int erl_cnode_start(const struct options *opts, struct handoff *in, struct handoff *out)
+{
+    return erl_cnode_prepare(opts, in, out) == 0 && erl_cnode_run() == 0 ? 0 : -1;
+}
+
+int erl_cnode_prepare(const struct options *opts, struct handoff *in, struct handoff *out)
 {
     options = opts;
     inbox = in;
@@ -285,11 +472,20 @@ int erl_cnode_start(const struct options *opts, struct handoff *in, struct hando
         return -1;
     ei_x_new(&xbuf);
     erl_send_init(&ec, outbox, opts);
+    erl_seq_init(erl_send_seq_ack);
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (stop_fd < 0) {
+    hold_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    hold_ack_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (stop_fd < 0 || hold_wake_fd < 0 || hold_ack_fd < 0) {
         log_msg(LOG_ERROR, "eventfd: %m");
         return -1;
     }
+    return handed.taken ? take_links() : 0;
+}
+
+int erl_cnode_run(void)
+{
+    const struct options *opts = options;
     const char *masters[MASTERS_MAX];
     for (uint32_t i = 0; i < opts->n_masters; i++)
         masters[i] = opts->masters[i];
@@ -323,6 +519,8 @@ int erl_cnode_stop(void)
         return -1;
     }
     close(stop_fd);
+    close(hold_wake_fd);
+    close(hold_ack_fd);
     /* After the C-node thread: it tells the setup threads when the master goes. */
     if (erl_setup_stop(&deadline) != 0) {
         log_msg(LOG_INFO, "an Erlang handshake is still in progress; exiting without it");

@@ -3,11 +3,14 @@
 #include "lib/clock.h"
 #include "core/cmd.h"
 #include "erl/erl_link.h"
+#include "erl/erl_send.h"
+#include "erl/erl_seq.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 #include "erl/erl_term.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* While the loop is behind, the links are ticked this often. */
@@ -62,17 +65,138 @@ static struct cmd *reserve(size_t size)
     return rec;
 }
 
-int erl_inbound_message(const char *buf, int len, uint32_t *acked)
+/* The message's view into a record of the inbox; its kind, 0 when not
+ * (we are stopping). */
+static int commit(const char *buf, const struct term_view *v)
+{
+    uint32_t reply_len = v->has_reply ? (uint32_t)v->reply_len : 0;
+    struct cmd *c = reserve(cmd_size(v->nuids, v->payload_len, reply_len));
+    if (!c)
+        return 0;
+    *c = (struct cmd){
+        .kind = (uint8_t)v->kind,
+        .binary = v->binary,
+        .reply_len = (uint16_t)reply_len,
+        .uid = v->uid,
+        .nuids = v->nuids,
+        .payload_len = v->payload_len,
+        .received_ns = clock_now_ns(),     /* for httpdcnode_delivery_seconds */
+        .conn = v->conn,
+    };
+    if (cmd_is_topic((uint8_t)v->kind)) {
+        c->uid = v->topic_len;             /* the topic where the uids go */
+        erl_term_copy_topic(buf, v, cmd_topic(c));
+    } else if (v->nuids) {
+        erl_term_copy_uids(buf, v, cmd_uids(c));
+    }
+    if (v->payload_len)
+        erl_term_copy_payload(buf, v, cmd_payload(c));
+    if (reply_len)
+        memcpy(cmd_reply(c), buf + v->reply_index, reply_len);
+    handoff_commit(inbox);
+    return v->kind;
+}
+
+static enum term_error parse(const char *buf, int len, struct term_view *v)
 {
     int index = 0, version;
-    struct term_view v;
-    enum term_error e;
-
-    atomic_fetch_add(&cnode_stats.msgs_in, 1);
     if (len < 1 || ei_decode_version(buf, &index, &version) != 0)
-        e = TERM_BAD_SHAPE;
-    else
-        e = erl_term_parse(buf, index, len, &limits, &v);
+        return TERM_BAD_SHAPE;
+    return erl_term_parse(buf, index, len, &limits, v);
+}
+
+/* The atom at buf[index] into out, as UTF-8; 0 when it is not empty and
+ * fits (a Latin-1 atom may grow past MAXATOMLEN bytes as UTF-8). */
+static int atom_at(const char *buf, int index, char out[MAXATOMLEN])
+{
+    if (ei_decode_atom_as(buf, &index, out, MAXATOMLEN, ERLANG_UTF8, NULL, NULL) < 0)
+        out[0] = '\0';
+    return out[0] ? 0 : -1;
+}
+
+/* Applies o's held messages whose turn came, in order. */
+static void apply_due(struct erl_seq_origin *o)
+{
+    struct erl_seq_held *h;
+    struct term_view v;
+    while ((h = erl_seq_take_due(o)) != NULL) {
+        /* it was parsed when it came */
+        if (parse(h->term, (int)h->len, &v) == TERM_OK && commit(h->term, &v))
+            erl_seq_committed(o, v.seq_last, handoff_committed(inbox));
+        free(h);
+    }
+}
+
+/* A gap for the uids of the message v (a CMD_GAP for all of them when
+ * nuids is 0 and v is none: whose the messages were nobody knows). */
+static int gap_for(const char *buf, const struct term_view *v)
+{
+    uint32_t n = v ? (v->kind == CMD_UNICAST ? 1 : v->nuids) : 0;
+    uint8_t kind = v ? CMD_GAP : CMD_GAP_ALL;
+    struct cmd *c = reserve(cmd_size(n, 0, 0));
+    if (!c)
+        return 0;
+    *c = (struct cmd){.kind = kind, .nuids = n, .received_ns = clock_now_ns()};
+    if (v && v->kind == CMD_UNICAST)
+        cmd_uids(c)[0] = v->uid;
+    else if (n)
+        erl_term_copy_uids(buf, v, cmd_uids(c));
+    handoff_commit(inbox);
+    return kind;
+}
+
+/* A numbered message: applied once, in its master's order (erl_seq.h). */
+static int numbered(const char *buf, int len, const struct term_view *v, const char *from)
+{
+    char master[MAXATOMLEN];
+    struct erl_seq_origin *o;
+    if (atom_at(buf, v->seq_master_index, master) != 0) {
+        count_bad_term(TERM_BAD_SHAPE);
+        return 0;
+    }
+    switch (erl_seq_admit(master, v->seq_inc, v->seq, v->seq_last, from, buf, (uint32_t)len, &o,
+                          clock_now_ms())) {
+    case ERL_SEQ_UNTRACKED:
+        return commit(buf, v);
+    case ERL_SEQ_DUPLICATE:
+        if (v->has_reply)               /* no connection written by this copy */
+            erl_send_count_reply(buf + v->reply_index, v->reply_len, 0);
+        return 0;
+    case ERL_SEQ_STALE:
+        return gap_for(buf, v);
+    case ERL_SEQ_HELD:
+    case ERL_SEQ_DROPPED:
+        return 0;
+    case ERL_SEQ_APPLY:
+        break;
+    }
+    int kind = commit(buf, v);
+    if (kind) {
+        erl_seq_committed(o, v->seq_last, handoff_committed(inbox));
+        apply_due(o);
+    }
+    return kind;
+}
+
+static void base(const char *buf, const struct term_view *v, const char *from)
+{
+    char master[MAXATOMLEN], ack_to[MAXATOMLEN];
+    if (atom_at(buf, v->seq_master_index, master) != 0 ||
+        atom_at(buf, v->seq_ack_to_index, ack_to) != 0) {
+        count_bad_term(TERM_BAD_SHAPE);
+        return;
+    }
+    struct erl_seq_origin *o = erl_seq_base(master, v->seq_inc, v->seq, ack_to, from,
+                                            clock_now_ms());
+    if (o)
+        apply_due(o);
+}
+
+int erl_inbound_message(const char *buf, int len, const char *from, uint32_t *acked)
+{
+    struct term_view v;
+    atomic_fetch_add(&cnode_stats.msgs_in, 1);
+    enum term_error e = parse(buf, len, &v);
     if (e != TERM_OK) {
         count_bad_term(e);
         return 0;
@@ -84,32 +208,28 @@ int erl_inbound_message(const char *buf, int len, uint32_t *acked)
     if (v.kind == CMD_IN_RESET)     /* another name's inbox: not ours to reset */
         return inbox_name[0] && erl_term_atom_is(buf, v.payload_index, inbox_name)
                    ? CMD_IN_RESET : 0;
-    uint32_t reply_len = v.has_reply ? (uint32_t)v.reply_len : 0;
-    struct cmd *c = reserve(cmd_size(v.nuids, v.payload_len, reply_len));
-    if (!c)
-        return 0;
-    *c = (struct cmd){
-        .kind = (uint8_t)v.kind,
-        .binary = v.binary,
-        .reply_len = (uint16_t)reply_len,
-        .uid = v.uid,
-        .nuids = v.nuids,
-        .payload_len = v.payload_len,
-        .received_ns = clock_now_ns(),     /* for httpdcnode_delivery_seconds */
-        .conn = v.conn,
-    };
-    if (cmd_is_topic((uint8_t)v.kind)) {
-        c->uid = v.topic_len;              /* the topic where the uids go */
-        erl_term_copy_topic(buf, &v, cmd_topic(c));
-    } else if (v.nuids) {
-        erl_term_copy_uids(buf, &v, cmd_uids(c));
+    if (v.kind == CMD_SEQ_BASE) {
+        base(buf, &v, from);
+        return CMD_SEQ_BASE;
     }
-    if (v.payload_len)
-        erl_term_copy_payload(buf, &v, cmd_payload(c));
-    if (reply_len)
-        memcpy(cmd_reply(c), buf + v.reply_index, reply_len);
-    handoff_commit(inbox);
-    return v.kind;    /* erl_cnode.c routes a snapshot asked for to the asker */
+    if (v.numbered)
+        return numbered(buf, len, &v, from);
+    return commit(buf, &v);    /* erl_cnode.c routes a snapshot asked for to the asker */
+}
+
+void erl_inbound_seq_tick(void)
+{
+    if (!erl_seq_active())
+        return;                     /* raw terms only: nothing to do */
+    int64_t now = clock_now_ms();
+    struct erl_seq_origin *o;
+    uint64_t skipped;
+    while ((o = erl_seq_hole_expired(now, &skipped)) != NULL) {
+        if (skipped)
+            gap_for(NULL, NULL);
+        apply_due(o);
+    }
+    erl_seq_ack(now, handoff_consumed(inbox));
 }
 
 void erl_inbound_snapshot(void)

@@ -14,6 +14,7 @@
 #include "erl/erl_link.h"
 #include "erl/erl_park.h"
 #include "erl/erl_send_topics.h"
+#include "erl/erl_seq.h"
 #include "core/history.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -78,14 +79,52 @@ static void send_reply(int fd, erlang_pid *pid)
         send_failed(erl_link_find(pid->node), "reply");
 }
 
-static void send_ack(struct out_rec *r)
+void erl_send_count_reply(const char *reply, int reply_len, uint32_t n)
 {
     erlang_pid pid;
-    int fd = begin_reply((const char *)(r + 1), r->reply_len, &pid);
+    int fd = begin_reply(reply, reply_len, &pid);
     if (fd < 0)
         return;
-    ei_x_encode_ulong(&x, r->count);
+    ei_x_encode_ulong(&x, n);
     send_reply(fd, &pid);
+}
+
+static void send_ack(struct out_rec *r)
+{
+    erl_send_count_reply((const char *)(r + 1), r->reply_len, r->count);
+}
+
+/* A master link to send an acknowledgement for origin by: via's if it
+ * is linked, else the origin's, else any master's; NULL for none. */
+static struct erl_link *ack_link(const char *via, const char *origin)
+{
+    struct erl_link *l = erl_link_find(via);
+    if (!l || l->broken)
+        l = erl_link_find(origin);
+    for (int i = 0; (!l || l->broken || !l->is_master) && i < erl_link_count(); i++)
+        l = erl_link_at(i);
+    return l && !l->broken && l->is_master ? l : NULL;
+}
+
+int erl_send_seq_ack(const char *via, const char *ack_to, const char *origin, uint64_t inc,
+                     uint64_t seq)
+{
+    struct erl_link *l = ack_link(via, origin);
+    if (!l || !erl_link_has_room(l))
+        return -1;                       /* tried again at the next turn */
+    x.index = 0;
+    ei_x_encode_version(&x);
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_atom(&x, strcmp(l->node, origin) == 0 ? "httpdcnode_ack" : "httpdcnode_ack_via");
+    ei_x_encode_atom(&x, ei_thisnodename(cnode));
+    ei_x_encode_atom(&x, origin);
+    ei_x_encode_ulonglong(&x, inc);
+    ei_x_encode_ulonglong(&x, seq);
+    if (ei_reg_send(cnode, l->fd, (char *)ack_to, x.buff, x.index) < 0) {
+        send_failed(l, "acknowledgement");
+        return -1;
+    }
+    return 0;
 }
 
 static void send_stats(struct out_rec *r)
@@ -188,17 +227,33 @@ static void send_topics(struct out_rec *r, size_t size)
     }
 }
 
-/* {httpdcnode, Node, hello, #{history_ttl, history, epoch, max_users}}:
- * what a master needs to know of this C-node before its snapshot. */
+/* {httpdcnode, Node, hello, #{history_ttl, history, epoch, max_users,
+ * seq, instance, applied}}: what a master needs to know of this C-node
+ * before its snapshot; seq: numbered messages are taken (1), instance: this
+ * run's (erl_seq.h), applied: {Inc, Seq} of that master's stream, the
+ * last number applied, or none. */
 static void send_hello(struct erl_link *l)
 {
+    uint64_t inc, seq;
     x.index = 0;
     ei_x_encode_version(&x);
     ei_x_encode_tuple_header(&x, 4);
     ei_x_encode_atom(&x, "httpdcnode");
     ei_x_encode_atom(&x, ei_thisnodename(cnode));
     ei_x_encode_atom(&x, "hello");
-    ei_x_encode_map_header(&x, 4);
+    ei_x_encode_map_header(&x, 7);
+    ei_x_encode_atom(&x, "seq");
+    ei_x_encode_ulong(&x, 1);
+    ei_x_encode_atom(&x, "instance");
+    ei_x_encode_ulonglong(&x, erl_seq_instance());
+    ei_x_encode_atom(&x, "applied");
+    if (erl_seq_applied_for(l->node, &inc, &seq)) {
+        ei_x_encode_tuple_header(&x, 2);
+        ei_x_encode_ulonglong(&x, inc);
+        ei_x_encode_ulonglong(&x, seq);
+    } else {
+        ei_x_encode_atom(&x, "none");
+    }
     ei_x_encode_atom(&x, "history_ttl");
     ei_x_encode_ulong(&x, opts->history_ttl);
     ei_x_encode_atom(&x, "history");

@@ -9,13 +9,23 @@
 #include "lib/log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 static pthread_t setup_thread;
 static int setup_started;
+
+/* A hot upgrade: held, the thread accepts nothing, connects to no master
+ * and does not register; held_seen is its acknowledgement. */
+static atomic_int held, held_seen;
+/* The process taking over: the masters it has links to already. */
+static char adopted[ERL_SETUP_MASTERS_MAX][MAXNODELEN + 1];
+static int nadopted;
 
 /* Every master that is due gets a connect, while connect threads are free. */
 static void maybe_connect_masters(int64_t now)
@@ -46,13 +56,16 @@ static void *setup_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        int publish_fd = erl_setup_epmd_step(clock_now_ms());
-        maybe_connect_masters(clock_now_ms());
+        int hold = atomic_load(&held);
+        atomic_store(&held_seen, hold);
+        int publish_fd = hold ? erl_setup_epmd_fd() : erl_setup_epmd_step(clock_now_ms());
+        if (!hold)
+            maybe_connect_masters(clock_now_ms());
 
         int64_t now = clock_now_ms();
         struct pollfd fds[4] = {
             {.fd = erl_setup_stop_fd, .events = POLLIN},
-            {.fd = erl_setup_accept_fd(now), .events = POLLIN},   /* -1 is ignored */
+            {.fd = hold ? -1 : erl_setup_accept_fd(now), .events = POLLIN},  /* -1 is ignored */
             {.fd = publish_fd, .events = POLLIN},
             {.fd = erl_setup_wake_fd, .events = POLLIN},
         };
@@ -85,6 +98,9 @@ int erl_setup_start(const ei_cnode *ec, int lfd, int lport, const char *const *m
                     master_nodes[i], ERL_SETUP_MASTERS_MAX);
             return -1;
         }
+    for (int i = 0; i < nadopted; i++)
+        if (erl_setup_master_index(adopted[i]) >= 0)
+            erl_setup_master_linked(erl_setup_master_index(adopted[i]));
     erl_setup_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     erl_setup_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     erl_setup_queue_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -124,4 +140,25 @@ int erl_setup_stop(const struct timespec *deadline)
     close(erl_setup_wake_fd);
     close(erl_setup_queue_fd);
     return 0;
+}
+
+int erl_setup_hold(int on, int64_t deadline_ms)
+{
+    atomic_store(&held, on);
+    if (!setup_started)
+        return 0;
+    erl_setup_poke(erl_setup_wake_fd);
+    while (atomic_load(&held_seen) != on) {
+        if (clock_now_ms() >= deadline_ms)
+            return -1;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return 0;
+}
+
+void erl_setup_adopt_master(const char *node)
+{
+    if (nadopted < ERL_SETUP_MASTERS_MAX)
+        snprintf(adopted[nadopted++], sizeof adopted[0], "%s", node);
 }

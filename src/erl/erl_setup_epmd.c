@@ -67,3 +67,7 @@ void erl_setup_epmd_close(void)
         close(publish_fd);        /* unregisters from epmd */
     publish_fd = -1;
 }
+
+int erl_setup_epmd_fd(void) { return publish_fd; }
+
+void erl_setup_epmd_adopt(int fd) { publish_fd = fd; }

@@ -292,6 +292,87 @@ static int is_topic_term(const char *buf, int index, int arity)
     return arity == 4 && (atom_is(buf, index, "subscribe") || atom_is(buf, index, "refuse_join"));
 }
 
+/* An atom at *index, whose place is kept in *at; advances past it. */
+static enum term_error decode_atom_at(const char *buf, int *index, int *at)
+{
+    int type, size;
+    if (ei_get_type(buf, index, &type, &size) != 0 ||
+        (type != ERL_ATOM_EXT && type != ERL_SMALL_ATOM_EXT && type != ERL_ATOM_UTF8_EXT &&
+         type != ERL_SMALL_ATOM_UTF8_EXT) ||
+        size >= MAXATOMLEN)
+        return TERM_BAD_SHAPE;
+    *at = *index;
+    return ei_skip_term(buf, index) == 0 ? TERM_OK : TERM_BAD_SHAPE;
+}
+
+/* Master, Inc, Seq of {httpdcnode_seq | httpdcnode_seq_base, Master, Inc, Seq, _}
+ * at *index (past the tag); advances past them. */
+static enum term_error decode_numbering(const char *buf, int *index, struct term_view *v)
+{
+    unsigned long long inc, seq;
+    if (decode_atom_at(buf, index, &v->seq_master_index) != TERM_OK ||
+        ei_decode_ulonglong(buf, index, &inc) != 0 || ei_decode_ulonglong(buf, index, &seq) != 0)
+        return TERM_BAD_SHAPE;
+    v->seq_inc = inc;
+    v->seq = v->seq_last = seq;
+    return TERM_OK;
+}
+
+static enum term_error parse_tuple(const char *buf, int index, const struct term_limits *lim,
+                                   struct term_view *v);
+
+/* {httpdcnode_gap, Last, [Uid]} after its tag: Seq..Last lost for the uids. */
+static enum term_error decode_gap(const char *buf, int *index, const struct term_limits *lim,
+                                  struct term_view *v)
+{
+    unsigned long long last;
+    if (ei_decode_ulonglong(buf, index, &last) != 0 || last < v->seq)
+        return TERM_BAD_SHAPE;
+    v->seq_last = last;
+    v->kind = CMD_GAP;
+    int type, size;
+    if (ei_get_type(buf, index, &type, &size) != 0 ||
+        (type != ERL_LIST_EXT && type != ERL_STRING_EXT && type != ERL_NIL_EXT))
+        return TERM_BAD_SHAPE;
+    return decode_uid_list(buf, index, lim, v);
+}
+
+/* {httpdcnode_seq, Master, Inc, Seq, Inner} past its tag: Inner is a
+ * message for uids (with or without {Pid, Ref}) or a gap; nothing else
+ * is numbered. */
+static enum term_error parse_numbered(const char *buf, int index, const struct term_limits *lim,
+                                      struct term_view *v)
+{
+    int at, arity;
+    enum term_error e = decode_numbering(buf, &index, v);
+    if (e != TERM_OK)
+        return e;
+    v->numbered = 1;
+    at = index;
+    if (ei_decode_tuple_header(buf, &at, &arity) != 0)
+        return TERM_BAD_SHAPE;
+    if (arity == 3 && atom_is(buf, at, "httpdcnode_gap")) {
+        ei_skip_term(buf, &at);
+        return decode_gap(buf, &at, lim, v);
+    }
+    int type, size;
+    if ((arity != 2 && arity != 4) || ei_get_type(buf, &at, &type, &size) != 0 ||
+        type == ERL_ATOM_EXT || type == ERL_SMALL_ATOM_EXT || type == ERL_ATOM_UTF8_EXT ||
+        type == ERL_SMALL_ATOM_UTF8_EXT)
+        return TERM_BAD_SHAPE;
+    return parse_tuple(buf, index, lim, v);
+}
+
+/* {httpdcnode_seq_base, Master, Inc, Base, AckTo} past its tag. */
+static enum term_error parse_base(const char *buf, int index, struct term_view *v)
+{
+    enum term_error e = decode_numbering(buf, &index, v);
+    if (e != TERM_OK)
+        return e;
+    v->kind = CMD_SEQ_BASE;
+    return decode_atom_at(buf, &index, &v->seq_ack_to_index);
+}
+
 static enum term_error parse_pair(const char *buf, int index, const struct term_limits *lim,
                                   struct term_view *v)
 {
@@ -546,6 +627,14 @@ static enum term_error parse_tuple(const char *buf, int index, const struct term
             return e;
         return decode_target_and_payload(buf, &index, lim, v);
     case 5:
+        if (atom_is(buf, index, "httpdcnode_seq") && !v->numbered) {
+            ei_skip_term(buf, &index);
+            return parse_numbered(buf, index, lim, v);
+        }
+        if (atom_is(buf, index, "httpdcnode_seq_base")) {
+            ei_skip_term(buf, &index);
+            return parse_base(buf, index, v);
+        }
         if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
             return e;
         if (is_topic_term(buf, index, 3))
@@ -616,7 +705,9 @@ const char *erl_term_error_str(enum term_error e)
                "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {topic, Topic, Data}, "
                "{subscribe | unsubscribe, Conn, Topic} (each also with Pid, Ref first), "
                "{subscribe, Conn, Topic, Since}, {refuse_join, Conn, Topic, Reason}, "
-               "{httpdcnode_in_ack, N} or {httpdcnode_in_reset, Name}";
+               "{httpdcnode_in_ack, N}, {httpdcnode_in_reset, Name}, "
+               "{httpdcnode_seq, Master, Inc, Seq, Inner} "
+               "or {httpdcnode_seq_base, Master, Inc, Base, AckTo}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
     case TERM_TOO_BIG:
         return "payload over --max-message, or uid list too long for one hand-off record";

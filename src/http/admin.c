@@ -3,6 +3,7 @@
 #include "http/admin.h"
 #include "http/http_reply.h"
 #include "http/listener_pause.h"
+#include "lib/carry.h"
 #include "obs/probe.h"
 #include "lib/log.h"
 #include "obs/metrics.h"
@@ -139,6 +140,11 @@ static int admin_socket(const char *host, uint16_t port)
     return fd;
 }
 
+static struct evconnlistener *admin_listener;
+/* A hot upgrade: the listening socket taken over, -1 none; whether the
+ * running process had one at all (0: it ran without, as this one will). */
+static int handed_fd = -1, handed = 0, handed_had = 0;
+
 static int serve(struct event_base *base, int fd)
 {
     admin_http = evhttp_new(base);
@@ -160,7 +166,8 @@ static int serve(struct event_base *base, int fd)
         log_msg(LOG_ERROR, "evhttp cannot take the admin listening socket");
         return -1;
     }
-    evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound), on_accept_error);
+    admin_listener = evhttp_bound_socket_get_listener(bound);
+    evconnlistener_set_error_cb(admin_listener, on_accept_error);
     return 0;
 }
 
@@ -176,6 +183,16 @@ int admin_start(struct event_base *base, const struct options *opts)
         on_public = 1;
         log_msg(LOG_INFO, "/stats, /metrics and /probe on the public address %s:%u "
                 "(--admin-listen is --listen)", host, port);
+        return 0;
+    }
+    if (handed) {
+        int fd = handed_fd;
+        handed_fd = -1;
+        if (!handed_had)
+            return 0;
+        if (serve(base, fd) != 0)
+            return 1;
+        log_msg(LOG_INFO, "admin on http://%s:%u/metrics (also /stats, /probe)", host, port);
         return 0;
     }
     int fd = admin_socket(host, opts->admin_port);
@@ -197,8 +214,33 @@ int admin_start(struct event_base *base, const struct options *opts)
     return 0;
 }
 
+void admin_pause(int paused) { listener_hold(admin_listener, paused); }
+
+int admin_carry_export(struct carry_out *o)
+{
+    size_t at = carry_begin(o, ADMIN_CARRY_TAG, ADMIN_CARRY_VERSION);
+    carry_u8(o, admin_listener != NULL);
+    if (admin_listener)
+        carry_u32(o, carry_fd(o, evconnlistener_get_fd(admin_listener)));
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int admin_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds)
+{
+    (void)version;                   /* 1: the only one yet */
+    handed_had = carry_get_u8(rec);
+    uint32_t i = handed_had ? carry_get_u32(rec) : 0;
+    if (rec->failed || (handed_had && i >= nfds))
+        return -1;
+    handed = 1;
+    handed_fd = handed_had ? fds[i] : -1;
+    return 0;
+}
+
 void admin_stop(void)
 {
+    admin_listener = NULL;
     if (admin_http) {
         evhttp_free(admin_http);
         admin_http = NULL;

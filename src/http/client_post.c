@@ -9,7 +9,8 @@
  * larger Content-Length gets evhttp's own 413 before a byte of the body
  * is read, a trickling body the --header-timeout of the request.
  *
- * Without ?conn= the rate bucket is the peer address's, in a fixed table
+ * Without ?conn= the rate bucket is the client address's (client_addr.h:
+ * behind a --trusted-proxy, the address it forwards for), in a fixed table
  * (PEER_BUCKETS, 32 KB, no allocation): addresses that share an entry
  * share a bucket, which errs on the side of refusing. */
 #include "http/client_post.h"
@@ -20,6 +21,7 @@
 #include "core/presence.h"
 #include "core/stream.h"
 #include "core/topic_join.h"
+#include "http/client_addr.h"
 #include "http/cors.h"
 #include "http/http_reply.h"
 #include "http/uid.h"
@@ -28,12 +30,10 @@
 
 #include <event2/buffer.h>
 #include <event2/http.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 /* The body bound evhttp has for every request: a smaller
  * --max-client-message is checked here. */
@@ -227,15 +227,15 @@ static int erlang_ok(struct evhttp_request *req)
     return 0;
 }
 
+/* The bucket of the client's address (behind a --trusted-proxy, the one
+ * it forwards for): an IPv6 client's /64, which one user holds whole. */
 static struct peer_bucket *peer_of(struct evhttp_request *req)
 {
-    const struct sockaddr *sa = evhttp_connection_get_addr(evhttp_request_get_connection(req));
-    uint32_t key = 0;
-    if (sa && sa->sa_family == AF_INET)
-        key = ((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr;
-    else if (sa && sa->sa_family == AF_INET6)
-        memcpy(&key, ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr + 12, 4);
-    return &peers[(uint32_t)(key * 0x9E3779B1u) >> 20 & (PEER_BUCKETS - 1)];
+    struct peer_addr a;
+    client_addr_of(req, &a);
+    uint64_t key = 0;
+    memcpy(&key, a.addr, a.family == 6 ? 8 : 4);
+    return &peers[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (PEER_BUCKETS - 1)];
 }
 
 /* A token of the named connection's bucket, else of the peer's. */

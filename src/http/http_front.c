@@ -2,6 +2,7 @@
  * which register their routes here (http_front_route). */
 #include "http/http_front.h"
 #include "http/listener_pause.h"
+#include "lib/carry.h"
 #include "http/admin.h"
 #include "auth/auth_http.h"
 #include "http/client_post.h"
@@ -40,6 +41,8 @@ static const struct options *options;
 static int fd_limit;            /* RLIMIT_NOFILE */
 static int fd_ceiling;          /* accepted sockets at or above this get 503 */
 static int spare_fd = -1;       /* released to accept-and-refuse when fds run out */
+static struct evconnlistener *public_listener;
+static int handed_fd = -1;      /* a hot upgrade: the listening socket taken over */
 
 static int request_fd(struct evhttp_request *req)
 {
@@ -269,6 +272,10 @@ int http_front_start(struct event_base *base, const struct options *opts)
     options = opts;
     if (set_fd_ceiling() != 0 || socket_export_init() != 0)
         return -1;
+    if (web_configure(opts->name) != 0) {
+        log_msg(LOG_ERROR, "cannot build the demo page: out of memory");
+        return -1;
+    }
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     http = evhttp_new(base);
     if (!http) {
@@ -288,7 +295,9 @@ int http_front_start(struct event_base *base, const struct options *opts)
         return -1;
     evhttp_set_gencb(http, on_request, NULL);
 
-    int fd = listen_socket(opts->listen_host, opts->listen_port, opts->keepalive);
+    int fd = handed_fd >= 0 ? handed_fd
+                            : listen_socket(opts->listen_host, opts->listen_port, opts->keepalive);
+    handed_fd = -1;
     if (fd < 0)
         return -1;
     struct evhttp_bound_socket *bound = evhttp_accept_socket_with_handle(http, fd);
@@ -296,18 +305,41 @@ int http_front_start(struct event_base *base, const struct options *opts)
         log_msg(LOG_ERROR, "evhttp cannot take the listening socket");
         return -1;
     }
-    evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound), on_accept_error);
+    public_listener = evhttp_bound_socket_get_listener(bound);
+    evconnlistener_set_error_cb(public_listener, on_accept_error);
     log_msg(LOG_INFO, "listening on http://%s:%u/test/UID", opts->listen_host,
             opts->listen_port);
     return 0;
 }
 
+void http_front_pause(int paused) { listener_hold(public_listener, paused); }
+
+int http_front_carry_export(struct carry_out *o)
+{
+    size_t at = carry_begin(o, HTTP_FRONT_CARRY_TAG, HTTP_FRONT_CARRY_VERSION);
+    carry_u32(o, carry_fd(o, evconnlistener_get_fd(public_listener)));
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int http_front_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds)
+{
+    (void)version;                   /* 1: the only one yet */
+    uint32_t i = carry_get_u32(rec);
+    if (rec->failed || i >= nfds)
+        return -1;
+    handed_fd = fds[i];
+    return 0;
+}
+
 void http_front_stop(void)
 {
+    public_listener = NULL;
     if (http) {
         evhttp_free(http);
         http = NULL;
         http_guard_free();
         socket_export_free();
+        web_free();
     }
 }

@@ -52,6 +52,17 @@ static size_t read_ahead = HTTP_READ_AHEAD_MAX;
 
 static uint32_t now_ms32(void) { return (uint32_t)clock_now_ms(); }
 
+static uint32_t reading_now;       /* requests begun and not yet whole */
+
+static void clear_deadline(struct reading *r)
+{
+    if (r->deadline)
+        reading_now--;
+    r->deadline = 0;
+}
+
+uint32_t http_guard_reading(void) { return reading_now; }
+
 static struct reading *reading_slot(struct bufferevent *bev)
 {
     int fd = bufferevent_getfd(bev);
@@ -76,11 +87,13 @@ static void on_connection_closed(struct evhttp_connection *evcon, void *arg)
         return;
     if ((int32_t)(now_ms32() - r->deadline) >= 0)
         loop_stats.http_header_timeout++;
-    r->deadline = 0;
+    clear_deadline(r);
 }
 
 static void start_deadline(struct bufferevent *bev, struct reading *r)
 {
+    if (!r->deadline)
+        reading_now++;
     r->deadline = now_ms32() + header_ms;
     if (!r->deadline)
         r->deadline = 1;
@@ -119,7 +132,7 @@ static void on_shed(evutil_socket_t fd, short what, void *arg)
     while ((bev = inflight_take_doomed(INFLIGHT_HTTP))) {
         struct reading *r = reading_slot(bev);
         if (r)
-            r->deadline = 0;                /* not a header timeout */
+            clear_deadline(r);              /* not a header timeout */
         loop_stats.http_shed++;
         if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
             (void)!send(bufferevent_getfd(bev), busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -197,7 +210,7 @@ static struct reading *done_reading(struct bufferevent *bev)
 {
     struct reading *r = reading_slot(bev);
     if (r) {
-        r->deadline = 0;
+        clear_deadline(r);
         inflight_drop(&r->held);
     }
     return r;
@@ -233,4 +246,5 @@ void http_guard_free(void)
     free(reading_of_fd);
     reading_of_fd = NULL;
     table_size = 0;
+    reading_now = 0;
 }

@@ -16,3 +16,11 @@ void listener_pause(struct evconnlistener *l, const struct timeval *pause)
     evconnlistener_disable(l);
     event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, on_listen_again, l, pause);
 }
+
+void listener_hold(struct evconnlistener *l, int held)
+{
+    if (l && held)
+        evconnlistener_disable(l);
+    else if (l)
+        evconnlistener_enable(l);
+}

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -33,6 +34,8 @@ struct handoff {
     int producer_waiting;
     int closed;
     int efd;
+    uint64_t committed;        /* records committed: the producer's alone */
+    _Atomic uint64_t consumed; /* records applied: the consumer writes it */
 };
 
 static size_t pad8(size_t n) { return (n + 7u) & ~(size_t)7u; }
@@ -128,6 +131,7 @@ void handoff_commit(struct handoff *h)
     pthread_mutex_lock(&h->lock);
     h->tail = h->reserved_at + h->reserved_len;
     h->used += h->reserved_len;
+    h->committed++;
     wake = h->consumer_idle;
     h->consumer_idle = 0;
     pthread_mutex_unlock(&h->lock);
@@ -178,6 +182,9 @@ again:
 
     if (finish)
         finish(ctx);            /* last use of the records' memory */
+    /* Only now: what a record asked is done (written, kept) once finish ran. */
+    atomic_store_explicit(&h->consumed, atomic_load_explicit(&h->consumed, memory_order_relaxed)
+                          + done, memory_order_release);
     pthread_mutex_lock(&h->lock);
     h->head = pos;
     h->used -= consumed;
@@ -191,6 +198,13 @@ again:
     if (done == 0)
         goto again;
     return done;
+}
+
+uint64_t handoff_committed(const struct handoff *h) { return h->committed; }
+
+uint64_t handoff_consumed(const struct handoff *h)
+{
+    return atomic_load_explicit(&h->consumed, memory_order_acquire);
 }
 
 void handoff_clear_wakeup(struct handoff *h)

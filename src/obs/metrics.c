@@ -15,7 +15,9 @@ enum family {
     BACKPRESSURE, HISTORY_BYTES, HISTORY_ENTRIES, HISTORY_EVICTED, HISTORY_MOVED, REPLAYS, REPLAYED, REPLAY_GAPS, MULTICAST_REPEATS,
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
-    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT,
+    INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, NUMBERED,
+    NUMBERED_SKIPPED, NUMBERED_ACKS, GAP_UIDS, PROXY_BAD_FORWARDED,
+    WS_DEFLATED, WS_DEFLATE_IN, WS_DEFLATE_OUT, WS_INFLATED, WS_INFLATE_TOO_BIG,
     TOPICS, TOPIC_SUBSCRIPTIONS, TOPIC_JOINS, TOPIC_LEAVES, TOPICS_GIVEN_UP, TOPIC_PUBLISHED,
     TOPIC_REFUSED, TOPIC_ASKS, TOPIC_PRESENCE_DROPPED, FAMILIES
 };
@@ -88,6 +90,32 @@ static const struct {
                              "for 5 s."},
     [ERLANG_SILENT] = {"erlang_masters_silent_total", "counter",
                        "Links to masters dropped: nothing came from them for --erl-tick-seconds."},
+    [NUMBERED] = {"numbered_messages_total", "counter",
+                  "Numbered messages from masters not applied as they came, by reason: "
+                  "duplicate (dropped), reordered (held for their turn), not_held (no room: "
+                  "their master sends them again), untracked (applied unnumbered)."},
+    [NUMBERED_SKIPPED] = {"numbered_skipped_total", "counter",
+                          "Numbers of a master's stream given up: a hole not filled in 10 s, "
+                          "or the master's run gone."},
+    [NUMBERED_ACKS] = {"numbered_acks_total", "counter",
+                       "Acknowledgements of numbered messages sent to masters."},
+    [GAP_UIDS] = {"gap_uids_total", "counter",
+                  "Uids told a gap: a master could not keep messages for them."},
+    [PROXY_BAD_FORWARDED] = {"proxy_bad_forwarded_total", "counter",
+                             "Requests from a --trusted-proxy whose X-Forwarded-For or X-Real-IP "
+                             "named no address (the address before it was taken)."},
+    [WS_DEFLATED] = {"websocket_deflated_total", "counter",
+                     "Payloads compressed for permessage-deflate WebSockets, once per payload "
+                     "and batch."},
+    [WS_DEFLATE_IN] = {"websocket_deflate_in_bytes_total", "counter",
+                       "Bytes of those payloads before compression."},
+    [WS_DEFLATE_OUT] = {"websocket_deflate_out_bytes_total", "counter",
+                        "Bytes of those payloads compressed."},
+    [WS_INFLATED] = {"websocket_inflated_total", "counter",
+                     "Compressed client messages inflated."},
+    [WS_INFLATE_TOO_BIG] = {"websocket_inflate_too_big_total", "counter",
+                            "Compressed client messages past --max-client-message inflated "
+                            "(closed 1009)."},
     [TOPICS] = {"topics", "gauge", "Topics held: subscribed to, or lingering for resumes."},
     [TOPIC_SUBSCRIPTIONS] = {"topic_subscriptions", "gauge", "Subscriptions of streams to topics."},
     [TOPIC_JOINS] = {"topic_joins_total", "counter", "Subscriptions to topics made."},
@@ -190,6 +218,19 @@ static const struct sample {
     {INBOX_RESET_UNACKED, NULL, "in_reset_unacked"},
     {INBOX_WINDOWS_STUCK, NULL, "in_windows_stuck"},
     {ERLANG_SILENT, NULL, "erl_silent_masters"},
+    {NUMBERED, "duplicate", "seq_duplicates"},
+    {NUMBERED, "reordered", "seq_reordered"},
+    {NUMBERED, "not_held", "seq_held_dropped"},
+    {NUMBERED, "untracked", "seq_untracked"},
+    {NUMBERED_SKIPPED, NULL, "seq_skipped"},
+    {NUMBERED_ACKS, NULL, "seq_acks"},
+    {GAP_UIDS, NULL, "seq_gap_uids"},
+    {PROXY_BAD_FORWARDED, NULL, "proxy_bad_forwarded"},
+    {WS_DEFLATED, NULL, "ws_deflated"},
+    {WS_DEFLATE_IN, NULL, "ws_deflate_in_bytes"},
+    {WS_DEFLATE_OUT, NULL, "ws_deflate_out_bytes"},
+    {WS_INFLATED, NULL, "ws_inflated"},
+    {WS_INFLATE_TOO_BIG, NULL, "ws_inflate_too_big"},
     {TOPICS, NULL, "topics"},
     {TOPIC_SUBSCRIPTIONS, NULL, "topic_subscriptions"},
     {TOPIC_JOINS, NULL, "topic_joins"},
@@ -229,6 +270,21 @@ const char *metrics_unknown_stat(void)
         if (!find_stat(pairs, n, samples[i].stat))
             return samples[i].stat;
     return NULL;
+}
+
+void metrics_list(FILE *out)
+{
+    struct stat_pair pairs[STATS_MAX_PAIRS];
+    size_t n = stats_collect(pairs);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "counter %s\n", pairs[i].name);
+    for (int f = 0; f < FAMILIES; f++) {
+        fprintf(out, "metric " PREFIX "%s %s\n", families[f].name, families[f].type);
+        for (size_t i = 0; i < NSAMPLES; i++)
+            if (samples[i].family == (enum family)f && samples[i].reason)
+                fprintf(out, "label " PREFIX "%s reason=%s\n", families[f].name, samples[i].reason);
+    }
+    fprintf(out, "metric " PREFIX "delivery_seconds histogram\n");
 }
 
 /* An output buffer that remembers running out of room. */

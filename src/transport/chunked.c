@@ -11,9 +11,11 @@
 #include "core/stream.h"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -114,6 +116,40 @@ static int chunked_start(struct evhttp_request *req, uint32_t uid)
     evhttp_send_reply_chunk_with_cb(req, body, wants_conn(req) ? on_welcome_flushed_conn
                                                                : on_welcome_flushed, s);
     evbuffer_free(body);
+    return 0;
+}
+
+int chunked_hurry(struct stream *s)
+{
+    struct evhttp_request *req = s->u.w.req;
+    struct evhttp_connection *evcon = req ? evhttp_request_get_connection(req) : NULL;
+    if (s->state != STREAM_WELCOMING || !evcon)
+        return -1;                     /* the client left: evhttp tells us soon */
+    int conn = wants_conn(req);
+    /* What evhttp has not sent (its head and the welcome), copied before
+     * the connection and its buffers are freed. */
+    struct evbuffer *out = bufferevent_get_output(evhttp_connection_get_bufferevent(evcon));
+    size_t n = evbuffer_get_length(out);
+    char *copy = malloc(n ? n : 1);
+    if (!copy || evbuffer_copyout(out, copy, n) != (ev_ssize_t)n) {
+        free(copy);
+        return -1;
+    }
+    if (socket_export(evcon) != 0) {
+        free(copy);
+        stream_release(s, 0);
+        return -1;
+    }
+    struct iovec iov = {copy, n};
+    int r = stream_import_with(s, &iov, 1);
+    free(copy);
+    if (r != 0) {
+        if (s->state == STREAM_ABANDONED)
+            stream_release(s, 0);      /* evhttp holds it no more */
+        return -1;
+    }
+    if (conn)
+        send_conn_id(s);
     return 0;
 }
 

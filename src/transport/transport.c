@@ -1,7 +1,9 @@
 /* Opening a stream: see transport.h. */
 #include "transport/transport.h"
+#include "core/presence.h"
 #include "core/stream.h"
 #include "core/topic_join.h"
+#include "http/client_addr.h"
 #include "http/http_guard.h"
 #include "http/socket_export.h"
 
@@ -16,7 +18,13 @@ struct stream *transport_reserve(struct evhttp_request *req, uint32_t uid, uint8
     int own = socket_export_reserve(evhttp_request_get_connection(req));
     if (own < 0)
         return NULL;
-    struct stream *s = stream_open(uid, framing, keep_req ? req : NULL, own);
+    /* The client's address only when Erlang is told of it (conn_up). */
+    struct peer_addr peer;
+    int told = presence_conns_on();
+    if (told)
+        client_addr_of(req, &peer);
+    struct stream *s = stream_open_peer(uid, framing, keep_req ? req : NULL, own,
+                                        told ? &peer : NULL);
     if (!s)
         close(own);
     else

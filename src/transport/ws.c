@@ -48,7 +48,7 @@ static void refuse(struct evhttp_request *req, int status, const char *why)
 
 /* ---------------------------------------------------------------- opening bytes */
 
-/* The 101 head, into buf (room for it: 256 bytes). */
+/* The 101 head, into buf (room for it: 384 bytes). */
 static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
 {
     int n = snprintf(buf, size,
@@ -56,10 +56,11 @@ static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
                      "Upgrade: websocket\r\n"
                      "Connection: Upgrade\r\n"
                      "Sec-WebSocket-Accept: %s\r\n"
-                     "%s"
+                     "%s%s"
                      "\r\n",
                      hs->accept,
-                     hs->meta ? "Sec-WebSocket-Protocol: " WS_META_PROTOCOL "\r\n" : "");
+                     hs->meta ? "Sec-WebSocket-Protocol: " WS_META_PROTOCOL "\r\n" : "",
+                     hs->deflate ? "Sec-WebSocket-Extensions: " WS_DEFLATE_RESPONSE "\r\n" : "");
     return (size_t)n;
 }
 
@@ -70,7 +71,7 @@ static size_t format_head(char *buf, size_t size, const struct ws_handshake *hs)
 static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws_handshake *hs,
                        uint8_t framing, const char *since)
 {
-    char head[256];
+    char head[384];
     size_t n = format_head(head, sizeof head, hs);
     return transport_open(req, uid, &(struct transport_opening){
         .framing = framing, .head = head, .head_len = n,
@@ -88,7 +89,8 @@ static int ws_start(struct evhttp_request *req, uint32_t uid)
     struct ws_origins origins = {options->allow_origin, options->n_allow_origin};
     struct ws_handshake hs;
     const char *why;
-    int status = ws_handshake_check(evhttp_request_get_input_headers(req), &origins, &hs, &why);
+    int status = ws_handshake_check(evhttp_request_get_input_headers(req), &origins,
+                                    options->ws_deflate, &hs, &why);
     if (status) {
         refuse(req, status, why);
         return 0;
@@ -106,7 +108,9 @@ static int ws_start(struct evhttp_request *req, uint32_t uid)
                          " (frames without ids cannot tell a gap from data)");
         return 0;
     }
-    uint8_t framing = hs.meta ? FRAMING_WS_META : FRAMING_WS;
+    /* permessage-deflate is a framing of its own: no byte more per stream. */
+    uint8_t framing = hs.meta ? (hs.deflate ? FRAMING_WS_META_DEFLATE : FRAMING_WS_META)
+                              : (hs.deflate ? FRAMING_WS_DEFLATE : FRAMING_WS);
     /* The id, copied: the request is gone once the socket leaves evhttp. */
     char asked[32];
     if (since)
@@ -180,6 +184,8 @@ int ws_init(const struct options *opts)
     ws_reader_configure(opts);
     transport_ops_register(FRAMING_WS, &ws_ops);
     transport_ops_register(FRAMING_WS_META, &ws_ops);
+    transport_ops_register(FRAMING_WS_DEFLATE, &ws_ops);
+    transport_ops_register(FRAMING_WS_META_DEFLATE, &ws_ops);
     return http_front_route("/ws/", ws_start, 1);
 }
 

@@ -22,8 +22,10 @@
 #include "core/presence.h"
 #include "core/topic_join.h"
 #include "core/transport_ops.h"
+#include "lib/carry.h"
 #include "options.h"
 #include "lib/clock.h"
+#include "lib/deflate_msg.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 #include "core/stream.h"
@@ -80,19 +82,28 @@
 #define WS_SECOND_PINGS 16
 
 /* What the options make of these: the client message's bound (without
- * --inbox: 4 KB, for nothing), the bucket of --client-rate (in
- * thousandths of a message), the frames and bytes a second may bring. */
+ * --inbox: 4 KB, for nothing) and a compressed one's before inflating
+ * (deflate's stored blocks add a few bytes to data it cannot shrink), the
+ * bucket of --client-rate (in thousandths of a message), the frames and
+ * bytes a second may bring. */
 static struct {
     int inbox;
     int topics;                 /* clients may join and leave topics */
     int keep;                   /* data messages are read whole: --inbox, or topics */
     uint32_t max_message;
+    uint32_t max_compressed;
     uint32_t rate;              /* per second, = thousandths per ms */
     uint32_t burst_milli;
     uint32_t second_frames;
     uint32_t second_bytes;
     int32_t late_ms;            /* WS_MESSAGE_MS and a tick of the timers' clock */
-} cfg = {0, 0, 0, 4096, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
+} cfg = {0, 0, 0, 4096, 4096 + 4096 / 64 + 64, 50, 20000, WS_SECOND_FRAMES, WS_SECOND_BYTES,
+         WS_MESSAGE_MS};
+
+/* permessage-deflate: the one buffer every compressed client message is
+ * inflated into in turn (max_message + 1 bytes, made at the first), with
+ * the one inflater of lib/deflate_msg.h: no zlib state per connection. */
+static uint8_t *inflated;
 
 /* stream.ws: pings unanswered (2 bits), not read while Erlang is behind
  * (1 bit), the slot of the frame in flight (13 bits, 0: none). */
@@ -102,7 +113,7 @@ static struct {
 #define SLOTS 8191u
 
 /* One frame (or fragmented data message) being read. About 4.6 KB while
- * it exists: this 320-byte record (128 of them its timer) and wslay's
+ * it exists: this 336-byte record (128 of them its timer) and wslay's
  * context (4,264 bytes as malloc_usable_size measures it with Debian's
  * wslay 1.1.1, mostly its 4 KB input buffer); with --inbox, and once a
  * data message came, its buffer too (WS_MSG_MIN and up, as it grows). */
@@ -122,10 +133,13 @@ struct ws_frame {
     uint8_t fin;
     uint8_t opcode;
     uint8_t fragmented;         /* opcode of a data message awaiting continuations */
+    uint8_t compressed;         /* the data message is (RSV1 on its first frame) */
     uint8_t frames;             /* frames of the data message so far */
     struct utf8_state text;     /* a text message's validation so far */
     uint8_t ctl_len;
     uint8_t ctl[125];           /* a control frame's payload */
+    uint8_t hdr_len;
+    uint8_t hdr[14];            /* the frame's header as read, for a hand-over */
 };
 
 static struct ws_frame **slots;     /* [SLOTS + 1], while streams hold frames in flight */
@@ -156,6 +170,16 @@ static struct {
     } ctl[WS_CONTROLS_PER_READ];
 } feed;
 
+/* The length of f's header, as far as its bytes so far tell (RFC 6455
+ * 5.2: 2 bytes, 2 or 8 of extended length, 4 of mask). */
+static size_t header_size(const struct ws_frame *f)
+{
+    if (f->hdr_len < 2)
+        return 2;
+    unsigned len7 = f->hdr[1] & 0x7f;
+    return 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + (f->hdr[1] & 0x80 ? 4 : 0);
+}
+
 static ssize_t feed_recv(uint8_t *buf, size_t len, int flags, void *user)
 {
     (void)flags;
@@ -168,6 +192,8 @@ static ssize_t feed_recv(uint8_t *buf, size_t len, int flags, void *user)
         n = feed.left;
     if (n == 0)
         return -1;                  /* wslay: WSLAY_ERR_WANT_READ */
+    if (!f->started && f->hdr_len < header_size(f))
+        f->hdr[f->hdr_len++] = *feed.p;
     memcpy(buf, feed.p, n);
     feed.p += n;
     feed.left -= n;
@@ -467,7 +493,13 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
     f->fin = io->fin;
     f->opcode = io->opcode;
     feed.frames++;
-    if (io->rsv || !io->mask)
+    if ((io->rsv & ~WSLAY_RSV1_BIT) || !io->mask)
+        return bad(WSLAY_CODE_PROTOCOL_ERROR);
+    /* RSV1: a compressed message, where permessage-deflate was agreed, and
+     * only on a data message's first frame (RFC 7692 6.1). */
+    int rsv1 = (io->rsv & WSLAY_RSV1_BIT) != 0;
+    if (rsv1 && (!framing_ws_deflate(feed.s->framing) ||
+                 (io->opcode != WSLAY_TEXT_FRAME && io->opcode != WSLAY_BINARY_FRAME)))
         return bad(WSLAY_CODE_PROTOCOL_ERROR);
     switch (io->opcode) {
     case WSLAY_CONTINUATION_FRAME:
@@ -482,6 +514,7 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
             return bad(WSLAY_CODE_PROTOCOL_ERROR);
         f->message = 0;
         f->frames = 1;
+        f->compressed = (uint8_t)rsv1;
         f->text = (struct utf8_state){0};
         if (!io->fin)
             f->fragmented = io->opcode;
@@ -495,22 +528,25 @@ static struct verdict frame_header(struct ws_frame *f, const struct wslay_frame_
     default:
         return bad(WSLAY_CODE_PROTOCOL_ERROR);
     }
-    if (f->length > cfg.max_message - f->message)
+    /* A compressed message is held whole, then inflated (message_in). */
+    uint32_t max = f->compressed ? cfg.max_compressed : cfg.max_message;
+    if (f->length > max - f->message)
         return bad(WSLAY_CODE_MESSAGE_TOO_BIG);
     return go_on;
 }
 
-/* Room in f->msg for need bytes (at most --max-client-message: the
- * header was checked), counted under --max-input-total. */
+/* Room in f->msg for need bytes (at most --max-client-message, or a
+ * compressed message's bound: the header was checked), counted under
+ * --max-input-total. */
 static struct verdict msg_room(struct ws_frame *f, uint32_t need)
 {
-    uint32_t cap = f->cap;
+    uint32_t cap = f->cap, max = f->compressed ? cfg.max_compressed : cfg.max_message;
     if (need > cap) {
         cap = cap < WS_MSG_MIN ? WS_MSG_MIN : cap;
         while (cap < need)
             cap += cap < WS_MSG_STEP ? cap : WS_MSG_STEP;
-        if (cap > cfg.max_message)
-            cap = cfg.max_message;
+        if (cap > max)
+            cap = max;
     }
     uint32_t counted = inflight_bytes(&f->held);
     if (cap > counted && inflight_add(&f->held, feed.s, INFLIGHT_WS, cap - counted) != 0)
@@ -541,7 +577,8 @@ static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n
         memcpy(f->msg + f->message, p, n);
     }
     f->message += (uint32_t)n;
-    if (is_text(f) && !utf8_feed(&f->text, p, n))
+    /* (a compressed text's UTF-8 is checked once inflated) */
+    if (is_text(f) && !f->compressed && !utf8_feed(&f->text, p, n))
         return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
     return go_on;
 }
@@ -593,21 +630,53 @@ static int controls_done(struct stream *s)
     return s->state == STREAM_LIVE ? 0 : -1;
 }
 
+/* A compressed message inflated into the shared buffer (*data, *len):
+ * at most --max-client-message (past it, a bomb or not: 1009, counted),
+ * deflate data (else 1007), UTF-8 when text (else 1007). */
+static struct verdict inflate_in(int text, const uint8_t **data, uint32_t *len)
+{
+    if (!inflated && !(inflated = malloc((size_t)cfg.max_message + 1)))
+        return bad(1011);
+    size_t n;
+    switch (inflate_msg(*data, *len, inflated, cfg.max_message, &n)) {
+    case INFLATE_MSG_OK:
+        break;
+    case INFLATE_MSG_TOO_BIG:
+        loop_stats.ws_inflate_too_big++;
+        return bad(WSLAY_CODE_MESSAGE_TOO_BIG);
+    case INFLATE_MSG_BAD:
+        return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
+    default:
+        return bad(1011);                       /* internal error: out of memory */
+    }
+    if (text && !utf8_valid((const char *)inflated, n))
+        return bad(WSLAY_CODE_INVALID_FRAME_PAYLOAD_DATA);
+    loop_stats.ws_inflated++;
+    *data = inflated;
+    *len = (uint32_t)n;
+    return go_on;
+}
+
 /* A whole data message (text or binary): to Erlang, or refused (no
- * --inbox), counted; a topic join or leave is the stream's. */
+ * --inbox), counted; a topic join or leave is the stream's (a compressed
+ * one is known once inflated). */
 static struct verdict message_in(struct ws_frame *f, int text)
 {
-    int control = text && cfg.topics ? control_in(f->msg ? f->msg : (const uint8_t *)"",
-                                                  f->message) : 0;
+    if (!cfg.keep) {
+        loop_stats.ws_ignored++;
+        return go_on;
+    }
+    const uint8_t *data = f->msg ? f->msg : (const uint8_t *)"";
+    uint32_t len = f->message;
+    if (f->compressed) {
+        struct verdict v = inflate_in(text, &data, &len);
+        if (v.why != GO_ON)
+            return v;
+    }
+    int control = text ? control_in(data, len) : 0;
     if (control < 0)
         return policy();
-    if (control) {
-        struct conn *c = conn_of(feed.s);
-        if (!c)
-            return bad(1011);
-        return take_token(c) ? go_on : rate();
-    }
-    if (!cfg.inbox) {
+    if (!control && !cfg.inbox) {
         loop_stats.ws_ignored++;
         return go_on;
     }
@@ -616,9 +685,10 @@ static struct verdict message_in(struct ws_frame *f, int text)
         return bad(1011);
     if (!take_token(c))
         return rate();
+    if (control)
+        return go_on;
     presence_known(feed.s->uid);
-    if (outbound_in(feed.s->uid, c->id, f->msg ? f->msg : (const uint8_t *)"", f->message,
-                    !text) != 0)
+    if (outbound_in(feed.s->uid, c->id, data, len, !text) != 0)
         loop_stats.client_in_dropped++;
     else
         loop_stats.client_in++;
@@ -655,6 +725,7 @@ static struct verdict frame_end(struct ws_frame *f)
     f->fed = 0;
     f->got = 0;
     f->ctl_len = 0;
+    f->hdr_len = 0;
     if (!f->fragmented)
         f->since = feed.now_ms;  /* the next message begins with this read */
     return go_on;
@@ -717,17 +788,20 @@ static void on_late(evutil_socket_t fd, short what, void *arg)
         end_with(s, event_get_fd(&s->u.ev), policy());
 }
 
-/* f, s's frame in flight, is ended WS_MESSAGE_MS after f->since (now, or
- * the read just made: libevent's time of this loop turn is no later). */
-static void time_frame(struct ws_frame *f, struct stream *s)
+/* f, s's frame in flight, is ended ms from now. */
+static void time_frame_in(struct ws_frame *f, struct stream *s, int32_t ms)
 {
     if (!f->timed) {
         event_assign(&f->late, event_get_base(&s->u.ev), -1, 0, on_late, s);
         f->timed = 1;
     }
-    const struct timeval tv = {cfg.late_ms / 1000, cfg.late_ms % 1000 * 1000};
+    const struct timeval tv = {ms / 1000, ms % 1000 * 1000};
     event_add(&f->late, &tv);
 }
+
+/* f, s's frame in flight, is ended WS_MESSAGE_MS after f->since (now, or
+ * the read just made: libevent's time of this loop turn is no later). */
+static void time_frame(struct ws_frame *f, struct stream *s) { time_frame_in(f, s, cfg.late_ms); }
 
 /* ---------------------------------------------------------------- Erlang behind */
 
@@ -929,6 +1003,7 @@ void ws_reader_configure(const struct options *o)
     cfg.keep = cfg.inbox || cfg.topics;
     inflight_on_shed(INFLIGHT_WS, shed_stream);
     cfg.max_message = o->max_client_message;
+    cfg.max_compressed = o->max_client_message + o->max_client_message / 64 + 64;
     cfg.rate = o->client_rate;
     cfg.burst_milli = rate_burst_milli(o->client_rate);
     cfg.late_ms = WS_MESSAGE_MS + clock_coarse_tick_ms();
@@ -954,6 +1029,8 @@ void ws_reader_free(void)
     paused = NULL;
     npaused = paused_cap = 0;
     conn_free();
+    free(inflated);
+    inflated = NULL;
     free(slots);
     free(free_slots);
     free(budgets);
@@ -961,4 +1038,191 @@ void ws_reader_free(void)
     free_slots = NULL;
     budgets = NULL;
     budget_mask = budget_used = budget_second = 0;
+}
+
+/* ---------------------------------------------------------------- hand-over
+ *
+ * A WebSocket stream goes to the process taking over with the pings it
+ * has not answered and the frame it is in the middle of, if any: the
+ * header read so far, and of a frame begun, what of its payload came
+ * (a control frame's, or the data message's so far, text checked up to
+ * there, or compressed). wslay's context is not carried: a new one is given the header
+ * again, or, once the frame has begun, a header for the rest of it (the
+ * same first byte and mask, the length left, the mask turned to where its
+ * payload stands), so that it reads on where the previous one stopped.
+ * A stream paused for Erlang is read again at once (the new process's
+ * outbox is empty). */
+
+static int is_ws(const struct stream *s)
+{
+    const struct transport_ops *t = transport_ops[s->framing];
+    return t && t->readable == ws_reader_readable;
+}
+
+static void put_frame(struct carry_out *o, const struct ws_frame *f)
+{
+    carry_u8(o, f->started);
+    carry_u8(o, f->fin);
+    carry_u8(o, f->opcode);
+    carry_u8(o, f->fragmented);
+    carry_u8(o, f->compressed);
+    carry_u8(o, f->frames);
+    carry_u8(o, f->hdr_len);
+    carry_put(o, f->hdr, f->hdr_len);
+    carry_u64(o, f->length);
+    carry_u64(o, f->got);
+    carry_u32(o, f->message);
+    carry_u32(o, client_rate_now_ms() - f->since);
+    carry_u8(o, f->text.need);
+    carry_u8(o, f->text.lo);
+    carry_u8(o, f->text.hi);
+    carry_u8(o, f->ctl_len);
+    carry_put(o, f->ctl, f->ctl_len);
+    uint32_t kept = cfg.keep && f->msg ? f->message : 0;
+    carry_u32(o, kept);
+    carry_put(o, f->msg, kept);
+}
+
+int ws_reader_carry_export(struct carry_out *o)
+{
+    uint32_t n = 0, count = stream_carry_count();
+    for (uint32_t i = 0; i < count; i++)
+        n += is_ws(stream_carried(i)) && (stream_carried(i)->ws & (PINGS_MASK | ~0u << SLOT_SHIFT));
+    size_t at = carry_begin(o, WS_READER_CARRY_TAG, WS_READER_CARRY_VERSION);
+    carry_u32(o, n);
+    for (uint32_t i = 0; i < count; i++) {
+        const struct stream *s = stream_carried(i);
+        if (!is_ws(s) || !(s->ws & (PINGS_MASK | ~0u << SLOT_SHIFT)))
+            continue;
+        carry_u32(o, i);
+        carry_u8(o, s->ws & PINGS_MASK);
+        carry_u8(o, slot_of(s) != 0);
+        if (slot_of(s))
+            put_frame(o, slots[slot_of(s)]);
+    }
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+/* Gives f's new context n header bytes; nothing may come out of them. */
+static int refeed(struct ws_frame *f, const uint8_t *hdr, size_t n)
+{
+    uint8_t started = f->started;
+    f->started = 0;
+    f->hdr_len = 0;
+    feed.f = f;
+    feed.p = hdr;
+    feed.left = n;
+    while (feed.left) {
+        struct wslay_frame_iocb io;
+        if (wslay_frame_recv(f->ctx, &io) != WSLAY_ERR_WANT_READ)
+            return -1;
+    }
+    f->started = started;
+    return 0;
+}
+
+/* The header of what is left of f's payload (f->hdr is the whole one). */
+static size_t rest_header(const struct ws_frame *f, uint8_t out[14])
+{
+    uint64_t left = f->length - f->got;
+    size_t k = 2;
+    out[0] = f->hdr[0];
+    out[1] = f->hdr[1] & 0x80;
+    if (left < 126) {
+        out[1] |= (uint8_t)left;
+    } else if (left <= 0xffff) {
+        out[1] |= 126;
+        out[2] = (uint8_t)(left >> 8);
+        out[3] = (uint8_t)left;
+        k = 4;
+    } else {
+        out[1] |= 127;
+        for (int i = 0; i < 8; i++)
+            out[2 + i] = (uint8_t)(left >> (56 - 8 * i));
+        k = 10;
+    }
+    if (f->hdr[1] & 0x80) {
+        const uint8_t *mask = f->hdr + f->hdr_len - 4;
+        for (int i = 0; i < 4; i++)
+            out[k + (size_t)i] = mask[(f->got + (uint64_t)i) % 4];
+        k += 4;
+    }
+    return k;
+}
+
+/* A frame in flight of record rec for s: -1 when malformed or out of memory. */
+static int take_frame(struct carry_in *rec, struct stream *s)
+{
+    feed.now_ms = client_rate_now_ms();
+    feed.s = s;
+    struct ws_frame *f = frame_take();
+    if (!f)
+        return -1;
+    f->started = carry_get_u8(rec);
+    f->fin = carry_get_u8(rec);
+    f->opcode = carry_get_u8(rec);
+    f->fragmented = carry_get_u8(rec);
+    f->compressed = carry_get_u8(rec);
+    f->frames = carry_get_u8(rec);
+    f->hdr_len = carry_get_u8(rec);
+    if (f->hdr_len > sizeof f->hdr)
+        rec->failed = 1;
+    carry_get(rec, f->hdr, f->hdr_len <= sizeof f->hdr ? f->hdr_len : 0);
+    f->length = carry_get_u64(rec);
+    f->got = carry_get_u64(rec);
+    f->message = carry_get_u32(rec);
+    uint32_t age = carry_get_u32(rec);
+    f->since = feed.now_ms - age;
+    f->text.need = carry_get_u8(rec);
+    f->text.lo = carry_get_u8(rec);
+    f->text.hi = carry_get_u8(rec);
+    f->ctl_len = carry_get_u8(rec);
+    if (f->ctl_len > sizeof f->ctl)
+        rec->failed = 1;
+    carry_get(rec, f->ctl, f->ctl_len <= sizeof f->ctl ? f->ctl_len : 0);
+    uint32_t kept = carry_get_u32(rec);
+    const void *msg = carry_view(rec, kept);
+    uint8_t rest[14];
+    size_t n = f->started ? rest_header(f, rest) : f->hdr_len;
+    int bad = rec->failed || f->got > f->length || (f->started && f->hdr_len != header_size(f)) ||
+              (f->compressed && !framing_ws_deflate(s->framing)) ||
+              kept > (f->compressed ? cfg.max_compressed : cfg.max_message) ||
+              (kept && msg_room(f, kept).why != GO_ON);
+    if (!bad) {
+        if (kept)
+            memcpy(f->msg, msg, kept);
+        uint8_t whole[14];
+        memcpy(whole, f->hdr, sizeof whole);
+        uint8_t hdr_len = f->hdr_len;
+        bad = refeed(f, f->started ? rest : whole, n) != 0;
+        memcpy(f->hdr, whole, sizeof whole);   /* refeed recorded what it gave */
+        f->hdr_len = hdr_len;
+        f->fed = (uint32_t)(hdr_len + f->got);
+    }
+    unsigned slot = bad ? 0 : slot_hold(f);
+    if (!slot) {
+        frame_put(f);
+        return -1;
+    }
+    set_slot(s, slot);
+    int32_t left = cfg.late_ms - (int32_t)age;
+    time_frame_in(f, s, left > 0 ? left : 0);
+    return 0;
+}
+
+int ws_reader_carry_take(struct carry_in *rec, uint16_t version)
+{
+    (void)version;                   /* 1: the only one yet */
+    uint32_t n = carry_get_u32(rec);
+    for (uint32_t k = 0; k < n && !rec->failed; k++) {
+        struct stream *s = stream_carried(carry_get_u32(rec));
+        uint8_t pings = carry_get_u8(rec), framed = carry_get_u8(rec);
+        if (rec->failed || !s || !is_ws(s))
+            return -1;
+        s->ws = (uint16_t)(pings & PINGS_MASK);
+        if (framed && take_frame(rec, s) != 0)
+            return -1;
+    }
+    return rec->failed ? -1 : 0;
 }

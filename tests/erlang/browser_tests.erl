@@ -4,7 +4,9 @@
 %% this node; the server ends the page's stream (a drain: {drain, 0} then
 %% {drain, cancel}) and the page must come back by itself with every
 %% message sent meanwhile, once and in order, or show a gap when history
-%% could not cover them; a kicked stream it must not come back to.
+%% could not cover them; a kicked stream it must not come back to. With
+%% --ws-deflate, Chromium agrees permessage-deflate by itself: it reads the
+%% server's compressed messages and compresses its own.
 -module(browser_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -46,13 +48,48 @@ browser_test_() ->
                                      "UTF-8, arrives as its bytes", #{}, 120, fun binary/1),
      httpdcnode_test_lib:server_test("client over ws, sse and poll: the server killed, retries "
                                      "after full-jitter waits, back once it is", #{}, 120,
-                                     fun server_back/1)].
+                                     fun server_back/1),
+     httpdcnode_inbox_lib:app_case("client over ws with --ws-deflate: Chromium agrees "
+                                   "permessage-deflate, reads compressed text and binary "
+                                   "messages, and its own messages, compressed, reach the "
+                                   "inbox (an echo)", ws_echo, ["--ws-deflate"], 120,
+                                   fun deflate/1)].
+
+%% Messages long enough to be compressed (64 bytes and up).
+deflate(S) ->
+    with_page(S, "", fun(P) ->
+        connect(P, <<"z">>, <<"ws">>, 66, "{}"),
+        wait_status(P, <<"z">>, fun(St) -> count_state(<<"open">>, St) >= 1 end, open),
+        Before = httpdcnode_test_lib:stats(S),
+        Text = binary:copy(<<"the same words, ", 16#c3, 16#a9, "t", 16#c3, 16#a9, " ">>, 200),
+        Bin = binary:copy(<<255, 0, 17>>, 300),
+        send(S, {66, Text}),
+        send(S, {66, {binary, Bin}}),
+        Hex = string:lowercase(binary:encode_hex(Bin)),
+        ?assertMatch([#{<<"data">> := Text, <<"hex">> := null}, #{<<"hex">> := Hex}],
+                     wait_msgs(P, <<"z">>, 2)),
+        Line = iolist_to_binary(lists:join(" ", lists:duplicate(20, "from the page"))),
+        command(P, [<<"send z ">>, Line]),
+        httpdcnode_test_lib:wait_until(
+          fun() -> [R || #{<<"data">> := R} <- tagged(P, <<"reply">>, <<"z">>)] =:= [Line] end,
+          ?T, echoed),
+        ?assertMatch([#{<<"ok">> := true}], tagged(P, <<"sent">>, <<"z">>)),
+        After = httpdcnode_test_lib:stats(S),
+        D = fun(K) -> maps:get(K, After) - maps:get(K, Before) end,
+        ?assertEqual({2, 1, 0}, {D(ws_deflated), D(ws_inflated), D(ws_bad_frames)}),
+        no_script_errors(P)
+    end).
 
 %%% ---------------------------------------------------------------- files
 
 web_files(S) ->
     Root = httpdcnode_test_lib:repo_root(),
-    {ok, Html} = file:read_file(filename:join([Root, "web", "index.html"])),
+    {ok, Page} = file:read_file(filename:join([Root, "web", "index.html"])),
+    %% the page names this C-node (its --name) where it says @NODE@
+    Node = atom_to_binary(httpdcnode_test_lib:node_of(S)),
+    Html = binary:replace(Page, <<"@NODE@">>, Node, [global]),
+    ?assertNotEqual(Page, Html),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"{any, '", Node/binary, "'}">>)),
     {ok, Js} = file:read_file(filename:join([Root, "web", "httpdcnode.js"])),
     H1 = request(S, "GET", "/?uid=3", []),
     ?assertMatch(#{status := 200, body := Html}, H1),

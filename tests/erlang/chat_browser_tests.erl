@@ -12,7 +12,8 @@
 %% runs when the server has it, else it only checks that the server still
 %% answers POST /send/1 with 404 or 405, and says it skipped the chat.
 %% Last, `make run` as the README has it: two tabs chat through what
-%% scripts/run.sh starts.
+%% scripts/run.sh starts, the page's hint naming its C-node; and the other
+%% C-node its hints print reaches the same master.
 -module(chat_browser_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -36,9 +37,14 @@ chat_browser_test_() ->
                end),
      {setup, fun start_run/0, fun stop_run/1,
       fun(R) ->
-              {timeout, httpdcnode_test_lib:scaled(120),
-               {"make run (scripts/run.sh --background): the demo page's chat between two tabs",
-                fun() -> make_run_chat(R) end}}
+              [{timeout, httpdcnode_test_lib:scaled(120),
+                {"make run (scripts/run.sh --background): the demo page's chat between two "
+                 "tabs; its hint names the C-node (NAME)",
+                 fun() -> make_run_chat(R) end}},
+               {timeout, httpdcnode_test_lib:scaled(60),
+                {"make run's hints: the message to send ends in a newline and names NAME; the "
+                 "other C-node printed reaches the master (presence, inbox)",
+                 fun() -> make_run_other_cnode(R) end}}]
       end}].
 
 %% A fresh master with the application and a server for each case; Case(Ctx)
@@ -206,7 +212,7 @@ start_run() ->
            {"HTTPDCNODE_BIN", httpdcnode_test_lib:server_exe()}],
     R = (maps:from_list(Env))#{dir => Dir, env => Env},
     {St, Out} = run_sh("--background", Env),
-    R1 = R#{pids => note_pids(R)},
+    R1 = R#{pids => note_pids(R), out => Out},
     St =:= 0 orelse begin stop_run(R1), erlang:error({run_sh_failed, St, Out}) end,
     R1.
 
@@ -245,8 +251,68 @@ make_run_chat(R = #{dir := Dir}) ->
                       {<<"mine">>, <<"201">>, <<"demo">>, <<"hi b">>},
                       {<<"line">>, <<"202">>, <<"demo">>, <<"hi a">>}],
                      rows(dump(P, <<"a">>))),
+        %% The footer's hint: what to send this C-node, by its NAME.
+        ?assertEqual(iolist_to_binary(["{any, '", atom_to_list(CNode),
+                                       "'} ! {201, <<\"hello\\n\">>}."]),
+                     maps:get(<<"hint">>, dump_event(P, <<"a">>))),
         no_script_errors(P)
     end).
+
+%% The hints run.sh printed: the message names NAME and ends in a newline
+%% (two of them would run together on a curl); the other C-node's command,
+%% run as printed but for its name and ports (the test's own), links to
+%% the master, reports presence there and takes client messages (--inbox).
+make_run_other_cnode(R = #{out := Out, dir := Dir}) ->
+    Name = maps:get("NAME", R),
+    MNode = list_to_atom(maps:get("MASTER", R)),
+    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
+    true = erlang:set_cookie(MNode, binary_to_atom(string:trim(Cookie))),
+    Line = iolist_to_binary(["{any, '", Name, "'} ! {123, <<\"Hello Libevent World\\n\">>}."]),
+    ?assertNotEqual(nomatch, binary:match(Out, Line)),
+    [Exe | Args] = other_cnode_command(Out),
+    ?assertEqual(maps:get("HTTPDCNODE_BIN", R), Exe),
+    Want = [{"--master", maps:get("MASTER", R)}, {"--presence", "httpdcnode_presence"},
+            {"--inbox", "httpdcnode_inbox"},
+            {"--cookie-file", filename:join([Dir, "home", ".erlang.cookie"])}],
+    ?assertEqual(Want, [{K, proplists:get_value(K, pairs(Args))} || {K, _} <- Want]),
+    Other = httpdcnode_test_lib:unique("c2chat") ++ "@localhost",
+    Port = httpdcnode_test_lib:free_port(),
+    Own = [{"--name", Other}, {"--listen", "127.0.0.1:" ++ integer_to_list(Port)},
+           {"--admin-listen", "127.0.0.1:" ++ integer_to_list(httpdcnode_test_lib:free_port())}],
+    Log = httpdcnode_test_lib:log_path(httpdcnode_test_lib:unique("c2chat")),
+    Proc = httpdcnode_test_lib:spawn_os(Exe, unpairs([{K, proplists:get_value(K, Own, V)}
+                                                      || {K, V} <- pairs(Args)]), Log, Other),
+    try
+        ONode = list_to_atom(Other),
+        httpdcnode_test_lib:wait_until(
+          fun() -> lists:member(ONode, m(MNode, httpdcnode, nodes, [])) end, ?T, linked),
+        {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
+        ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes("GET", "/sse/301", "HTTP/1.1", [])),
+        httpdcnode_test_lib:wait_until(
+          fun() -> m(MNode, httpdcnode, online, [301]) =:= [ONode] end, ?T, online_there),
+        Post = httpdcnode_test_lib:request_bytes("POST", "/send/301", "HTTP/1.1",
+                                                 ["Connection: close", "Content-Type: text/plain",
+                                                  "Content-Length: 9"]),
+        #{status := 202} = httpdcnode_test_lib:http_request(Port, <<Post/binary, "join here">>),
+        gen_tcp:close(Sock)
+    after
+        httpdcnode_test_lib:stop_proc(Proc)
+    end.
+
+%% The command after "or another C-node" in run.sh's output, its lines
+%% joined: [Exe | Args].
+other_cnode_command(Out) ->
+    [_, After] = binary:split(Out, <<"or another C-node">>),
+    [_ | Lines] = binary:split(After, <<"\n">>, [global]),
+    Cmd = lists:takewhile(fun(L) -> binary:first(L) =:= $\s end,
+                          [L || L <- Lines, L =/= <<>>]),
+    Text = binary:replace(iolist_to_binary(lists:join(" ", Cmd)), <<"\\">>, <<>>, [global]),
+    [binary_to_list(W) || W <- string:lexemes(Text, " ")].
+
+pairs([K, V | Rest]) -> [{K, V} | pairs(Rest)];
+pairs([]) -> [].
+
+unpairs(Pairs) -> lists:append([[K, V] || {K, V} <- Pairs]).
 
 run_sh(Arg, Env) ->
     Port = open_port({spawn_executable, "/bin/bash"},
@@ -325,15 +391,18 @@ text(E) -> maps:get(<<"text">>, E, <<>>).
 
 %% The rows of #chat in Tab now, in its order.
 dump(P, Tab) ->
+    #{<<"chat">> := Rows} = dump_event(P, Tab),
+    Rows.
+
+%% The answer to a dump of Tab asked now.
+dump_event(P, Tab) ->
     Before = length(dumps(P, Tab)),
     command(P, ["dump ", Tab]),
-    #{<<"chat">> := Rows} =
-        httpdcnode_test_lib:wait_until(
-          fun() ->
-                  D = dumps(P, Tab),
-                  length(D) > Before andalso {true, lists:last(D)}
-          end, ?T, {dump, Tab}),
-    Rows.
+    httpdcnode_test_lib:wait_until(
+      fun() ->
+              D = dumps(P, Tab),
+              length(D) > Before andalso {true, lists:last(D)}
+      end, ?T, {dump, Tab}).
 
 dumps(P, Tab) -> [E || E <- events(P), is_ev(E, <<"dump">>, Tab)].
 

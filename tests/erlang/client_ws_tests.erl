@@ -5,6 +5,10 @@
 %% gap frame, pings, kick and SIGTERM. Then the bundled load client
 %% (./httpclient --proto ws, as make bench and make soak run it): it answers
 %% the heartbeat's pings, and counts the gap frame as a gap, not an id error.
+%% With --ws-deflate, ws agrees permessage-deflate, reads the server's
+%% compressed frames and compresses every message it sends (threshold 0):
+%% the inbox (the example ws_echo, through the application) gets them
+%% inflated.
 -module(client_ws_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -28,7 +32,11 @@ ws_client_test_() ->
      httpdcnode_test_lib:server_test("httpclient --proto ws resuming past --history counts "
                                      "the gap frame as a gap, no id error",
                                      #{extra_args => ["--history", "2"]}, 90,
-                                     fun load_client_gaps/1)].
+                                     fun load_client_gaps/1),
+     httpdcnode_inbox_lib:app_case("ws with --ws-deflate: permessage-deflate agreed (no "
+                                   "context takeover both ways), compressed messages read, its "
+                                   "own compressed messages echoed whole", ws_echo,
+                                   ["--ws-deflate"], 60, fun deflate/1)].
 
 plain(S) ->
     C = client(S, "50", none),
@@ -164,7 +172,40 @@ load_client_result(#{log := Log} = P) ->
 
 %%% ---------------------------------------------------------------- the client
 
-client(S, Path, Protocol) ->
+deflate(S) ->
+    C = client(S, "70", meta, [{"WS_CLIENT_DEFLATE_THRESHOLD", "0"}]),
+    #{<<"protocol">> := <<"ws+meta.httpdcnode">>, <<"extensions">> := Ext} = expect(C, open),
+    ?assertEqual(<<"permessage-deflate; server_no_context_takeover; client_no_context_takeover">>,
+                 Ext),
+    Before = stats(S),
+    Text = binary:copy(<<"all work and no play ">>, 500),
+    send(S, {70, Text}),
+    ?assertMatch({_, 1, Text}, meta(expect(C, message))),
+    Bin = binary:copy(<<0, 255, 1>>, 1000),
+    send(S, {70, {binary, Bin}}),
+    #{<<"binary">> := true, <<"data">> := B64} = expect(C, message),
+    ?assertMatch(<<"id: ", _:8/binary, ":2\n\n", Bin/binary>>, base64:decode(B64)),
+    %% Each message the client sends is compressed; the echo (a reply,
+    %% uncompressed) is what it sent.
+    Line = binary:copy(<<"caf", 16#c3, 16#a9, " cr", 16#c3, 16#a8, "me ">>, 100),
+    port_command(C, [<<"send ">>, Line, <<"\n">>]),
+    ?assertMatch(#{<<"binary">> := false, <<"data">> := <<"event: conn\n\n", Line/binary>>},
+                 expect(C, message)),
+    port_command(C, [<<"sendbin ">>, base64:encode(Bin), <<"\n">>]),
+    #{<<"binary">> := true, <<"data">> := B64b} = expect(C, message),
+    ?assertEqual(<<"event: conn\n\n", Bin/binary>>, base64:decode(B64b)),
+    port_command(C, <<"send hi\n">>),
+    ?assertMatch(#{<<"data">> := <<"event: conn\n\nhi">>}, expect(C, message)),
+    After = stats(S),
+    D = fun(K) -> maps:get(K, After) - maps:get(K, Before) end,
+    ?assertEqual({2, 3, 0}, {D(ws_deflated), D(ws_inflated), D(ws_bad_frames)}),
+    send(S, {kick, 70}),
+    ?assertMatch(#{<<"code">> := 4001}, expect(C, close)),
+    stop(C).
+
+client(S, Path, Protocol) -> client(S, Path, Protocol, []).
+
+client(S, Path, Protocol, Env) ->
     Root = httpdcnode_test_lib:repo_root(),
     Node = os:find_executable("node"),
     ?assertNotEqual(false, Node),
@@ -173,7 +214,7 @@ client(S, Path, Protocol) ->
         [ "ws+meta.httpdcnode" || Protocol =:= meta],
     open_port({spawn_executable, Node},
               [{args, Args}, {cd, filename:join([Root, "tests", "js"])}, {line, 1 bsl 20},
-               binary, use_stdio, exit_status]).
+               {env, Env}, binary, use_stdio, exit_status]).
 
 stop(C) -> catch port_close(C), ok.
 

@@ -190,11 +190,39 @@ run_cookie_hidden(R = #{dir := Dir}) ->
     Log = read(filename:join(Dir, "httpdcnode.log")),
     ?assertEqual(nomatch, string:find(Log, Cookie)).
 
-%% The addresses process Pid listens on (TCP).
+%% The addresses process Pid listens on (TCP), as "127.0.0.1:PORT" or
+%% "[::1]:PORT": its sockets' inodes (/proc/Pid/fd) among the listening
+%% ones of /proc/Pid/net/tcp and tcp6. Read from /proc/Pid alone, so its
+%% time does not grow with the other processes of the machine (ss -p
+%% walks them all).
 listening(Pid) ->
-    [lists:nth(4, string:lexemes(L, " "))
-     || L <- string:split(os:cmd("ss -Htlnp"), "\n", all),
-        string:find(L, "pid=" ++ integer_to_list(Pid) ++ ",") =/= nomatch].
+    Proc = "/proc/" ++ integer_to_list(Pid),
+    {ok, Fds} = file:list_dir(Proc ++ "/fd"),
+    Inodes = [I || F <- Fds,
+                   {ok, "socket:[" ++ R} <- [file:read_link(Proc ++ "/fd/" ++ F)],
+                   I <- [lists:droplast(R)]],
+    [addr(Local, V6) || {File, V6} <- [{"tcp", false}, {"tcp6", true}],
+                        {ok, B} <- [file:read_file(Proc ++ "/net/" ++ File)],
+                        [_, Local, _, "0A" | Rest] <- [string:lexemes(L, " ")
+                                                       || L <- tl(string:split(binary_to_list(B),
+                                                                               "\n", all)),
+                                                          L =/= ""],
+                        lists:member(lists:nth(6, Rest), Inodes)].
+
+%% "0100007F:1F90" (tcp) or 32 hex digits (tcp6), in the kernel's words.
+addr(Local, V6) ->
+    [Hex, PortHex] = string:split(Local, ":"),
+    Port = integer_to_list(list_to_integer(PortHex, 16)),
+    case V6 of
+        false ->
+            <<A, B, C, D>> = <<(list_to_integer(Hex, 16)):32/little>>,
+            lists:flatten(io_lib:format("~b.~b.~b.~b:~s", [A, B, C, D, Port]));
+        true ->
+            Words = [<<(list_to_integer(W, 16)):32/little>>
+                     || W <- [lists:sublist(Hex, I, 8) || I <- [1, 9, 17, 25]]],
+            <<Bytes:128>> = iolist_to_binary(Words),
+            "[" ++ inet:ntoa(list_to_tuple([X || <<X:16>> <= <<Bytes:128>>])) ++ "]:" ++ Port
+    end.
 
 run_loopback_only(#{pids := Pids}) ->
     Listening = fun listening/1,

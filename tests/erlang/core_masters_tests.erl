@@ -228,7 +228,8 @@ open_all(S, Uids) ->
     [C || {_, C} <- httpdcnode_test_lib:open_streams(S, Uids, 50, #{})].
 
 %% 10,000 uids online; a snapshot asked by this (non-master) node goes to
-%% both masters, in pieces of at most 4,096: snapshot, then snapshot_more.
+%% both masters, after a hello, in pieces of at most 4,096: snapshot, then
+%% snapshot_more.
 big_snapshot_in_pieces(S) ->
     More = lists:seq(20001, 20000 + ?BIG - length(get(online))),
     Cs = open_all(S, More),
@@ -246,6 +247,7 @@ big_snapshot_in_pieces(S) ->
     end,
     Pieces = (?BIG + 1 + ?PIECE - 1) div ?PIECE,
     [begin
+         assert_hello(next(L)),
          {snapshot, First} = next(L),
          Rest = [next(L) || _ <- lists:seq(2, Pieces)],
          ?assert(length(First) =< ?PIECE),

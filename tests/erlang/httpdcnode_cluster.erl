@@ -1,11 +1,22 @@
 %% Shared by the cluster test modules (cluster_tests, cluster_reliability_tests,
-%% cluster_failure_tests): the application started on a master node, the
-%% wait until a master knows a set of C-nodes, and an EUnit case that prints
-%% the ends of the cluster's logs when it fails.
+%% cluster_failure_tests, cluster_delivery_tests): masters started for a
+%% set-up, the application started on a master node, the wait until a master
+%% knows a set of C-nodes, and an EUnit case that prints the ends of the
+%% cluster's logs when it fails.
 -module(httpdcnode_cluster).
--export([start_app/2, wait_known/3, test_case/5]).
+-export([start_app/2, wait_known/3, test_case/5, start_masters/2]).
 
 -define(L, httpdcnode_test_lib).
+
+%% Starts N master nodes and returns Setup(Procs); they are stopped when
+%% Setup fails.
+start_masters(N, Setup) ->
+    Procs = [?L:start_master() || _ <- lists:seq(1, N)],
+    try Setup(Procs)
+    catch C:E:St ->
+            [catch ?L:stop_master(P) || P <- Procs],
+            erlang:raise(C, E, St)
+    end.
 
 %% Loads the application on Node (this build's beams, or those of
 %% HTTPDTEST_APP_EBIN=DIR, to try an older application against the tests),

@@ -14,7 +14,8 @@
 -export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1, recv_frame_within/2,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
          start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4, inbox_server/2,
-         chat_start/2, chat_args/0, app_start/3, app_start/4, app_test/5]).
+         chat_start/2, chat_args/0, app_start/3, app_start/4, app_test/5, app_case/5,
+         app_stop/1]).
 
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
@@ -222,6 +223,22 @@ start_with_env(InboxEnv, ExtraArgs, Timeout) ->
             httpdcnode_test_lib:stop_master(M),
             erlang:raise(C, E, St)
     end.
+
+%% The EUnit test Fun(Server) on app_start(Handler, Args), with Seconds
+%% (scaled) to run and the server's log shown if it fails; the server and
+%% the master stopped after.
+app_case(Label, Handler, Args, Seconds, Fun) ->
+    {Label,
+     {setup, fun() -> app_start(Handler, Args, ?T) end, fun app_stop/1,
+      fun(#{server := S}) ->
+              {timeout, httpdcnode_test_lib:scaled(Seconds),
+               fun() -> httpdcnode_test_lib:logged(S, fun(_) -> Fun(S) end) end}
+      end}}.
+
+%% What app_start started, stopped: the server, then the master.
+app_stop(#{master := M, server := S}) ->
+    httpdcnode_test_lib:stop_server(S),
+    httpdcnode_test_lib:stop_master(M).
 
 %% The EUnit test Fun(Ctx) on app_start(Handler, {Sink, node()}, Args): a
 %% sink here named Prefix and a unique suffix takes what the handler

@@ -22,6 +22,8 @@
          signal/2, wait_exit/2, proc_status/1, run_cli/2]).
 %% a server killed and started again as the same C-node
 -export([kill_server/1, restart_server/1]).
+%% a new server process taking over from a running one (hot upgrade)
+-export([takeover_server/1, takeover_server/2, server_args/1]).
 %% master
 -export([start_master/0, start_master/1, start_master/2, new_master_name/0,
          stop_master/1, kill_master/1, restart_master/1, kill_master_by_name/1,
@@ -449,21 +451,10 @@ kill_server(S = #{proc := P, node := Node}) ->
 %% Its output goes on in the same log. Returns the new server map.
 restart_server(S) -> restart_server(S, 3).
 
-restart_server(S = #{node := Node, port := Port, admin_port := AdminPort, master := Master,
-                     opts := Opts, log := Log}, Attempts) ->
+restart_server(S = #{node := Node, log := Log}, Attempts) ->
     [Alive, _] = string:split(atom_to_list(Node), "@"),
     ok = wait_name_free(Alive, 10000),
-    AdminArgs = case maps:get(admin, Opts, port) of
-                    none -> ["--admin-listen", ""];
-                    default -> [];
-                    _ -> ["--admin-listen", admin_address(AdminPort)]   % port, same
-                end,
-    Args = ["--listen", "127.0.0.1:" ++ integer_to_list(Port),
-            "--name", atom_to_list(Node),
-            "--master", atom_to_list(Master),
-            "--cookie", cookie()]
-        ++ AdminArgs ++ option_args(Opts) ++ maps:get(extra_args, Opts, []),
-    {Exe, CmdArgs} = server_cmd(Args),
+    {Exe, CmdArgs} = server_cmd(server_args(S)),
     ok = file:write_file(Log, ["# restarted: ", lists:join(" ", [Exe | CmdArgs]), "\n"],
                          [append]),
     Proc = spawn_os(Exe, CmdArgs, Log, Alive),
@@ -481,6 +472,45 @@ restart_server(S = #{node := Node, port := Port, admin_port := AdminPort, master
             stop_proc(Proc),
             erlang:error({server_not_ready, Err, Tail})
     end.
+
+%% The command line start_server gave S (without the executable).
+server_args(#{node := Node, port := Port, admin_port := AdminPort, master := Master,
+              opts := Opts}) ->
+    AdminArgs = case maps:get(admin, Opts, port) of
+                    none -> ["--admin-listen", ""];
+                    default -> [];
+                    _ -> ["--admin-listen", admin_address(AdminPort)]   % port, same
+                end,
+    ["--listen", "127.0.0.1:" ++ integer_to_list(Port),
+     "--name", atom_to_list(Node),
+     "--master", atom_to_list(Master),
+     "--cookie", cookie()]
+        ++ AdminArgs ++ option_args(Opts) ++ maps:get(extra_args, Opts, []).
+
+%% A new process started with S's command line, --takeover and Extra
+%% (more arguments: a differing option), in the environment Env
+%% ("NAME=VALUE" strings): {ok, S2} once the old process exited 0 (S2 is
+%% S with the new process), or {refused, ExitStatus, S} when the new one
+%% exited (the old one serves on). Its output goes on in S's log.
+takeover_server(S) -> takeover_server(S, #{}).
+
+takeover_server(S = #{proc := Old, node := Node, log := Log}, Opts) ->
+    [Alive, _] = string:split(atom_to_list(Node), "@"),
+    {Exe, CmdArgs} = server_cmd(server_args(S) ++ maps:get(extra, Opts, []) ++ ["--takeover"]),
+    {Exe1, Args1} = case maps:get(env, Opts, []) of
+                        [] -> {Exe, CmdArgs};
+                        Env -> {"/usr/bin/env", Env ++ [Exe | CmdArgs]}
+                    end,
+    ok = file:write_file(Log, ["# takeover: ", lists:join(" ", [Exe1 | Args1]), "\n"], [append]),
+    New = spawn_os(Exe1, Args1, Log, Alive),
+    wait_until(fun() ->
+                       case {proc_status(New), proc_status(Old)} of
+                           {{exited, St}, _} -> stop_proc(New), {true, {refused, St, S}};
+                           {running, {exited, 0}} -> stop_proc(Old), {true, {ok, S#{proc => New}}};
+                           {running, {exited, St}} -> erlang:error({old_server_exited, St});
+                           Both -> {false, Both}
+                       end
+               end, 60000, {takeover, Alive}).
 
 node_of(#{node := N}) -> N.
 port_of(#{port := P}) -> P.

@@ -8,6 +8,10 @@
 %% reaches them only through nginx: curl over HTTP/2 (-k), the npm "ws"
 %% client over wss://, headless Chromium. Which C-node a stream is on is
 %% read from each server's /stats (streams_total, streams_open).
+%% The client messages' case has a master too (an inbox, a presence
+%% process), the C-nodes --trusted-proxy 127.0.0.1 (nginx's address as they
+%% see it), and clients on other loopback addresses (curl --interface
+%% 127.0.0.N), so that each is a client of its own to nginx.
 %% Without nginx every case fails, saying so (scripts/install-deps.sh
 %% installs it). $HTTPDTEST_NGINX names another nginx binary.
 -module(proxy_tests).
@@ -33,7 +37,12 @@ proxy_test_() ->
      proxy_test("a C-node down: its uid goes to the other one, whose answer to the resume "
                 "is a gap", #{}, 60, fun node_down/1),
      proxy_test("Chromium: one page, 10 EventSource streams at once over one HTTP/2 "
-                "connection, each gets its message", #{}, 120, fun browser/1)].
+                "connection, each gets its message", #{}, 120, fun browser/1),
+     {timeout, scaled(90),
+      {"POST /send/N through nginx reaches the uid's C-node (its ?conn= stream there); "
+       "--trusted-proxy: each client its own rate bucket and conn_up Peer by "
+       "X-Forwarded-For, an address a client names for itself ignored",
+       fun() -> with_inbox_proxy(fun posts/2) end}}].
 
 proxy_test(Label, Opts, Timeout, Fun) ->
     {timeout, scaled(Timeout), {Label, fun() -> with_proxy(Opts, Fun) end}}.
@@ -223,6 +232,96 @@ browser(Env = #{nodes := Nodes}) ->
         httpdcnode_page:close(P)
     end.
 
+%% Uid 691's stream and posts, from clients at 127.0.0.2, .3 and .4.
+posts(Env = #{nodes := Nodes}, Sink) ->
+    Uid = 691,
+    {C, S} = open_curl(Env, "/sse/691?conn=1", ["--interface", "127.0.0.2"]),
+    Node = node_name(S),
+    %% conn_up names the client nginx forwarded for (no port: it has none).
+    {httpdcnode, Node, conn_up, Uid, Id, sse, Peer} = conn_up(Uid),
+    ?assertEqual({{127, 0, 0, 2}, 0}, Peer),
+    wait_body(C, fun(B) -> binary:match(B, <<"event: conn">>) =/= nomatch end, conn_event),
+    [Conn] = [proplists:get_value(<<"data">>, E) || E <- raw_events(C),
+                                                   proplists:get_value(<<"event">>, E) =:= <<"conn">>],
+    #{<<"conn">> := IdText} = httpdcnode_test_lib:json_decode(Conn),
+    ?assertEqual(Id, binary_to_integer(IdText)),
+    %% The POST reaches the C-node of the stream it names, and its inbox.
+    Path = "/send/691",
+    ?assertEqual([202], posts_from(Env, "127.0.0.2", Path ++ "?conn=" ++ integer_to_list(Id),
+                                   [], 1)),
+    ?assertEqual({in, Uid, {Node, Id}, <<"m">>}, in_msg()),
+    stop_curl(C),
+    %% --client-rate 1: a burst of 8 per client (address). 127.0.0.2 runs
+    %% out; 127.0.0.3, behind the same nginx, has its own (with one bucket
+    %% for nginx's address it would have had none left).
+    Two = posts_from(Env, "127.0.0.2", Path, [], 12),
+    ?assertMatch([429 | _], lists:dropwhile(fun(X) -> X =:= 202 end, Two)),
+    ?assertEqual(lists:duplicate(8, 202), posts_from(Env, "127.0.0.3", Path, [], 8)),
+    %% A client that names another address for itself is still itself:
+    %% nginx appends the address it came from, which is read first.
+    Spoofed = posts_from(Env, "127.0.0.3", Path, ["-H", "X-Forwarded-For: 127.0.0.9"], 4),
+    ?assertMatch([429 | _], lists:dropwhile(fun(X) -> X =:= 202 end, Spoofed)),
+    ?assert(length([X || X <- Spoofed, X =:= 202]) < 4),
+    %% Straight to the C-node, from an address it does not trust, the
+    %% header is not read: 127.0.0.4's own bucket, not 127.0.0.3's empty one.
+    Direct = direct_post(S, {127, 0, 0, 4}, Uid, "X-Forwarded-For: 127.0.0.3\r\n"),
+    ?assertMatch({202, _}, Direct),
+    %% From the trusted address, a header that names no address: counted,
+    %% the proxy's own address used.
+    ?assertMatch({202, _}, direct_post(S, {127, 0, 0, 1}, Uid, "X-Forwarded-For: unknown\r\n")),
+    %% From it, X-Real-IP when there is no X-Forwarded-For; and a chain of
+    %% proxies read past the trusted ones: both 127.0.0.5's bucket, the
+    %% second finding it empty (127.0.0.1's would still hold 7).
+    Real = [St || _ <- lists:seq(1, 10),
+                  {St, _} <- [direct_post(S, {127, 0, 0, 1}, Uid, "X-Real-IP: 127.0.0.5\r\n")]],
+    ?assert(lists:member(429, Real)),
+    Chain = [St || _ <- lists:seq(1, 8),
+                   {St, _} <- [direct_post(S, {127, 0, 0, 1}, Uid,
+                                           "X-Forwarded-For: 127.0.0.5, 127.0.0.1\r\n")]],
+    ?assert(length([X || X <- Chain, X =:= 202]) =< 3),
+    ?assertMatch(#{proxy_bad_forwarded := 1, post_in := In} when In >= 1 + 8, stats(S)),
+    [?assertMatch(#{proxy_bad_forwarded := 0}, stats(N)) || N <- Nodes, node_name(N) =/= Node],
+    _ = Sink,
+    ok.
+
+%% N POSTs of "m" (text/plain) to Path through nginx, over one connection,
+%% from the address From: their statuses.
+posts_from(Env, From, Path, Extra, N) ->
+    Curl = os:find_executable("curl"),
+    Args = ["-sS", "-k", "--http1.1", "--interface", From, "--max-time", "30",
+            "-H", "Content-Type: text/plain", "--data-binary", "m",
+            "-w", "%{http_code}\n" | Extra] ++ lists:append(lists:duplicate(N, ["-o", "/dev/null", url(Env, Path)])),
+    {0, Out} = run(Curl, Args),
+    [binary_to_integer(L) || L <- binary:split(Out, <<"\n">>, [global, trim_all])].
+
+%% One POST of "m" to the C-node S from the local address From, with the
+%% extra header lines Headers: {Status, Body}.
+direct_post(S, From, Uid, Headers) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, httpdcnode_test_lib:port_of(S),
+                                 [binary, {active, false}, {ip, From}]),
+    Req = ["POST /send/", integer_to_list(Uid), " HTTP/1.1\r\nHost: x\r\n",
+           "Content-Type: text/plain\r\nContent-Length: 1\r\nConnection: close\r\n",
+           Headers, "\r\nm"],
+    ok = gen_tcp:send(Sock, Req),
+    Reply = recv_all(Sock, <<>>),
+    gen_tcp:close(Sock),
+    <<"HTTP/1.1 ", Code:3/binary, _/binary>> = Reply,
+    {binary_to_integer(Code), Reply}.
+
+recv_all(Sock, Acc) ->
+    case gen_tcp:recv(Sock, 0, ?T) of
+        {ok, B} -> recv_all(Sock, <<Acc/binary, B/binary>>);
+        {error, closed} -> Acc
+    end.
+
+conn_up(Uid) ->
+    receive {forwarded, presence, {httpdcnode, _, conn_up, Uid, _, _, _} = M} -> M
+    after ?T -> erlang:error({no_conn_up, Uid})
+    end.
+
+in_msg() ->
+    receive {in, _, _, _} = M -> M after ?T -> erlang:error(nothing_from_inbox) end.
+
 %%% ---------------------------------------------------------------- nginx and two C-nodes
 
 %% Fun(Env) with two servers and nginx in front; all ended after, also
@@ -240,6 +339,36 @@ with_proxy(Opts, Fun) ->
     with(fun() -> start_nginx(Nginx, Dir, [S1, S2], 3) end, fun stop_nginx/1, fun(Env) ->
          logged(Env, Fun)
     end) end) end) end).
+
+%% Fun(Env, Sink) with a master (its 'presence' forwarding to Sink, an
+%% inbox sending each client message there), two servers with
+%% --inbox, --presence-conns, --trusted-proxy 127.0.0.1 and --client-rate 1,
+%% and nginx in front.
+with_inbox_proxy(Fun) ->
+    Nginx = nginx_exe(),
+    {ok, _} = application:ensure_all_started(ssl),
+    {Sink, M, MNode} = httpdcnode_inbox_lib:presence_master("proxy_sink"),
+    httpdcnode_test_lib:sink_subscribe(Sink),
+    {ok, _} = httpdcnode_inbox_lib:start_inbox(MNode, inbox_test_handler, {Sink, node()}),
+    SOpts = #{master => M, presence => presence,
+              extra_args => ["--inbox", "inbox", "--presence-conns", "--trusted-proxy",
+                             "127.0.0.1", "--client-rate", "1"]},
+    Start = fun() ->
+                    S = httpdcnode_test_lib:start_server(SOpts),
+                    httpdcnode_test_lib:wait_stat(S, erl_masters, fun(V) -> V =:= 1 end, ?T),
+                    S
+            end,
+    try
+        with(fun temp_dir/0, fun(D) -> file:del_dir_r(D) end, fun(Dir) ->
+        with(Start, fun httpdcnode_test_lib:stop_server/1, fun(S1) ->
+        with(Start, fun httpdcnode_test_lib:stop_server/1, fun(S2) ->
+        with(fun() -> start_nginx(Nginx, Dir, [S1, S2], 3) end, fun stop_nginx/1, fun(Env) ->
+             logged(Env, fun(E) -> Fun(E, Sink) end)
+        end) end) end) end)
+    after
+        httpdcnode_test_lib:stop_master(M),
+        httpdcnode_test_lib:stop_sink(Sink)
+    end.
 
 with(Acquire, Release, Use) ->
     R = Acquire(),

@@ -9,8 +9,9 @@
 //                                            a row the tab added to #chat
 //                                            (kind line, mine, joined, left, error, reply)
 //   {"ev":"log","tag":TAG,"kind":K,"text":T} a row the tab added to its log
-//   {"ev":"dump","tag":TAG,"chat":[...]}     the answer to "dump TAG": #chat now,
-//                                            each row {kind, uid, room, who, text}
+//   {"ev":"dump","tag":TAG,"chat":[...],"hint":H}  the answer to "dump TAG": #chat now,
+//                                            each row {kind, uid, room, who, text};
+//                                            the footer's hint (#hint) text
 //   {"ev":"pageerror"|"console","tag":TAG,"text":T}  a script error in a tab
 //   {"ev":"fatal","text":T}                  then it exits 1
 // Commands on stdin, a line each, run in order:
@@ -80,7 +81,10 @@ async function command(line) {
     await tab(tag).screenshot({ path: rest.join(' ') });
     return say({ ev: 'screenshot', path: rest.join(' ') });
   }
-  if (cmd === 'dump') return say({ ev: 'dump', tag, chat: await tab(tag).evaluate(dumpChat) });
+  if (cmd === 'dump') {
+    return say({ ev: 'dump', tag, chat: await tab(tag).evaluate(dumpChat),
+                 hint: await tab(tag).textContent('#hint') });
+  }
   if (cmd) say({ ev: 'fatal', text: 'unknown command: ' + cmd });
 }
 

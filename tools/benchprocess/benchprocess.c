@@ -14,6 +14,14 @@
  *                                      and CPU per subscription), publish
  *                                      (a message to every topic a round:
  *                                      CPU per delivery), close
+ *   BENCH_PROCESS_FRAMING=ws|ws_deflate benchprocess ...   the streams are
+ *                                      WebSockets (ws_deflate: with
+ *                                      permessage-deflate, --ws-deflate),
+ *                                      not chunked
+ *   BENCH_PROCESS_PAYLOAD=BYTES benchprocess ...   each message this long
+ *                                      (default 32), text cut from a
+ *                                      JSON-like sample (what deflate is
+ *                                      for), 1..65536
  *
  * Linked with the server's objects (the Makefile's SRV_LIB_OBJ, as the unit
  * tests are), it sets up what main.c sets up (uid table with presence,
@@ -64,6 +72,7 @@
 #include "core/cmd.h"
 #include "core/dispatch.h"
 #include "core/framing.h"
+#include "lib/deflate_msg.h"
 #include "core/history.h"
 #include "core/outbound.h"
 #include "core/presence.h"
@@ -98,7 +107,8 @@
 #define SINKS 32
 #endif
 #define MAX_USERS 1114112             /* --max-users' default, at every N */
-#define PAYLOAD 32                    /* bytes of each message */
+#define PAYLOAD 32                    /* bytes of each message, by default */
+#define PAYLOAD_MAX 65536
 #define MIN_WORK 200000               /* deliveries per measured repeat, at least */
 #define MAX_REPEATS 15
 #define SNAPSHOT_PIECE_MAX 4096       /* presence.c's BATCH_MAX */
@@ -110,6 +120,10 @@
 #define SANITIZED 0
 #endif
 #define WAIT_S 120                    /* bound of every wait on another thread */
+
+static uint8_t framing = FRAMING_CHUNKED;    /* BENCH_PROCESS_FRAMING */
+static uint32_t payload_len = PAYLOAD;        /* BENCH_PROCESS_PAYLOAD */
+static char payload[PAYLOAD_MAX];             /* every message's bytes */
 
 static struct event_base *base;
 static struct handoff *inbox, *outbox;
@@ -347,15 +361,15 @@ static struct {
     uint64_t stats_seen;   /* loop thread: rounds applied */
 } job;
 
-static void push(uint8_t kind, uint32_t uid, uint32_t payload_len, uint16_t reply_len)
+static void push(uint8_t kind, uint32_t uid, uint32_t len, uint16_t reply_len)
 {
-    size_t size = cmd_size(0, payload_len, reply_len);
+    size_t size = cmd_size(0, len, reply_len);
     struct cmd *c;
     while (!(c = handoff_reserve(inbox, size, 1000)))
         ;                                  /* full: the loop is behind */
-    *c = (struct cmd){.kind = kind, .uid = uid, .payload_len = payload_len,
+    *c = (struct cmd){.kind = kind, .uid = uid, .payload_len = len,
                       .reply_len = reply_len, .received_ns = clock_now_ns()};
-    memset(cmd_payload(c), 'm', payload_len);
+    memcpy(cmd_payload(c), payload, len);
     memset(cmd_reply(c), 'r', reply_len);
     handoff_commit(inbox);
 }
@@ -365,14 +379,14 @@ static void push_topic(uint32_t t)
 {
     char name[16];
     uint32_t len = (uint32_t)snprintf(name, sizeof name, "t:%u", t);
-    size_t size = cmd_size(cmd_topic_words(len), PAYLOAD, 0);
+    size_t size = cmd_size(cmd_topic_words(len), payload_len, 0);
     struct cmd *c;
     while (!(c = handoff_reserve(inbox, size, 1000)))
         ;
     *c = (struct cmd){.kind = CMD_TOPIC, .uid = len, .nuids = cmd_topic_words(len),
-                      .payload_len = PAYLOAD, .received_ns = clock_now_ns()};
+                      .payload_len = payload_len, .received_ns = clock_now_ns()};
     memcpy(cmd_topic(c), name, len);
-    memset(cmd_payload(c), 'm', PAYLOAD);
+    memcpy(cmd_payload(c), payload, payload_len);
     handoff_commit(inbox);
 }
 
@@ -382,13 +396,13 @@ static void *producer(void *arg)
     (void)arg;
     for (uint32_t r = 0; r < job.rounds; r++) {
         if (job.kind == CMD_BROADCAST)
-            push(CMD_BROADCAST, 0, PAYLOAD, 0);
+            push(CMD_BROADCAST, 0, payload_len, 0);
         else if (job.kind == CMD_TOPIC)
             for (uint32_t t = 0; t < job.streams; t++)
                 push_topic(t);
         else
             for (uint32_t uid = 1; uid <= job.streams; uid++)
-                push(CMD_UNICAST, uid, PAYLOAD, 0);
+                push(CMD_UNICAST, uid, payload_len, 0);
         push(CMD_STATS, 0, 0, 4);
     }
     return NULL;
@@ -500,15 +514,26 @@ static struct {
     size_t index_bytes;                   /* topic_index_bytes() once subscribed */
 } res;
 
-/* Bytes of one framed PAYLOAD-byte message on a chunked stream. */
+/* Bytes of one framed message on a stream of the framing: compressed
+ * when batch.c would (64 bytes and up, smaller so), as it does. */
 static size_t framed_size(void)
 {
-    static const char data[PAYLOAD];
+    static char z[PAYLOAD_MAX + 1024];
     struct framing_prefix p;
     struct iovec iov[FRAMING_IOV_MAX];
-    size_t bytes = 0;
-    framing_prefix(FRAMING_CHUNKED, PAYLOAD, 1, &p);
-    framing_iov(FRAMING_CHUNKED, &p, data, PAYLOAD, iov, &bytes);
+    size_t bytes = 0, n = 0;
+    if (framing_ws_deflate(framing) && payload_len >= 64)
+        n = deflate_msg(payload, payload_len, z, sizeof z);
+    if (n && n + 5 < payload_len) {
+        framing_prefix_deflate(framing, (uint32_t)n, 1, 1, &p);
+        framing_iov(framing, &p, z, (uint32_t)n, iov, &bytes);
+    } else {
+        if (framing_checks_utf8(framing))
+            framing_prefix_utf8(framing, payload_len, 1, 1, &p);
+        else
+            framing_prefix(framing, payload_len, 1, &p);
+        framing_iov(framing, &p, payload, payload_len, iov, &bytes);
+    }
     return bytes;
 }
 
@@ -518,7 +543,7 @@ static void phase_open(uint32_t n)
     res.rss_before_kb = status_kb("RssAnon");
     uint64_t cpu = thread_cpu_ns();
     for (uint32_t uid = 1; uid <= n; uid++) {
-        struct stream *s = stream_open(uid, FRAMING_CHUNKED, NULL, sink_w[uid % SINKS]);
+        struct stream *s = stream_open(uid, framing, NULL, sink_w[uid % SINKS]);
         if (!s || stream_import(s) != 0)
             break;
         char head[64];
@@ -605,7 +630,7 @@ static void phase_snapshot(uint32_t n)
 static void phase_close(uint32_t n)
 {
     uint64_t b0 = atomic_load(&sink_bytes);
-    struct iovec t = framing_terminator(FRAMING_CHUNKED, END_DRAIN);
+    struct iovec t = framing_terminator(framing, END_DRAIN);
     uint64_t cpu = thread_cpu_ns();
     for (uint32_t uid = 1; uid <= n; uid++) {
         struct stream *s = uidtable_first(uid);
@@ -706,8 +731,11 @@ static int report(void)
     memcpy(sc, res.snap_cpu_ns, sizeof sc);
     memcpy(sw, res.snap_wall_ns, sizeof sw);
     int failed = 0;
-    printf("{\n  \"streams\": %u, \"sinks\": %d, \"repeats\": %u, \"payload_bytes\": %d,\n", n,
-           SINKS, r, PAYLOAD);
+    printf("{\n  \"streams\": %u, \"sinks\": %d, \"repeats\": %u, \"payload_bytes\": %u,\n", n,
+           SINKS, r, payload_len);
+    printf("  \"framing\": \"%s\", \"ws_deflated\": %" PRIu64 ", \"ws_deflate_out_bytes\": %" PRIu64
+           ",\n", framing == FRAMING_CHUNKED ? "chunked" : framing == FRAMING_WS ? "ws" : "ws_deflate",
+           loop_stats.ws_deflated, loop_stats.ws_deflate_out_bytes);
     printf("  \"rounds_per_repeat\": %u, \"history_file\": %s, \"history_reopen_ms\": %.1f,\n",
            res.rounds, history_file ? "true" : "false", (double)res.reopen_ns / 1e6);
     printf("  \"struct_stream_bytes\": %zu, \"uid_slot_bytes\": %zu,\n", sizeof(struct stream),
@@ -772,6 +800,23 @@ int main(int argc, char **argv)
         return 2;
     }
     history_cfg.max_topics = ntopics;
+    const char *f = getenv("BENCH_PROCESS_FRAMING"), *pl = getenv("BENCH_PROCESS_PAYLOAD");
+    if (f && *f && strcmp(f, "chunked") != 0)
+        framing = strcmp(f, "ws") == 0 ? FRAMING_WS
+                  : strcmp(f, "ws_deflate") == 0 ? FRAMING_WS_DEFLATE : FRAMING_KINDS;
+    if (pl && *pl)
+        payload_len = (uint32_t)strtoul(pl, NULL, 10);
+    if (framing == FRAMING_KINDS || payload_len < 1 || payload_len > PAYLOAD_MAX) {
+        fprintf(stderr, "benchprocess: BENCH_PROCESS_FRAMING is chunked, ws or ws_deflate; "
+                        "BENCH_PROCESS_PAYLOAD 1..%d bytes\n", PAYLOAD_MAX);
+        return 2;
+    }
+    /* Text as applications send it: JSON of a few fields, cut to length. */
+    static const char sample[] =
+        "{\"id\":4711,\"from\":\"alice\",\"room\":\"lobby\",\"text\":\"see you at the station "
+        "at nine, the train leaves at a quarter past\",\"at\":\"2024-05-01T08:55:12Z\"},";
+    for (uint32_t i = 0; i < PAYLOAD_MAX; i++)
+        payload[i] = sample[i % (sizeof sample - 1)];
     history_file = getenv("BENCH_PROCESS_HISTORY_FILE");
     if (history_file && !*history_file)
         history_file = NULL;

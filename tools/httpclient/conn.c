@@ -128,9 +128,21 @@ void conn_welcome(struct conn *c)
     c->tries = 0;
     g_set->pending--;
     event_del(&c->ev);
-    /* --no-read: the socket stays open, unread, until the end. */
-    if (!g_set->o->no_read)
+    /* --no-read: the socket stays open, unread, until the end (or SIGUSR1). */
+    if (conn_reading(g_set))
         event_add(&c->ev, NULL);
+}
+
+int conn_reading(const struct conn_set *cs)
+{
+    return !cs->o->no_read || (cs->o->read_on_signal && cs->resume_signalled);
+}
+
+void conn_read_all(struct conn_set *cs)
+{
+    for (size_t i = 0; i < cs->n; i++)
+        if (cs->conns[i].phase == CP_STREAMING)
+            event_add(&cs->conns[i].ev, NULL);
 }
 
 /* --topics: the id tracker of c's topic t:N (N + 1 in topic), NULL when
@@ -495,7 +507,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
                 handle(c, r, 0);
                 break;
             }
-            if (c->phase == CP_STREAMING && g_set->o->no_read)
+            if (c->phase == CP_STREAMING && !conn_reading(g_set))
                 break;
             if ((size_t)n < sizeof g_rbuf)
                 break;

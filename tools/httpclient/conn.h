@@ -94,6 +94,10 @@ void conn_open(struct conn_set *cs, size_t i);
 int conn_churn(struct conn_set *cs, size_t i, int reset);
 /* Closes every open connection. */
 void conn_close_all(struct conn_set *cs);
+/* Whether streams are read now (not --no-read, or its SIGUSR1 came). */
+int conn_reading(const struct conn_set *cs);
+/* --read-on-signal: every stream welcomed starts reading. */
+void conn_read_all(struct conn_set *cs);
 
 /* For the transports (transport.c): what a response said. */
 void conn_welcome(struct conn *c);

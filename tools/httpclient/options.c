@@ -96,6 +96,9 @@ void opts_usage(FILE *out)
 "                       round trip (rtt_p50_us, rtt_p99_us; replies counts them)\n"
 "      --no-read        stop reading each stream after its welcome: a client\n"
 "                       that never reads, for the server's --max-backlog\n"
+"      --read-on-signal with --no-read: every stream starts reading once\n"
+"                       SIGUSR1 (to this process) came, and reads on: what\n"
+"                       the server held meanwhile is checked as it comes\n"
 "      --json           print the summary as one JSON line on stdout\n"
 "      --record FILE    append a line for each message received, \"m UID\n"
 "                       EPOCH:SEQ N\" (N from \"n=N;\" after the stamp, -1\n"
@@ -315,7 +318,7 @@ static int finish_request(struct client_opts *o, char **headers, size_t nheaders
 enum {
     O_HOST = 256, O_PATH, O_UID_BASE, O_UIDS, O_SRC, O_PENDING, O_TIMEOUT, O_HOLD,
     O_UNTIL, O_MAX_TIME, O_JSON, O_HIST_OUT, O_RECORD, O_CHURN, O_CHURN_RESET, O_NO_READ, O_PROTO,
-    O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL, O_RECONNECT_LOST, O_RECONNECT_CAP, O_SEND_RATE,
+    O_READ_ON_SIGNAL, O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL, O_RECONNECT_LOST, O_RECONNECT_CAP, O_SEND_RATE,
     O_TOPICS, O_TOPICS_PER_CONN,
     O_REQUEST_RATE
 };
@@ -354,6 +357,7 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         {"churn", required_argument, NULL, O_CHURN},
         {"churn-reset", required_argument, NULL, O_CHURN_RESET},
         {"no-read", no_argument, NULL, O_NO_READ},
+        {"read-on-signal", no_argument, NULL, O_READ_ON_SIGNAL},
         {"send-rate", required_argument, NULL, O_SEND_RATE},
         {"request-rate", required_argument, NULL, O_REQUEST_RATE},
         {"proto", required_argument, NULL, O_PROTO},
@@ -477,6 +481,9 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         case O_NO_READ:
             o->no_read = 1;
             break;
+        case O_READ_ON_SIGNAL:
+            o->read_on_signal = 1;
+            break;
         case O_SEND_RATE:
             if (parse_seconds(optarg, &o->send_rate))
                 return bad("--send-rate", optarg, "want a non-negative number");
@@ -537,6 +544,11 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "httpclient: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return -1;
+    }
+    if (o->read_on_signal && (!o->no_read || o->reconnect_on_signal)) {
+        fprintf(stderr, "httpclient: --read-on-signal needs --no-read (and no "
+                        "--reconnect-on-signal: both wait for SIGUSR1)\n");
         return -1;
     }
     if (o->reconnect_on_signal && !o->reconnect_after) {

@@ -44,6 +44,7 @@ struct client_opts {
     double churn;                       /* disconnects (each then reconnected) per second */
     unsigned churn_reset_pct;           /* share of them that reset instead of closing */
     int no_read;                        /* stop reading after the welcome */
+    int read_on_signal;                 /* with no_read: until SIGUSR1 */
     double send_rate;                   /* ws: messages sent up per second, all procs */
     double request_rate;                /* ws: of which requests, timed to their answer */
 

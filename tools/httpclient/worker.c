@@ -252,6 +252,8 @@ static void on_resume(evutil_socket_t sig, short what, void *arg)
     (void)sig;
     (void)what;
     w->cs.resume_signalled = 1;
+    if (w->cs.o->read_on_signal)
+        conn_read_all(&w->cs);
     /* The pace tick goes on until every parked connection is open again. */
     if (w->pace_ev && !event_pending(w->pace_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {0, PACE_TICK_US};

@@ -95,6 +95,42 @@ static void ws_meta_prefixes_the_id(void **state)
     assert_int_equal((uint8_t)p.bytes[0], 0x82);
 }
 
+/* permessage-deflate: RSV1 and the compressed length; ws_meta's id as a
+ * stored deflate block (BFINAL 0, type 00, LEN, NLEN) ahead of it, at the
+ * longest within FRAMING_PREFIX_MAX; the plain prefixes of those framings
+ * (replays) have no RSV1. */
+static void ws_deflate_prefixes(void **state)
+{
+    (void)state;
+    struct framing_prefix p;
+    framing_prefix_deflate(FRAMING_WS_DEFLATE, 300, 1, 1, &p);
+    assert_int_equal(p.len, 4);
+    assert_memory_equal(p.bytes, "\xc1\x7e\x01\x2c", 4);
+    framing_prefix_deflate(FRAMING_WS_DEFLATE, 10, 1, 0, &p);
+    assert_memory_equal(p.bytes, "\xc2\x0a", 2);
+    framing_prefix_deflate(FRAMING_WS_META_DEFLATE, 10, 42, 1, &p);
+    char id[64];
+    int n = snprintf(id, sizeof id, "id: %s:42\n\n", history_epoch_hex());
+    assert_int_equal(p.len, 2 + 5 + n);
+    assert_int_equal((uint8_t)p.bytes[0], 0xc1);
+    assert_int_equal(p.bytes[1], 5 + n + 10);
+    assert_int_equal(p.bytes[2], 0);
+    assert_int_equal((uint8_t)p.bytes[3], n);
+    assert_int_equal((uint8_t)p.bytes[4], 0);
+    assert_int_equal((uint8_t)p.bytes[5], (uint8_t)~n);
+    assert_int_equal((uint8_t)p.bytes[6], 0xff);
+    assert_memory_equal(p.bytes + 7, id, (size_t)n);
+    framing_prefix_deflate(FRAMING_WS_META_DEFLATE, 8u << 20, UINT32_MAX, 0, &p);
+    assert_int_equal(p.len, FRAMING_PREFIX_MAX);
+    framing_prefix_utf8(FRAMING_WS_META_DEFLATE, 5, 42, 1, &p);
+    assert_int_equal((uint8_t)p.bytes[0], 0x81);
+    framing_prefix_utf8(FRAMING_WS_DEFLATE, 5, 42, 0, &p);
+    assert_memory_equal(p.bytes, "\x82\x05", 2);
+    assert_true(framing_is_websocket(FRAMING_WS_META_DEFLATE));
+    assert_true(framing_ws_meta(FRAMING_WS_META_DEFLATE));
+    assert_false(framing_ws_deflate(FRAMING_WS_META));
+}
+
 /* The body in a buffer of exactly framing_sse_body_len bytes (ASan sees
  * a write past it), compared with want. */
 #define SSE_BODY_IS(data, binary, want) \
@@ -186,6 +222,7 @@ int main(void)
         cmocka_unit_test(ws_headers_take_each_length_form),
         cmocka_unit_test(ws_frames_are_whole_messages),
         cmocka_unit_test(ws_meta_prefixes_the_id),
+        cmocka_unit_test(ws_deflate_prefixes),
         cmocka_unit_test(endings_say_why),
         cmocka_unit_test(sse_bodies_are_lines_or_base64),
         cmocka_unit_test(utf8_is_checked_strictly),

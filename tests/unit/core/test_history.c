@@ -319,6 +319,37 @@ static void a_message_not_kept_makes_a_gap(void **state)
     assert_string_equal(replayed(r), "m3");
 }
 
+/* An id skipped (a message lost before it came): a client that had the
+ * one before is told a gap, then gets what came after; one that had it
+ * (it cannot have: the id named nothing) or later ones is not. */
+static void a_skipped_id_is_a_gap(void **state)
+{
+    (void)state;
+    start(32, 120, 4096);
+    append_text(9, "m%u", 1);
+    assert_int_equal(history_skip(9), 2);
+    struct history_replay *r = since(9, 1);
+    assert_true(r->gap);
+    assert_int_equal(r->n, 0);
+    append_text(9, "m%u", 3);
+    assert_int_equal(history_last_seq(9), 3);
+    r = since(9, 1);
+    assert_true(r->gap);
+    assert_int_equal(r->first_seq, 3);
+    assert_string_equal(replayed(r), "m3");
+    r = since(9, 2);
+    assert_false(r->gap);
+    assert_string_equal(replayed(r), "m3");
+    /* a cursor that reaches the skipped id meets it as a gap */
+    struct history_cursor c;
+    uint32_t first;
+    append_text(10, "m%u", 1);
+    history_resume(10, 1, history_epoch(), 0, &c, &first);
+    history_skip(10);
+    append_text(10, "m%u", 3);
+    assert_string_equal(walk(10, &c, 10), "m1,|gap|,m3");
+}
+
 /* A payload sent to many uids is kept once; each uid's message lives as
  * long as the shared payload does. */
 static void a_shared_payload_is_kept_once(void **state)
@@ -398,6 +429,7 @@ int main(void)
         cmocka_unit_test_teardown(old_messages_expire, teardown),
         cmocka_unit_test_teardown(the_arena_wraps_and_keeps_the_newest, teardown),
         cmocka_unit_test_teardown(a_message_not_kept_makes_a_gap, teardown),
+        cmocka_unit_test_teardown(a_skipped_id_is_a_gap, teardown),
         cmocka_unit_test_teardown(a_shared_payload_is_kept_once, teardown),
         cmocka_unit_test_teardown(history_off_gives_ids_only, teardown),
         cmocka_unit_test_teardown(a_cursor_steps_forward_and_reaches_live_messages, teardown),

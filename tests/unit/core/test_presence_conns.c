@@ -86,7 +86,7 @@ static void off_costs_nothing(void **state)
 {
     (void)state;
     struct stream s = {.uid = 5, .framing = FRAMING_SSE};
-    presence_conn_up(&s, -1);
+    presence_conn_up(&s, -1, NULL);
     assert_int_equal(conn_id_of(&s), 0);
     loop_stats.client_closed++;
     presence_conn_down(&s);
@@ -102,7 +102,7 @@ static void up_then_down_with_reason(void **state)
     socklen_t len = sizeof me;
     getsockname(client, (struct sockaddr *)&me, &len);
     struct stream s = {.uid = 7, .framing = FRAMING_WS};
-    presence_conn_up(&s, fd);
+    presence_conn_up(&s, fd, NULL);
     uint64_t id = conn_id_of(&s);
     assert_true(id != 0);
     assert_int_equal(drain_all(), 1);
@@ -124,7 +124,7 @@ static void up_then_down_with_reason(void **state)
 
     /* No counter moved: finished (a long-poll answered). */
     struct stream p = {.uid = 8, .framing = FRAMING_POLL};
-    presence_conn_up(&p, fd);
+    presence_conn_up(&p, fd, NULL);
     presence_conn_down(&p);
     assert_int_equal(drain_all(), 2);
     assert_string_equal(got[0].transport, "poll");
@@ -140,7 +140,7 @@ static void a_storm_is_bounded(void **state)
     static struct stream s[OUTBOUND_CONN_MAX + 10];
     for (int i = 0; i < OUTBOUND_CONN_MAX + 10; i++) {
         s[i] = (struct stream){.uid = 1, .framing = FRAMING_CHUNKED};
-        presence_conn_up(&s[i], -1);
+        presence_conn_up(&s[i], -1, NULL);
     }
     assert_int_equal(loop_stats.conn_events_dropped, 10);
     assert_int_equal(drain_all(), OUTBOUND_CONN_MAX);

@@ -180,7 +180,7 @@ static void only_our_inbox_resets(void **state)
         ei_x_encode_atom(&x, "httpdcnode_in_reset");
         ei_x_encode_atom(&x, names[i]);
         uint32_t acked = 0;
-        assert_int_equal(erl_inbound_message(x.buff, x.index, &acked), want[i]);
+        assert_int_equal(erl_inbound_message(x.buff, x.index, "m@h", &acked), want[i]);
         ei_x_free(&x);
     }
     assert_int_equal(stat(&cnode_stats.bad_terms), 0);

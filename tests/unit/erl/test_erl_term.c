@@ -803,6 +803,157 @@ static void truncated_terms(void **state)
 /* {[1.5], <<"x">>} with an old-style float (FLOAT_EXT, 31 characters, no
  * NUL): ei skips it with sscanf, which reads on past the message. Refused
  * before ei sees it (found by tests/fuzz/fuzz_term). */
+/* {httpdcnode_seq, Master, Inc, Seq, ...} around what follows. */
+static void begin_numbered(unsigned long long inc, unsigned long long seq)
+{
+    begin();
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_atom(&x, "httpdcnode_seq");
+    ei_x_encode_atom(&x, "m1@host");
+    ei_x_encode_ulonglong(&x, inc);
+    ei_x_encode_ulonglong(&x, seq);
+}
+
+/* {httpdcnode_seq, Master, 3, Seq, {5, <<"hi">>}} (Master an atom or not),
+ * numbered again inside when nested. */
+static void encode_numbered(int master_atom, long long seq, int nested)
+{
+    begin();
+    for (int i = 0; i <= nested; i++) {
+        ei_x_encode_tuple_header(&x, 5);
+        ei_x_encode_atom(&x, "httpdcnode_seq");
+        if (master_atom)
+            ei_x_encode_atom(&x, "m1@host");
+        else
+            ei_x_encode_binary(&x, "m1@host", 7);
+        ei_x_encode_ulong(&x, 3);
+        ei_x_encode_longlong(&x, seq);
+    }
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_binary(&x, "hi", 2);
+}
+
+/* {httpdcnode_seq_base, m1@host, 3, 0, AckTo}, AckTo an atom or not. */
+static void encode_base(int ack_to_atom)
+{
+    begin();
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_atom(&x, "httpdcnode_seq_base");
+    ei_x_encode_atom(&x, "m1@host");
+    ei_x_encode_ulong(&x, 3);
+    ei_x_encode_ulong(&x, 0);
+    if (ack_to_atom)
+        ei_x_encode_atom(&x, "httpdcnode_outq");
+    else
+        ei_x_encode_long(&x, 1);
+}
+
+/* Numbered messages: the inner message as it would be alone, with the
+ * master's atom, run and number; a gap for uids over a range of numbers;
+ * the base. Nothing else is numbered, nor nested. */
+static void numbered_terms(void **state)
+{
+    (void)state;
+    struct term_view v;
+    char master[MAXATOMLEN];
+    int at;
+
+    begin_numbered(1ull << 40, 7);                 /* {5, <<"hi">>} */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_long(&x, 5);
+    ei_x_encode_binary(&x, "hi", 2);
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_UNICAST);
+    assert_int_equal(v.uid, 5);
+    assert_int_equal(v.payload_len, 2);
+    assert_true(v.numbered);
+    assert_true(v.seq_inc == 1ull << 40);
+    assert_int_equal(v.seq, 7);
+    assert_int_equal(v.seq_last, 7);
+    at = v.seq_master_index;
+    assert_int_equal(ei_decode_atom(x.buff, &at, master), 0);
+    assert_string_equal(master, "m1@host");
+    ei_x_free(&x);
+
+    ei_cnode ec;                                   /* {Pid, Ref, [1, 2], Data} */
+    erlang_pid pid;
+    erlang_ref ref;
+    assert_true(ei_connect_init(&ec, "unit", "cookie", 1) >= 0);
+    assert_int_equal(ei_make_pid(&ec, &pid), 0);
+    assert_int_equal(ei_make_ref(&ec, &ref), 0);
+    begin_numbered(3, 8);
+    ei_x_encode_tuple_header(&x, 4);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_list_header(&x, 2);
+    ei_x_encode_long(&x, 1);
+    ei_x_encode_long(&x, 2);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_binary(&x, "m", 1);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_MULTICAST);
+    assert_int_equal(v.nuids, 2);
+    assert_true(v.has_reply && v.numbered);
+
+    begin_numbered(3, 9);                          /* {httpdcnode_gap, 12, [4, 6]} */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "httpdcnode_gap");
+    ei_x_encode_ulong(&x, 12);
+    ei_x_encode_list_header(&x, 2);
+    ei_x_encode_long(&x, 4);
+    ei_x_encode_long(&x, 600);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_GAP);
+    assert_int_equal(v.seq, 9);
+    assert_int_equal(v.seq_last, 12);
+    uint32_t uids[2];
+    erl_term_copy_uids(x.buff, &v, uids);
+    assert_int_equal(uids[0], 4);
+    assert_int_equal(uids[1], 600);
+    ei_x_free(&x);
+
+    begin_numbered(3, 9);                          /* a gap ending before it starts */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "httpdcnode_gap");
+    ei_x_encode_ulong(&x, 8);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin_numbered(3, 9);                          /* a gap's uid out of range */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "httpdcnode_gap");
+    ei_x_encode_ulong(&x, 9);
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_long(&x, 1001);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse(&v), TERM_BAD_UID);
+
+    begin_numbered(3, 10);                         /* {kick, 5}: not numbered */
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "kick");
+    ei_x_encode_long(&x, 5);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    /* nested, the master not an atom, a negative number */
+    encode_numbered(1, 11, 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    encode_numbered(0, 11, 0);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+    encode_numbered(1, -1, 0);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    encode_base(1);                                /* the base */
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_SEQ_BASE);
+    assert_int_equal(v.seq, 0);
+    assert_true(erl_term_atom_is(x.buff, v.seq_ack_to_index, "httpdcnode_outq"));
+    ei_x_free(&x);
+    encode_base(0);                                /* its AckTo not an atom */
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+}
+
 static void old_float_refused(void **state)
 {
     (void)state;
@@ -929,6 +1080,7 @@ int main(void)
         cmocka_unit_test(old_float_refused),
         cmocka_unit_test(long_reference_refused),
         cmocka_unit_test(accepted_messages_fit_a_record),
+        cmocka_unit_test(numbered_terms),
     };
     return cmocka_run_group_tests_name("term", tests, setup, NULL);
 }

@@ -69,6 +69,36 @@ static void records_come_out_in_order_across_wraps(void **state)
     handoff_free(h);
 }
 
+/* Records are counted as committed and as applied: a record is applied
+ * once its drain returned past it, not while apply runs. */
+static uint64_t seen_consumed;
+
+static int note_consumed(void *body, size_t size, void *ctx)
+{
+    (void)body;
+    (void)size;
+    seen_consumed = handoff_consumed(ctx);
+    return 0;
+}
+
+static void records_are_counted_committed_and_applied(void **state)
+{
+    (void)state;
+    struct handoff *h = handoff_new(4096);
+    for (uint32_t seq = 0; seq < 5; seq++)
+        assert_int_equal(put(h, seq, 100, 0), 0);
+    assert_int_equal(handoff_committed(h), 5);
+    assert_int_equal(handoff_consumed(h), 0);
+    assert_int_equal(handoff_drain(h, 2, note_consumed, NULL, h), 2);
+    assert_int_equal(seen_consumed, 0);
+    assert_int_equal(handoff_consumed(h), 2);
+    while (handoff_drain(h, 10, note_consumed, NULL, h) > 0)
+        ;
+    assert_int_equal(seen_consumed, 2);
+    assert_int_equal(handoff_consumed(h), 5);
+    handoff_free(h);
+}
+
 static void a_full_ring_times_out_and_frees_up_when_drained(void **state)
 {
     (void)state;
@@ -155,6 +185,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(records_come_out_in_order_across_wraps),
         cmocka_unit_test(a_full_ring_times_out_and_frees_up_when_drained),
+        cmocka_unit_test(records_are_counted_committed_and_applied),
         cmocka_unit_test(the_eventfd_wakes_an_idle_consumer_only),
         cmocka_unit_test(a_producer_thread_and_a_consumer_agree),
         cmocka_unit_test(close_releases_a_waiting_producer),

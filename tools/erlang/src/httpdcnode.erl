@@ -24,7 +24,7 @@
          topics/0]).
 -export([token/2, token_url/3]).
 -export([to_binary/1, to_wire/1, group_by_node/2]).
--export([relay_sync/3]).
+-export([relay_sync/3, peers/0]).
 -export_type([uid/0, msg/0, conn/0, topic/0]).
 
 -define(TIMEOUT, 5000).
@@ -88,8 +88,8 @@ send(Uid, Msg) when is_integer(Uid), Uid > 0 ->
         true -> httpdcnode_client:cast(?MODULE, send, [Uid, Bin]);
         false ->
             case httpdcnode_presence:route(Uid) of
-                {online, Nodes} -> [{any, N} ! {Uid, Bin} || N <- Nodes];
-                {offline, N} -> send_offline(N, {Uid, Bin}, 1);
+                {online, Nodes} -> [push(N, {Uid, Bin}, 0) || N <- Nodes];
+                {offline, N} -> push(N, {Uid, Bin}, 1);
                 none -> httpdcnode_presence:hold([Uid], Bin)
             end,
             ok
@@ -108,18 +108,10 @@ send_sync(Uid, Msg, Timeout) when is_integer(Uid), Uid > 0 ->
     case client() of
         true -> httpdcnode_client:call(?MODULE, send_sync, [Uid, Bin, Timeout], Timeout);
         false ->
-            Targets = case httpdcnode_presence:route(Uid) of
-                          {online, Nodes} -> [{N, Uid} || N <- Nodes];
-                          {offline, N} ->
-                              case connected_offline(N, 1, erlang:nodes(connected)) of
-                                  true -> [{N, Uid}];
-                                  false -> {relay, [{N, Uid}]}
-                              end;
-                          none -> httpdcnode_presence:hold([Uid], Bin), []
-                      end,
-            case Targets of
-                {relay, Groups} -> relayed_sync(Groups, Bin, 1, Timeout);
-                _ -> acked(Targets, Bin, Timeout)
+            case httpdcnode_presence:route(Uid) of
+                {online, Nodes} -> sync([{N, Uid} || N <- Nodes], #{}, Bin, Timeout);
+                {offline, N} -> sync([{N, Uid}], #{N => 1}, Bin, Timeout);
+                none -> httpdcnode_presence:hold([Uid], Bin), {ok, 0}
             end
     end.
 
@@ -132,10 +124,7 @@ multicast(Uids, Msg) when is_list(Uids) ->
         true -> httpdcnode_client:cast(?MODULE, multicast, [Uids, Bin]);
         false ->
             {Groups, Offline} = plan(Uids, Bin),
-            [case maps:get(N, Offline, 0) of
-                 0 -> {any, N} ! {Us, Bin};
-                 K -> send_offline(N, {Us, Bin}, K)
-             end || {N, Us} <- Groups],
+            [push(N, {Us, Bin}, maps:get(N, Offline, 0)) || {N, Us} <- Groups],
             ok
     end.
 
@@ -151,15 +140,7 @@ multicast_sync(Uids, Msg, Timeout) when is_list(Uids) ->
         true -> httpdcnode_client:call(?MODULE, multicast_sync, [Uids, Bin, Timeout], Timeout);
         false ->
             {Groups, Offline} = plan(Uids, Bin),
-            Connected = erlang:nodes(connected),
-            {Here, Away} =
-                lists:partition(fun({N, _}) ->
-                                        connected_offline(N, maps:get(N, Offline, 0), Connected)
-                                end, Groups),
-            {ok, A} = acked(Here, Bin, Timeout),
-            {ok, B} = relayed_sync(Away, Bin, lists:sum([maps:get(N, Offline, 0) || {N, _} <- Away]),
-                                   Timeout),
-            {ok, A + B}
+            sync(Groups, Offline, Bin, Timeout)
     end.
 
 %% Sends Msg to every stream on every known C-node.
@@ -239,9 +220,11 @@ stats(Timeout) ->
 -spec app_stats() -> map().
 app_stats() ->
     #{entries := E, bytes := B} = httpdcnode_presence:last_seen_info(),
-    (httpdcnode_presence:counter_values())#{last_seen_entries => E, last_seen_bytes => B,
-                                            held_entries => httpdcnode_presence:held_count(),
-                                            subscription_tombstones => subsmanager:tombstones()}.
+    maps:merge((httpdcnode_presence:counter_values())#{
+                 last_seen_entries => E, last_seen_bytes => B,
+                 held_entries => httpdcnode_presence:held_count(),
+                 subscription_tombstones => subsmanager:tombstones()},
+               httpdcnode_outq:info()).
 
 %% A subscriber token for C-nodes started with --auth-secret-file: the query
 %% string <<"exp=...&sig=...">> that lets Uid open a stream for TtlSeconds
@@ -451,6 +434,17 @@ client() ->
 count(Name, N) ->
     httpdcnode_presence:count_event(Name, N).
 
+%% Msg ({Uid | [Uid], Data}) for Node, K of its uids offline: numbered
+%% when the node takes it (httpdcnode_outq: kept until acknowledged, sent
+%% on the link, through another master, or once the node is back), else
+%% as it is.
+push(Node, Msg, K) ->
+    case httpdcnode_outq:send(Node, Msg, httpdcnode_outq:size_of(Msg), K) of
+        true -> ok;
+        false when K =:= 0 -> {any, Node} ! Msg;
+        false -> send_offline(Node, Msg, K)
+    end.
+
 %% An offline uid's message to its last node: never a new connection (a
 %% node gone for good would cost a connection attempt per message).
 %% Not linked to it (the link between this master and the node was cut,
@@ -462,6 +456,7 @@ send_offline(Node, Msg, K) ->
     end.
 
 %% The other masters (application env masters) this node is connected to.
+-spec peers() -> [node()].
 peers() ->
     Connected = erlang:nodes(connected),
     [M || M <- application:get_env(httpdcnode, masters, []), M =/= node(),
@@ -478,43 +473,69 @@ relay(Node, Msg, K) ->
             count(relayed_offline, K)
     end.
 
-%% Whether a group holding K offline uids goes to Node from here (counted);
-%% one that does not is relayed by relayed_sync/3 or dropped.
-connected_offline(_Node, 0, _Connected) ->
-    true;
-connected_offline(Node, K, Connected) ->
-    case lists:member(Node, Connected) of
-        true -> count(routed_offline, K), true;
-        false -> false
-    end.
+%% The acknowledged sends of groups {Node, Uid | [Uid]} (Offline: how
+%% many of each group's uids are offline): each numbered when its node
+%% takes it (kept until acknowledged); those this master may send now on
+%% the link are sent and acknowledged here, the others through another
+%% master (relayed_sync/3), else, numbered, kept for the node's return
+%% ({ok, 0} for them), or dropped and counted.
+sync(Groups, Offline, Bin, Timeout) ->
+    Connected = erlang:nodes(connected),
+    Planned = [{N, T, httpdcnode_outq:reserve(N, {T, Bin}, httpdcnode_outq:size_of({T, Bin}))}
+               || {N, T} <- Groups],
+    {Here, Away} = lists:partition(
+                     fun({_, _, {_, Way}}) -> Way =:= direct;
+                        ({N, _, none}) -> lists:member(N, Connected)
+                     end, Planned),
+    count(routed_offline, offline_in(Here, Offline)),
+    {ok, A} = acked(Here, Bin, Timeout),
+    {ok, B} = relayed_sync(Away, Offline, Bin, Timeout),
+    {ok, A + B}.
 
-%% The acknowledged form of relay/3 for groups {Node, Uid | [Uid]} whose
-%% node this master is not linked to: a peer master sends them and
-%% counts the connections written to. K: the offline uids among them.
-relayed_sync([], _Bin, _K, _Timeout) ->
+offline_in(Planned, Offline) ->
+    lists:sum([maps:get(N, Offline, 0) || {N, _, _} <- Planned]).
+
+%% The acknowledged form of relay/3 for groups {Node, Uid | [Uid], Num}
+%% this master may not send now: a peer master sends them and counts the
+%% connections written to (Num: the number this master gave it, which it
+%% keeps for its node, counted in held_for_down_node, or none). With no
+%% peer, one not numbered is dropped and its offline uids counted.
+relayed_sync([], _Offline, _Bin, _Timeout) ->
     {ok, 0};
-relayed_sync(Groups, Bin, K, Timeout) ->
-    Peers = peers(),
-    try Peers of
-        [] -> count(dropped_offline, K), {ok, 0};
+relayed_sync(Planned, Offline, Bin, Timeout) ->
+    Inc = httpdcnode_outq:inc(),
+    Groups = [case Num of
+                  none -> {N, T};
+                  {Seq, _} -> {N, T, {node(), Inc, Seq}}
+              end || {N, T, Num} <- Planned],
+    count(held_for_down_node, length([G || G = {_, _, {_, _}} <- Planned])),
+    try peers() of
+        [] ->
+            count(dropped_offline, offline_in([G || G = {_, _, none} <- Planned], Offline)),
+            {ok, 0};
         [P | _] ->
-            count(relayed_offline, K),
+            count(relayed_offline, offline_in(Planned, Offline)),
             erpc:call(P, ?MODULE, relay_sync, [Groups, Bin, Timeout], Timeout + 1000)
     catch
         _:_ -> {ok, 0}
     end.
 
 %% On a peer master, for relayed_sync/4: the groups whose node it is
-%% linked to are sent and acknowledged; the others are dropped, counted.
+%% linked to are sent (numbered by the master that asked, {Origin, Inc,
+%% Seq}, when it did) and acknowledged; the others are dropped, counted
+%% (a numbered one is still kept by its master).
 relay_sync(Groups, Bin, Timeout) ->
     Connected = erlang:nodes(connected),
-    {Here, Gone} = lists:partition(fun({N, _}) -> lists:member(N, Connected) end, Groups),
+    {Here, Gone} = lists:partition(fun(G) -> lists:member(element(1, G), Connected) end, Groups),
     count(routed_offline, uids_in(Here)),
-    count(dropped_offline, uids_in(Gone)),
-    acked(Here, Bin, Timeout).
+    count(dropped_offline, uids_in([G || G = {_, _} <- Gone])),
+    acked([case G of
+               {N, T} -> {N, T, none};
+               {N, T, Num} -> {N, T, {relayed, Num}}
+           end || G <- Here], Bin, Timeout).
 
 uids_in(Groups) ->
-    lists:sum([case Us of L when is_list(L) -> length(L); _ -> 1 end || {_, Us} <- Groups]).
+    lists:sum([case element(2, G) of L when is_list(L) -> length(L); _ -> 1 end || G <- Groups]).
 
 %% Uids grouped by where their message goes ([{Node, [Uid]}] as
 %% group_by_node/2), and how many of each group are offline uids routed to
@@ -537,15 +558,23 @@ plan(Uids, Bin) ->
 prepend(N, U, Map) ->
     maps:update_with(N, fun(L) -> [U | L] end, [U], Map).
 
-%% Acknowledged delivery of {Pid, Ref, Uid | [Uid], Bin} to each {Node, Target};
-%% sums the {Ref, N} replies.
+%% Acknowledged delivery of {Pid, Ref, Uid | [Uid], Bin} to each {Node,
+%% Target, Num}, numbered as Num says (none: not; {Seq, _}: by this
+%% master; {relayed, {Origin, Inc, Seq}}: by the master that asked); sums
+%% the {Ref, N} replies.
 acked([], _Bin, _Timeout) ->
     {ok, 0};
 acked(Targets, Bin, Timeout) ->
-    Map = maps:from_list(Targets),
-    Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, maps:get(N, Map), Bin} end,
-                      maps:keys(Map), Timeout),
+    Map = maps:from_list([{N, {T, Num}} || {N, T, Num} <- Targets]),
+    Replies = collect(fun(Pid, Ref, N) ->
+                              {T, Num} = maps:get(N, Map),
+                              {any, N} ! numbered(Num, {Pid, Ref, T, Bin})
+                      end, maps:keys(Map), Timeout),
     {ok, lists:sum([C || C <- maps:values(Replies), is_integer(C)])}.
+
+numbered(none, Inner) -> Inner;
+numbered({relayed, {Origin, Inc, Seq}}, Inner) -> {httpdcnode_seq, Origin, Inc, Seq, Inner};
+numbered({Seq, _}, Inner) -> httpdcnode_outq:wire(Seq, Inner).
 
 %% Sends one request per node from a short-lived process and collects the
 %% {Ref, Reply} answers until all came, a node went down, or Timeout passed.

@@ -122,6 +122,7 @@
 -define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
                         last_seen_expired, online_by_message, held_sent,
                         subscription_merges, subscription_merged_pairs, tombstones_expired,
+                        held_for_down_node, held_dropped, gap_in_doubt, resent,
                         topic_unheld, topic_held_sent]).
 %% What a C-node reports of its topics (httpdcnode_topics).
 -define(TOPIC_EVENT(E), (E =:= topics orelse E =:= topics_gone orelse E =:= topic_snapshot
@@ -243,10 +244,14 @@ release_held(Uid, Nodes) ->
     case ets:take(?HELD, Uid) of
         [] -> ok;
         Held ->
-            [[erlang:send({any, N}, {Uid, Bin}, [noconnect]) || N <- Nodes]
-             || {_, _, _, Bin} <- lists:keysort(2, Held)],
+            [[send_held(N, {Uid, Bin}) || N <- Nodes] || {_, _, _, Bin} <- lists:keysort(2, Held)],
             count_event(held_sent, length(Held))
     end.
+
+%% Numbered, kept until acknowledged, when the node takes it (httpdcnode_outq).
+send_held(Node, Msg) ->
+    httpdcnode_outq:send(Node, Msg, httpdcnode_outq:size_of(Msg), 0) orelse
+        erlang:send({any, Node}, Msg, [noconnect]).
 
 %% Where a message for Uid goes: the nodes holding it, else the node it was
 %% last on while that node keeps its history, else nowhere.
@@ -403,6 +408,9 @@ handle_cast(_Msg, State) ->
 handle_info({httpdcnode, Node, hello, Hello}, State) when is_atom(Node), is_map(Hello) ->
     known(Node, hello, State),
     ets:insert(?INFO, {Node, hello_ttl_ms(Hello, State), Hello}),
+    %% its numbered stream goes on (httpdcnode_outq), before its snapshot
+    %% makes its uids online
+    catch erlang:send(httpdcnode_outq, {hello, Node, Hello}, [noconnect]),
     {noreply, State};
 handle_info({httpdcnode, _Node, conn_up, _Uid, _Conn, _Transport, _Peer} = Msg, State) ->
     conn_event(Msg),
@@ -451,6 +459,12 @@ handle_info({nodedown, Node, _Info}, State0) ->
     State = settle(Node, snapshot, [], State0),
     went_offline(drop_node_uids(Node), Node, State),
     httpdcnode_topics:node_down(Node),
+    %% which run of the node is behind its next link, only its hello says
+    %% (relayed/2)
+    case ets:lookup(?INFO, Node) of
+        [{_, TtlMs, Hello}] -> ets:insert(?INFO, {Node, TtlMs, maps:remove(instance, Hello)});
+        [] -> ok
+    end,
     case is_configured(Node, State) of
         true -> ok;
         false -> forget(Node)
@@ -469,7 +483,7 @@ handle_info({httpdcnode_relay, Node, Msg, K}, State) when is_integer(K) ->
     %% Another master is not linked to Node: sent from here if this one is.
     case erlang:send({any, Node}, Msg, [noconnect]) of
         noconnect -> count_event(dropped_offline, K);
-        _ -> count_event(routed_offline, K)
+        _ -> count_event(routed_offline, K), relayed(Node, Msg)
     end,
     {noreply, State};
 handle_info(_Other, State) ->
@@ -479,6 +493,19 @@ terminate(_Reason, _State) ->
     ok.
 
 %%% Internal
+
+%% Another master's numbered message went on to Node: it is told which
+%% run of the node has it (its httpdcnode_outq then knows that run may
+%% have applied it).
+relayed(Node, {httpdcnode_seq, Origin, Inc, Seq, Inner}) when is_atom(Origin) ->
+    Last = case Inner of {httpdcnode_gap, L, _} -> L; _ -> Seq end,
+    {_, Hello} = node_info(Node),
+    erlang:send({httpdcnode_outq, Origin},
+                {httpdcnode_relayed, Node, maps:get(instance, Hello, undefined), Inc, Last},
+                [noconnect]),
+    ok;
+relayed(_Node, _Msg) ->
+    ok.
 
 %% A connection's event to whoever asked (application env conn_events); a
 %% name nobody holds drops it.

@@ -1,8 +1,9 @@
-%% Top supervisor: the presence server and the subscriptions' merger
-%% (subsmanager_heal) are the long-lived processes; the API and pubsub
-%% modules run in their callers. The supervisor owns the
-%% table of learned C-nodes and the last-seen tables (see
-%% httpdcnode_presence). On a node of role client (application env) it
+%% Top supervisor: the presence server, httpdcnode_outq (what the C-nodes
+%% did not acknowledge) and the subscriptions' merger (subsmanager_heal)
+%% are the long-lived processes; the API and pubsub modules run in their
+%% callers. The supervisor owns the table of learned C-nodes, the last-seen
+%% tables (see httpdcnode_presence) and httpdcnode_outq's. On a node of
+%% role client (application env) it
 %% supervises nothing: that node has no presence, its calls go to a master
 %% (httpdcnode_client).
 -module(httpdcnode_sup).
@@ -29,6 +30,9 @@ master() ->
     %% When each other master went down: a restarted merger still knows
     %% since when the sides of a partition differ.
     subsmanager_heal:create_table(),
+    %% What each C-node did not acknowledge yet: a restarted httpdcnode_outq
+    %% still has it.
+    httpdcnode_outq:create_tables(public),
     %% The inbox for what clients send (--inbox NAME), when configured;
     %% Opts #{workers => N} makes it a pool (httpdcnode_inbox).
     Inbox = case application:get_env(httpdcnode, inbox) of
@@ -38,9 +42,11 @@ master() ->
                 undefined -> []
             end,
     %% subsmanager_heal merges the subscription copies after a partition
-    %% between masters.
+    %% between masters; httpdcnode_outq comes first: the presence server
+    %% passes it each hello.
     {ok, {#{strategy => one_for_one, intensity => 5, period => 10},
-          [worker(httpdcnode_presence), worker(subsmanager_heal) | Inbox]}}.
+          [worker(httpdcnode_outq), worker(httpdcnode_presence), worker(subsmanager_heal)
+           | Inbox]}}.
 
 worker(M) ->
     #{id => M, start => {M, start_link, []}, restart => permanent, shutdown => 5000,

@@ -1,0 +1,140 @@
+/* The numbered streams of the masters ({httpdcnode_seq, Master, Inc, Seq,
+ * Inner}, erl_term.h): each master numbers what it sends this node, per
+ * run of its own (Inc), and keeps a copy until acknowledged; it may send a
+ * message again, on its link or through another master. Here, per origin
+ * (the master's node name and run), every number is applied once and in
+ * order: a number already applied is a duplicate, dropped and counted; one
+ * past the next due waits here (a copy, bounded) until the numbers before
+ * it came. What the loop has applied (handoff_consumed) is acknowledged to
+ * the origin in batches, on the link its last message came by. A master's
+ * runs are told apart by Inc, which grows from one to the next (it is the
+ * master's clock when the run began).
+ *
+ * A hole no message fills within ERL_SEQ_HOLE_MS is given up (counted in
+ * seq_skipped): a master keeps everything until acknowledged and sends in
+ * the place of what it had to drop a gap for its uids (a CMD_GAP), so only
+ * a master that died with messages on their way leaves one. Whose they
+ * were nobody knows: every uid is told a gap (CMD_GAP_ALL, erl_inbound.c).
+ * A message of a master's older run, late, is told as a gap to its uids.
+ * C-node thread only. */
+#ifndef HTTPDCNODE_ERL_SEQ_H
+#define HTTPDCNODE_ERL_SEQ_H
+
+#include "lib/carry.h"
+
+#include <ei.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Origins tracked at most: masters, each named once (a new run replaces
+ * its old one). A numbered message of one more is applied unnumbered
+ * (counted in seq_untracked). */
+#define ERL_SEQ_ORIGINS 16
+/* Bytes of messages waiting for a number before them, all origins: past
+ * this a message is not kept (nor acknowledged: its master sends it again). */
+#define ERL_SEQ_HELD_MAX (16u << 20)
+/* How long a hole may wait for the messages that fill it. */
+#define ERL_SEQ_HOLE_MS 10000
+/* Acknowledgements go at most this long after the loop applied a message,
+ * or at once after ERL_SEQ_ACK_EVERY of them. */
+#define ERL_SEQ_ACK_MS 5
+#define ERL_SEQ_ACK_EVERY 256
+
+/* A message that came before its turn: a copy of the whole Erlang message. */
+struct erl_seq_held {
+    struct erl_seq_held *prev, *next;
+    uint64_t seq, last;
+    uint32_t len;
+    uint32_t pad;
+    char term[];           /* version byte first */
+};
+
+/* One origin: about 900 bytes, ERL_SEQ_ORIGINS of them. */
+struct erl_seq_origin {
+    char master[MAXATOMLEN];    /* the master's node name, "" for a free slot */
+    char ack_to[MAXATOMLEN];    /* where acknowledgements go there, "" before the base */
+    char path[MAXNODELEN + 1];  /* the link its last message came by */
+    uint64_t inc;               /* its run */
+    uint64_t next;              /* the number applied next; 0: no base yet */
+    uint64_t applied;           /* the loop applied every number up to this */
+    uint64_t acked;             /* last number acknowledged */
+    uint64_t mark_seq, mark_rec;  /* a number committed as record mark_rec, awaited */
+    uint64_t last_seq, last_rec;  /* the newest committed */
+    int64_t ack_ms;             /* when last acknowledged */
+    int64_t hole_ms;            /* since when a hole waits, 0: none */
+    int64_t used_ms;            /* last heard of */
+    int ack_again;              /* a duplicate came: its master has not heard */
+    int ack_failed;             /* the last try found no way to it */
+    struct erl_seq_held *head, *tail;   /* waiting, by number */
+};
+
+/* Sends {httpdcnode_ack, Node, Origin, Inc, Seq} to ack_to on the link of
+ * node via (or, that one gone, the origin's or any master's:
+ * {httpdcnode_ack_via, ...} on another master than the origin); 0 when sent. */
+typedef int (*erl_seq_ack_fn)(const char *via, const char *ack_to, const char *origin,
+                              uint64_t inc, uint64_t seq);
+
+void erl_seq_init(erl_seq_ack_fn send_ack);
+void erl_seq_free(void);
+
+/* This run's number, drawn at start: a master that sees another knows the
+ * node kept nothing of its streams. */
+uint64_t erl_seq_instance(void);
+/* Whether any master's stream is tracked (else nothing below has work). */
+int erl_seq_active(void);
+
+enum erl_seq_verdict {
+    ERL_SEQ_APPLY,         /* its turn: apply it, then erl_seq_committed */
+    ERL_SEQ_DUPLICATE,     /* applied before: dropped (counted) */
+    ERL_SEQ_HELD,          /* kept until its turn */
+    ERL_SEQ_DROPPED,       /* not its turn and no room: its master sends it again */
+    ERL_SEQ_UNTRACKED,     /* no origin slot free: apply it unnumbered */
+    ERL_SEQ_STALE,         /* of a run older than the one known: dropped (counted) */
+};
+
+/* Numbers seq..last of master's run inc, the message term[0..len), came by
+ * the link of node from. *o is its origin (NULL when untracked). */
+enum erl_seq_verdict erl_seq_admit(const char *master, uint64_t inc, uint64_t seq, uint64_t last,
+                                   const char *from, const char *term, uint32_t len,
+                                   struct erl_seq_origin **o, int64_t now_ms);
+/* What erl_seq_admit said to apply is record rec of the inbox (handoff_committed);
+ * up to last is applied. */
+void erl_seq_committed(struct erl_seq_origin *o, uint64_t last, uint64_t rec);
+/* The held message of o whose turn it is, taken off (the caller frees it),
+ * or NULL. One that became a duplicate meanwhile is dropped here. Call it
+ * until NULL after each erl_seq_committed: a hole left then waits from now. */
+struct erl_seq_held *erl_seq_take_due(struct erl_seq_origin *o);
+/* {httpdcnode_seq_base, Master, Inc, Base, AckTo} by the link of from: the
+ * stream goes on after Base (a new run of Master, a greater Inc, replaces
+ * the old, whose held messages are given up). Returns the origin, whose
+ * held messages may be due now; NULL when no slot is free or Inc is of an
+ * older run. */
+struct erl_seq_origin *erl_seq_base(const char *master, uint64_t inc, uint64_t base,
+                                    const char *ack_to, const char *from, int64_t now_ms);
+/* Acknowledges what the loop applied (consumed: handoff_consumed). */
+void erl_seq_ack(int64_t now_ms, uint64_t consumed);
+/* An origin whose hole waited ERL_SEQ_HOLE_MS, now given up: its next held
+ * message is due; *skipped: how many numbers were given up (0 when it
+ * waited for its base, which nothing is lost for). NULL when none. */
+struct erl_seq_origin *erl_seq_hole_expired(int64_t now_ms, uint64_t *skipped);
+/* Milliseconds until erl_seq_ack or erl_seq_hole_expired has work; -1: none. */
+int erl_seq_wait_ms(int64_t now_ms);
+/* For the hello to master: *inc and *seq of the last applied number of its
+ * stream; 0 when it has none here. */
+int erl_seq_applied_for(const char *master, uint64_t *inc, uint64_t *seq);
+
+/* A hot upgrade (upgrade/): every master's stream goes to the process
+ * taking over as it stands here (its numbers, what waits for its turn,
+ * where acknowledgements go), and this run's number with it: the streams
+ * are kept, so a master sees the same node. Export on the C-node thread,
+ * the inbox emptied first (every number committed is applied); take
+ * after erl_seq_init, before the thread starts. -1 when out of memory or
+ * malformed. */
+#define ERL_SEQ_CARRY_TAG CARRY_TAG('E', 'S', 'E', 'Q')
+#define ERL_SEQ_CARRY_VERSION 1
+struct carry_out;
+struct carry_in;
+int erl_seq_carry_export(struct carry_out *out);
+int erl_seq_carry_take(struct carry_in *in, uint16_t version);
+
+#endif

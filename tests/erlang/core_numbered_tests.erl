@@ -1,0 +1,115 @@
+%% Numbered messages ({httpdcnode_seq, Master, Inc, Seq, Inner}) straight to a
+%% real C-node from this node, its --master, and real SSE clients on plain
+%% sockets: each number applied once and in order, acknowledged; a master's
+%% gap told to live clients and to those that come back across it; a hole
+%% nothing fills given up after 10 s, every uid told a gap; a message of a
+%% master's older run told as a gap to its uids.
+-module(core_numbered_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-define(L, httpdcnode_test_lib).
+-define(F, cluster_failure_tests).
+-define(ACK_TO, core_numbered_acks).
+-define(WAIT, 15000).
+
+numbered_test_() ->
+    {setup, fun() -> ?L:start_server(#{master => node()}) end, fun ?L:stop_server/1,
+     fun(S) ->
+             {inorder,
+              [t(S, "once and in order, duplicates dropped, acknowledged", fun in_order/1),
+               t(S, "a master's gap: told to a live client and to one coming back",
+                 fun master_gap/1),
+               t(S, "a hole nothing fills: given up after 10 s, every uid told a gap",
+                 fun hole/1),
+               t(S, "a message of a master's older run: a gap for its uid", fun stale/1)]}
+     end}.
+
+t(S, Label, Fun) ->
+    {Label, {timeout, 60, fun() -> ?L:logged(S, fun(_) -> Fun(S) end) end}}.
+
+%% This test's run of "master" node(): each case its own, greater than the last.
+run() ->
+    erlang:system_time(microsecond).
+
+seq(S, Inc, Seq, Inner) ->
+    ?L:send(S, {httpdcnode_seq, node(), Inc, Seq, Inner}).
+
+base(S, Inc, Base) ->
+    ?L:send(S, {httpdcnode_seq_base, node(), Inc, Base, ?ACK_TO}).
+
+stat(S, K) -> maps:get(K, ?L:stats(S)).
+
+data(Evs) -> [{T, D} || {_, T, D} <- Evs].
+
+in_order(S) ->
+    true = register(?ACK_TO, self()),
+    try
+        Inc = run(),
+        C = ?F:sse_client(S, 11, []),
+        Dup0 = stat(S, seq_duplicates),
+        base(S, Inc, 0),
+        [seq(S, Inc, N, {11, D}) || {N, D} <- [{1, <<"a">>}, {3, <<"c">>}, {2, <<"b">>},
+                                               {2, <<"b">>}, {1, <<"a">>}]],
+        Evs = ?F:wait_events(C, 3),
+        ?assertEqual([{message, <<"a">>}, {message, <<"b">>}, {message, <<"c">>}], data(Evs)),
+        ?L:wait_stat(S, seq_duplicates, fun(D) -> D =:= Dup0 + 2 end, ?WAIT),
+        ?assert(stat(S, seq_reordered) >= 1),
+        %% acknowledged up to 3, to the name the base gave
+        CNode = ?L:node_of(S),
+        ?L:wait_until(fun() -> receive {httpdcnode_ack, CNode, _, Inc, 3} -> true
+                               after 100 -> false
+                               end
+                      end, ?WAIT, ack),
+        ?assertEqual(3, length(element(1, ?F:events(C)))),
+        ?F:close_client(C)
+    after
+        unregister(?ACK_TO)
+    end.
+
+master_gap(S) ->
+    Inc = run(),
+    base(S, Inc, 0),
+    C = ?F:sse_client(S, 12, []),
+    seq(S, Inc, 1, {12, <<"x">>}),
+    [{Id1, message, <<"x">>}] = ?F:wait_events(C, 1),
+    seq(S, Inc, 2, {httpdcnode_gap, 3, [12, 13]}),
+    seq(S, Inc, 4, {12, <<"y">>}),
+    Evs = ?F:wait_events(C, 3),
+    ?assertMatch([{_, message, <<"x">>}, {_, gap, _}, {_, message, <<"y">>}], Evs),
+    {E, 1} = ?F:split_id(Id1),
+    ?assertEqual({E, 3}, ?F:split_id(element(1, lists:nth(3, Evs)))),
+    %% one that had x comes back: told the gap, then y
+    C2 = ?F:sse_client(S, 12, ["Last-Event-ID: " ++ binary_to_list(Id1)]),
+    ?assertMatch([{_, gap, _}, {_, message, <<"y">>}], ?F:wait_events(C2, 2)),
+    ?assert(stat(S, seq_gap_uids) >= 2),
+    [?F:close_client(X) || X <- [C, C2]].
+
+hole(S) ->
+    Inc = run(),
+    base(S, Inc, 0),
+    C = ?F:sse_client(S, 14, []),
+    seq(S, Inc, 1, {14, <<"one">>}),
+    [{_, message, <<"one">>}] = ?F:wait_events(C, 1),
+    Reordered0 = stat(S, seq_reordered),
+    Skipped0 = stat(S, seq_skipped),
+    seq(S, Inc, 3, {14, <<"three">>}),       % 2 never comes
+    %% held meanwhile: nothing given up yet
+    ?L:wait_stat(S, seq_reordered, fun(R) -> R =:= Reordered0 + 1 end, ?WAIT),
+    ?assertEqual(Skipped0, stat(S, seq_skipped)),
+    Evs = ?F:wait_events(C, 3),
+    ?assertMatch([_, {_, gap, _}, {_, message, <<"three">>}], Evs),
+    ?assertEqual(Skipped0 + 1, stat(S, seq_skipped)),
+    ?F:close_client(C).
+
+stale(S) ->
+    Old = run(),
+    base(S, Old, 0),
+    New = run(),
+    base(S, New, 0),
+    C = ?F:sse_client(S, 15, []),
+    seq(S, New, 1, {15, <<"new">>}),
+    seq(S, Old, 1, {15, <<"old">>}),
+    seq(S, New, 2, {15, <<"new2">>}),
+    ?assertMatch([{_, message, <<"new">>}, {_, gap, _}, {_, message, <<"new2">>}],
+                 ?F:wait_events(C, 3)),
+    ?F:close_client(C).
