@@ -51,7 +51,7 @@ void history_free(void);
  * closes the copy (once the hand-over is over, either way). take, before
  * history_init (which then maps it): -1 when the record is malformed. */
 #define HISTORY_CARRY_TAG CARRY_TAG('H', 'I', 'S', 'T')
-#define HISTORY_CARRY_VERSION 1
+#define HISTORY_CARRY_VERSION 2     /* 2: the topics' slots and names (layout 2) */
 int history_carry_export(struct carry_out *o);
 void history_carry_release(void);
 int history_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds);
@@ -139,6 +139,9 @@ uint32_t history_slot_epoch(uint32_t slot);
 /* Whether this run goes on with a file an earlier run left (its topics'
  * names are read back with history_topic_name). */
 int history_resumed(void);
+/* Whether this process took the history over from the running one (a hot
+ * upgrade): its topics' names are there too, each topic as it was. */
+int history_taken_over(void);
 /* The topic slot starts for the topic name[len]: a new epoch (returned),
  * no message kept; ids go on from the slot's last. Its name is kept with
  * it (in the file: a restart finds the topic again). */

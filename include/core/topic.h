@@ -32,6 +32,7 @@
 #define HTTPDCNODE_TOPIC_H
 
 #include "core/topic_name.h"
+#include "lib/carry.h"
 
 #include <event2/event.h>
 #include <stddef.h>
@@ -55,7 +56,9 @@ struct topic_config {
 };
 
 /* With a history that a restart resumed (history_resumed), the topics it
- * kept are held again, lingering. -1 when out of memory (logged). */
+ * kept are held again, lingering. With one taken over (a hot upgrade:
+ * history_taken_over) they are held again at once, silently: the record
+ * below says which streams hold them. -1 when out of memory (logged). */
 int topic_init(const struct topic_config *cfg);
 void topic_free(void);
 extern struct topic_config topic_cfg;
@@ -142,6 +145,19 @@ void topic_requests_set(const struct topic_request *r, uint32_t n);
 const struct topic_request *topic_requests(uint32_t *n);
 void topic_requests_own(const struct stream *s);
 const struct topic_request *topic_stream_requests(const struct stream *s, uint32_t *n);
+
+/* A hot upgrade (upgrade/): the topics held (the names are the history's,
+ * handed over with it) with the time each lingering one has left, and
+ * each carried stream's subscriptions in the order it made them, with
+ * their next ids while it replays (index_of: UINT32_MAX for a stream not
+ * carried). take, after the streams: each stream subscribed again at the
+ * topic index it had (so at its history slot), with no presence told nor
+ * handler asked (the masters know it: topic_presence's record). -1 when
+ * malformed, or out of memory. */
+#define TOPIC_CARRY_TAG CARRY_TAG('T', 'O', 'P', 'C')
+#define TOPIC_CARRY_VERSION 1
+int topic_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s));
+int topic_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i));
 
 /* Held topics: the first after t (0: from the start), 0 at the end. */
 uint32_t topic_next_held(uint32_t t);

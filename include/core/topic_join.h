@@ -30,6 +30,14 @@ enum topic_auth { TOPIC_AUTH_OPEN = 0, TOPIC_AUTH_TOKEN, TOPIC_AUTH_HANDLER };
 void topic_join_configure(enum topic_auth mode);
 void topic_join_free(void);
 
+/* A hot upgrade (upgrade/): each carried WebSocket's token claim, kept for
+ * the joins it asks later (index_of, at: as topic.h's). -1 when
+ * malformed, or out of memory. */
+#define TOPIC_JOIN_CARRY_TAG CARRY_TAG('T', 'J', 'O', 'N')
+#define TOPIC_JOIN_CARRY_VERSION 1
+int topic_join_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s));
+int topic_join_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i));
+
 /* The longest "topics" claim a token may carry, its patterns joined by
  * commas (auth_jwt.c refuses longer ones). */
 #define TOPIC_GRANTS_MAX 1024

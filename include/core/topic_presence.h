@@ -10,6 +10,8 @@
 #ifndef HTTPDCNODE_TOPIC_PRESENCE_H
 #define HTTPDCNODE_TOPIC_PRESENCE_H
 
+#include "lib/carry.h"
+
 #include <event2/event.h>
 #include <stdint.h>
 
@@ -29,5 +31,15 @@ void topic_presence_member(uint32_t t, const struct stream *s, int joined);
 /* presence.c, after a uid snapshot went to the same masters: every topic
  * held, and with --presence-topics every subscription. */
 void topic_presence_snapshot(int to_all);
+
+/* A hot upgrade (upgrade/): what the masters were told of each topic, and
+ * what the window holds for them (gone names, joins and leaves). take,
+ * after topic_carry_take: a topic whose streams differ from what was told
+ * goes in the next window, so the masters hear every change once. -1 when
+ * presence is not as here (--presence, --presence-topics) or malformed. */
+#define TOPIC_PRESENCE_CARRY_TAG CARRY_TAG('T', 'P', 'R', 'S')
+#define TOPIC_PRESENCE_CARRY_VERSION 1
+int topic_presence_carry_export(struct carry_out *o);
+int topic_presence_carry_take(struct carry_in *rec, uint16_t version);
 
 #endif

@@ -128,6 +128,7 @@ static struct {
     uint64_t bytes, entries;         /* loop_stats' history gauges, as they were */
 } handed = {-1, 0, 0, 0};
 static int copy_fd = -1;             /* a memory history copied to hand over */
+static int taken_over;               /* this run's history was handed over */
 
 int history_carry_export(struct carry_out *o)
 {
@@ -157,7 +158,11 @@ void history_carry_release(void)
 
 int history_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds)
 {
-    (void)version;                   /* 1: the only one yet */
+    if (version < 2) {               /* 1: no topics' slots after the uids' */
+        log_msg(LOG_ERROR, "takeover: the running process keeps a history without topics: "
+                "restart it instead (with a --history-file, ids go on)");
+        return -1;
+    }
     handed.is_file = carry_get_u8(rec);
     uint32_t i = carry_get_u32(rec);
     handed.bytes = carry_get_u64(rec);
@@ -187,6 +192,7 @@ static int init_handed(const struct history_config *cfg)
         return -1;
     }
     checked = cfg->file != NULL;
+    taken_over = 1;
     attach();
     loop_stats.history_bytes = handed.bytes;
     loop_stats.history_entries = handed.entries;
@@ -240,6 +246,7 @@ void history_free(void)
     uids = NULL;
     names = NULL;
     arena = room = NULL;
+    taken_over = 0;
 }
 
 uint32_t history_epoch(void) { return epoch; }
@@ -669,6 +676,8 @@ uint32_t history_slot_epoch(uint32_t slot)
 }
 
 int history_resumed(void) { return map.resumed; }
+
+int history_taken_over(void) { return taken_over; }
 
 /* A topic's epoch: any number but 0 (a uid's slot holds 0), drawn from a
  * generator seeded once (no syscall per topic made). */

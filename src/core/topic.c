@@ -250,8 +250,10 @@ static uint32_t make(const char *name, size_t len, int restored)
 }
 
 /* The topics a --history-file kept, held again (each lingering until a
- * stream subscribes or its time is up), at the indices they had. */
-static void restore(void)
+ * stream subscribes or its time is up), at the indices they had. taken: a
+ * hot upgrade's history: held silently (the masters know them), lingering
+ * as topic_carry_take says. */
+static void restore(int taken)
 {
     char name[TOPIC_NAME_MAX];
     uint32_t restored = 0;
@@ -260,9 +262,10 @@ static void restore(void)
         if (len > 0 && topic_name_ok(name, (size_t)len) && !topic_find(name, (size_t)len)) {
             fresh = t;                   /* make takes it */
             make(name, (size_t)len, 1);
-            if (topic_cfg.changed)
+            if (!taken && topic_cfg.changed)
                 topic_cfg.changed(t);    /* the masters send its messages here again */
-            linger(t);
+            if (!taken)
+                linger(t);
             restored++;
         } else if (len > 0) {
             history_topic_close(topic_slot(t));     /* the same name twice: once */
@@ -279,7 +282,7 @@ static void restore(void)
             topics[t].linger_next = free_topics;
             free_topics = t;
         }
-    if (restored)
+    if (restored && !taken)
         log_msg(LOG_INFO, "topics: %u kept by the history file held again, each until a stream "
                 "subscribes or %u s pass", restored, topic_cfg.linger_s);
 }
@@ -304,8 +307,8 @@ int topic_init(const struct topic_config *cfg)
     if (getrandom(&hash_seed, sizeof hash_seed, 0) != sizeof hash_seed)
         hash_seed = clock_now_ns();
     fresh = 1;
-    if (history_resumed())
-        restore();
+    if (history_resumed() || history_taken_over())
+        restore(history_taken_over());
     return 0;
 }
 
@@ -626,4 +629,110 @@ size_t topic_index_bytes(void)
     for (uint32_t t = 1; topics && t < fresh; t++)
         n += (size_t)topics[t].cap * (sizeof(struct stream *) + sizeof(uint32_t));
     return n;
+}
+
+/* ---------------------------------------------------------------- hand-over */
+
+int topic_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s))
+{
+    uint32_t held = 0, streams = 0, now = now_s();
+    for (uint32_t t = topic_next_held(0); t; t = topic_next_held(t))
+        held++;
+    for (uint32_t i = 0; by_stream.e && i <= by_stream.mask; i++)
+        streams += by_stream.e[i].key && index_of(by_stream.e[i].key) != UINT32_MAX;
+    size_t at = carry_begin(o, TOPIC_CARRY_TAG, TOPIC_CARRY_VERSION);
+    /* the lingering first, oldest first (the order they are given up in),
+     * then those with streams */
+    carry_u32(o, held);
+    for (uint32_t t = linger_head; t; t = topics[t].linger_next) {
+        int32_t left = (int32_t)(topics[t].linger_until - now);
+        carry_u32(o, t);
+        carry_u32(o, left > 0 ? (uint32_t)left : 0);
+    }
+    for (uint32_t t = topic_next_held(0); t; t = topic_next_held(t))
+        if (!topics[t].lingering) {
+            carry_u32(o, t);
+            carry_u32(o, UINT32_MAX);
+        }
+    carry_u32(o, streams);
+    for (uint32_t i = 0; by_stream.e && i <= by_stream.mask; i++) {
+        const void *s = by_stream.e[i].key;
+        uint32_t k = s ? index_of(s) : UINT32_MAX;
+        if (k == UINT32_MAX)
+            continue;
+        uint64_t v = by_stream.e[i].value;
+        carry_u32(o, k);
+        carry_u8(o, (v & REPLAYING) != 0);
+        carry_u16(o, (uint16_t)COUNT(v));
+        for (uint32_t sub = (uint32_t)v; sub; sub = topic_stream_next(sub)) {
+            carry_u32(o, topic_sub_at(sub)->topic);
+            carry_u32(o, v & REPLAYING ? topic_sub_next(sub) : 0);
+        }
+    }
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+/* One carried stream's subscriptions, made again: 0, or -1. */
+static int take_stream(struct carry_in *rec, struct stream *s)
+{
+    int replaying = carry_get_u8(rec);
+    uint32_t n = carry_get_u16(rec);
+    if (rec->failed || !s || ptrmap_get(&by_stream, s) || n > topic_cfg.per_stream ||
+        (replaying && topic_replay_mark(s, 1) != 0))
+        return -1;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t t = carry_get_u32(rec), next = carry_get_u32(rec), got = 0;
+        uint8_t len;
+        if (rec->failed || !topic_held(t))
+            return -1;
+        const char *name = topic_name(t, &len);
+        if (topic_subscribe(s, name, len, &got) != TOPIC_OK || got != t ||
+            (next && topic_sub_set_next(topic_sub_of(s, t), next) != 0))
+            return -1;
+    }
+    return 0;
+}
+
+int topic_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i))
+{
+    (void)version;                   /* 1: the only one yet */
+    /* nothing is told while the index is made again: it is what it was */
+    struct topic_config told = topic_cfg;
+    topic_cfg.changed = NULL;
+    topic_cfg.gone = NULL;
+    topic_cfg.member = NULL;
+    int failed = 0;
+    uint32_t held = carry_get_u32(rec), now = now_s();
+    for (uint32_t k = 0; k < held && !rec->failed && !failed; k++) {
+        uint32_t t = carry_get_u32(rec), left = carry_get_u32(rec);
+        if (rec->failed || !topic_held(t) || topics[t].lingering) {
+            failed = 1;              /* the history handed over has no such topic */
+            break;
+        }
+        if (left != UINT32_MAX) {
+            linger(t);               /* in the order they came: oldest first */
+            topics[t].linger_until = now + left;
+        }
+    }
+    uint32_t streams = failed ? 0 : carry_get_u32(rec);
+    for (uint32_t k = 0; k < streams && !rec->failed && !failed; k++) {
+        uint32_t i = carry_get_u32(rec);
+        failed = take_stream(rec, rec->failed ? NULL : at(i)) != 0;
+    }
+    /* a topic the history named that nothing held: lingers, as at a restart */
+    for (uint32_t t = topic_next_held(0); t && !failed; t = topic_next_held(t))
+        if (!topics[t].n && !topics[t].lingering)
+            linger(t);
+    topic_cfg.changed = told.changed;
+    topic_cfg.gone = told.gone;
+    topic_cfg.member = told.member;
+    if (failed || rec->failed) {
+        log_msg(LOG_ERROR, "takeover: the topics handed over do not match the history handed "
+                "over (or out of memory)");
+        return -1;
+    }
+    log_msg(LOG_INFO, "topics: %u taken over, %llu subscriptions", held,
+            (unsigned long long)loop_stats.topic_subscriptions);
+    return 0;
 }

@@ -297,3 +297,55 @@ int topic_conn_unsubscribe(uint64_t conn, const char *name, size_t len)
     topic_tell(s, TOPIC_EV_LEFT, name, len, NULL, NULL);
     return 1;
 }
+
+/* ---------------------------------------------------------------- hand-over */
+
+int topic_join_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *s))
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; grants_of.e && i <= grants_of.mask; i++)
+        n += grants_of.e[i].key && index_of(grants_of.e[i].key) != UINT32_MAX;
+    size_t at = carry_begin(o, TOPIC_JOIN_CARRY_TAG, TOPIC_JOIN_CARRY_VERSION);
+    carry_u8(o, (uint8_t)mode);
+    carry_u32(o, n);
+    for (uint32_t i = 0; grants_of.e && i <= grants_of.mask; i++) {
+        const void *s = grants_of.e[i].key;
+        uint32_t k = s ? index_of(s) : UINT32_MAX;
+        if (k == UINT32_MAX)
+            continue;
+        const char *g = (const char *)(uintptr_t)grants_of.e[i].value;
+        uint16_t len = (uint16_t)strlen(g);
+        carry_u32(o, k);
+        carry_u16(o, len);
+        carry_put(o, g, len);
+    }
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int topic_join_carry_take(struct carry_in *rec, uint16_t version, struct stream *(*at)(uint32_t i))
+{
+    (void)version;                   /* 1: the only one yet */
+    uint8_t was = carry_get_u8(rec);
+    uint32_t n = carry_get_u32(rec);
+    if (rec->failed || was != mode) {
+        log_msg(LOG_ERROR, "takeover: the running process has another --topic-auth: start this "
+                "one with the same");
+        return -1;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        struct stream *s = at(carry_get_u32(rec));
+        uint16_t len = carry_get_u16(rec);
+        const char *g = carry_view(rec, len);
+        char *copy = rec->failed || !s || len > TOPIC_GRANTS_MAX ? NULL : malloc(len + 1u);
+        if (!copy)
+            return -1;
+        memcpy(copy, g, len);
+        copy[len] = '\0';
+        if (ptrmap_put(&grants_of, s, (uintptr_t)copy) != 0) {
+            free(copy);
+            return -1;
+        }
+    }
+    return rec->failed ? -1 : 0;
+}

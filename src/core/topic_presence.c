@@ -14,6 +14,7 @@
 #include "core/presence.h"
 #include "core/stream.h"
 #include "core/topic.h"
+#include "lib/log.h"
 #include "obs/stats.h"
 
 #include <stdlib.h>
@@ -301,4 +302,81 @@ void topic_presence_snapshot(int to_all)
         part_flush();
     }
     part.base = 0;
+}
+
+/* ---------------------------------------------------------------- hand-over */
+
+int topic_presence_carry_export(struct carry_out *o)
+{
+    uint32_t n = 0;
+    for (uint32_t t = 1; enabled && t <= topic_cfg.max_topics; t++)
+        n += told[t] != 0;
+    size_t at = carry_begin(o, TOPIC_PRESENCE_CARRY_TAG, TOPIC_PRESENCE_CARRY_VERSION);
+    carry_u8(o, (uint8_t)enabled);
+    carry_u8(o, (uint8_t)members);
+    carry_u8(o, (uint8_t)ever);
+    carry_u32(o, n);
+    for (uint32_t t = 1; enabled && t <= topic_cfg.max_topics; t++)
+        if (told[t]) {
+            carry_u32(o, t);
+            carry_u32(o, told[t]);
+        }
+    carry_u32(o, gone.n);
+    carry_u32(o, gone.len);
+    carry_put(o, gone.bytes, gone.len);
+    carry_u8(o, (uint8_t)joins.op);
+    carry_u32(o, joins.n);
+    carry_u32(o, joins.len);
+    carry_put(o, joins.bytes, joins.len);
+    carry_end(o, at);
+    return o->failed ? -1 : 0;
+}
+
+int topic_presence_carry_take(struct carry_in *rec, uint16_t version)
+{
+    (void)version;                   /* 1: the only one yet */
+    int was = carry_get_u8(rec), with_members = carry_get_u8(rec);
+    int was_ever = carry_get_u8(rec);
+    uint32_t n = carry_get_u32(rec);
+    if (rec->failed || was != enabled || with_members != members) {
+        log_msg(LOG_ERROR, "takeover: topic presence is %s%s in the running process: start "
+                "this one with the same --presence and --presence-topics", was ? "on" : "off",
+                with_members ? " with members" : "");
+        return -1;
+    }
+    for (uint32_t k = 0; k < n && !rec->failed; k++) {
+        uint32_t t = carry_get_u32(rec), v = carry_get_u32(rec);
+        if (rec->failed || t == 0 || t > topic_cfg.max_topics)
+            return -1;
+        told[t] = v;
+    }
+    gone.n = carry_get_u32(rec);
+    gone.len = carry_get_u32(rec);
+    if (gone.len > PART_BYTES)
+        return -1;
+    carry_get(rec, gone.bytes, gone.len);
+    joins.op = (enum topic_op)carry_get_u8(rec);
+    joins.n = carry_get_u32(rec);
+    joins.len = carry_get_u32(rec);
+    if (joins.len > PART_BYTES)
+        return -1;
+    carry_get(rec, joins.bytes, joins.len);
+    if (rec->failed)
+        return -1;
+    if (!enabled)
+        return 0;
+    ever = was_ever;
+    if (gone.n || joins.n)
+        window_change();
+    /* what the running process had not told yet */
+    for (uint32_t t = topic_next_held(0); t; t = topic_next_held(t))
+        if (told[t] != topic_members(t) + 1 && !dirty[t] && npending < PENDING_MAX) {
+            dirty[t] = 1;
+            pending[npending++] = t;
+            window_change();
+        }
+    for (uint32_t t = 1; t <= topic_cfg.max_topics; t++)
+        if (told[t] && !topic_held(t))
+            told[t] = 0;             /* its gone name waits in the window, or was sent */
+    return 0;
 }
