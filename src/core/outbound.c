@@ -78,7 +78,8 @@ int outbound_in_topic(enum in_what what, uint32_t uid, uint64_t conn, const char
     struct out_in *in = (struct out_in *)(r + 1);
     *in = (struct out_in){.conn = conn, .uid = uid, .what = (uint8_t)what, .topic_len = topic_len};
     memcpy(in + 1, topic, topic_len);
-    memcpy((char *)(in + 1) + topic_len, since, since_len);
+    if (since_len)                     /* none: since may be NULL */
+        memcpy((char *)(in + 1) + topic_len, since, since_len);
     atomic_fetch_add_explicit(&outbound_in_pending, outbound_in_cost(len), memory_order_relaxed);
     handoff_commit(outbox);
     return 0;

@@ -101,7 +101,8 @@ uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint
         copy = grown;
         copy_cap = members;
     }
-    memcpy(copy, topic_member_array(t), members * sizeof *copy);
+    if (members)                       /* none: a lingering topic's block may be NULL */
+        memcpy(copy, topic_member_array(t), members * sizeof *copy);
     struct framed_all all = {.made = {0}};
     uint32_t n = 0;
     for (uint32_t i = 0; i < members; i++) {
