@@ -17,8 +17,10 @@
 #   resume      one server, TOPICS_RESUME_STREAMS SSE streams on 3 topics each
 #               of as many topics; TOPICS_RESUME_RATE msg/s over them for
 #               TOPICS_RESUME_SECONDS while every connection drops once
-#               (--reconnect-after) and comes back naming each topic's last
-#               id: lost, doubled, gaps per topic (want 0), reconnections.
+#               (--reconnect-after, a third of the way) and waits; 3 s after
+#               the last went they all come back at once (SIGUSR1), each naming
+#               every topic's last id: lost, doubled, gaps per topic (want 0),
+#               reconnections, replays.
 #   master_cpu  a master running the application, a server with --presence,
 #               TOPICS_CPU_STREAMS SSE streams all on one topic (their uids
 #               1..N); on the master tools/erlang/bench/topic_cpu.erl times
@@ -34,7 +36,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 RUN=topics
 source scripts/lib-run.sh
-run_options 31 "$@"
+run_options 33 "$@"
 
 PHASES=${TOPICS_PHASES:-memory fanout resume master_cpu}
 FAN_STREAMS=${TOPICS_FAN_STREAMS:-10000}
@@ -150,17 +152,31 @@ phase_resume() {
   local count=$((RESUME_RATE * RESUME_SECONDS)) want per after
   want=$((count * 3))                      # each topic has 3 subscribers
   per=$((want / RESUME_STREAMS))
-  after=$((per / 2))                       # each drops once, halfway
-  log "resume: $RESUME_STREAMS streams x 3 topics, $RESUME_RATE msg/s for $RESUME_SECONDS s, each connection dropped after $after messages"
+  after=$((per / 3))                       # each drops once, a third of the way
+  log "resume: $RESUME_STREAMS streams x 3 topics, $RESUME_RATE msg/s for $RESUME_SECONDS s; each connection dropped after $after messages, all back together 3 s after the last went"
   start_server resume --max-topics "$RESUME_STREAMS" || return 1
   client resume-client --proto sse -n "$RESUME_STREAMS" --topics "$RESUME_STREAMS" --topics-per-conn 3 \
-    --reconnect-after "$after" --until-msgs "$want" --hold 600 --max-time "$(left 900)"
+    --reconnect-after "$after" --reconnect-on-signal --until-msgs "$want" --hold 600 \
+    --max-time "$(left 900)"
   local cli=$CLI_PID
   wait_for 300 "$((RESUME_STREAMS * 3)) subscriptions" subs_are "$((RESUME_STREAMS * 3))" ||
     { stop_server; return 1; }
-  publish $((RESUME_SECONDS * 4 + 60)) --topics "0-$((RESUME_STREAMS - 1))" --rate "$RESUME_RATE" \
-    --count "$count" --sync || log "the publisher failed: $(pub_error)"
-  local pub=$PUB
+  # publishing goes on while the connections are away
+  (publish $((RESUME_SECONDS * 4 + 60)) --topics "0-$((RESUME_STREAMS - 1))" --rate "$RESUME_RATE" \
+     --count "$count" --sync || log "the publisher failed: $(pub_error)") &
+  local pubsh=$!
+  RUN_CLIENTS=(resume-client)
+  none_up() { [[ $(progress resume-client up) == 0 ]]; }
+  wait_for $((RESUME_SECONDS * 2 + 30)) "every connection dropped" none_up
+  local streams_away
+  streams_away=$(stat_of streams_open)
+  sleep 3
+  kill -USR1 "$cli"
+  local t_back
+  t_back=$(now_ms)
+  wait "$pubsh"
+  local pub
+  pub=$(grep -h '^{' "$WORK"/pub-*.out 2>/dev/null | tail -n1)
   finish_client "$cli" $((RESUME_SECONDS * 6 + 60))
   local st
   st=$(stats)
@@ -172,14 +188,16 @@ phase_resume() {
       "$RESUME_STREAMS" "$RESUME_RATE" "$RESUME_SECONDS" "$count"
     printf '"deliveries_expected":%s,"delivered":%s,"reconnect_after":%s,"reconnects":%s,' \
       "$want" "${msgs:-0}" "$after" "$(cj resume-client reconnects)"
+    printf '"streams_open_while_away":%s,"resume_s":%s,' "${streams_away:-null}" \
+      "$(cj resume-client resume_s)"
     printf '"lost":%s,"id_errors":%s,"dup":%s,"gaps":%s,"replays":%s,"replay_gaps":%s,' \
-      "$((want - ${msgs:-0}))" "$(cj resume-client id_errors)" "$(cj resume-client dup)" "$(cj resume-client gaps)" \
-      "$(jget replays <<<"$st")" "$(jget replay_gaps <<<"$st")"
+      "$((want - ${msgs:-0}))" "$(cj resume-client id_errors)" "$(cj resume-client dup)" \
+      "$(cj resume-client gaps)" "$(jget replays <<<"$st")" "$(jget replay_gaps <<<"$st")"
     printf '"lat_p50_us":%s,"lat_p99_us":%s,"publisher":%s}\n' "$(cj resume-client lat_p50_us)" \
       "$(cj resume-client lat_p99_us)" "${pub:-null}"
   } >"$WORK/resume.json"
   check "resume reconnected" $(($(cj resume-client reconnects) >= RESUME_STREAMS)) \
-    "$(cj resume-client reconnects) reconnections of $RESUME_STREAMS streams"
+    "$(cj resume-client reconnects) reconnections of $RESUME_STREAMS streams; $streams_away streams open while they were away; $(jget replays <<<"$st") replays"
   check "resume none lost" $((want == ${msgs:-0} && $(cj resume-client id_errors) == 0)) \
     "${msgs:-0} of $want delivered; lost by id $(cj resume-client id_errors)"
   check "resume none doubled" $(($(cj resume-client dup) == 0 && $(cj resume-client gaps) == 0)) \
