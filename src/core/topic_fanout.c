@@ -36,22 +36,25 @@ static size_t id_line(char *out, const struct msg_id *id)
     return n;
 }
 
-/* The message framed for kind: 0 when out of memory (logged). */
+/* The message framed for kind: 0 when out of memory (logged). A
+ * --ws-deflate WebSocket takes it as a plain frame (RSV1 clear), which
+ * permessage-deflate allows message by message. */
 static int frame_for(uint8_t kind, struct framed_all *a, const char *data, uint32_t len,
                      int binary, const struct msg_id *id)
 {
     struct batch_framed *f = &a->f[kind];
     char line[4 + MSG_ID_TEXT_MAX + 1];
+    int meta = framing_ws_meta(kind);
     f->prefix.len = 0;
     f->body = data;
     f->body_len = len;
     if (kind == FRAMING_CHUNKED) {
         framing_prefix(kind, len, 0, &f->prefix);
-    } else if (kind == FRAMING_WS) {
+    } else if (framing_is_websocket(kind) && !meta) {
         framing_prefix_utf8(kind, len, 0, !binary, &f->prefix);
-    } else if (kind == FRAMING_SSE || kind == FRAMING_WS_META) {
+    } else if (kind == FRAMING_SSE || meta) {
         size_t k = id_line(line, id);
-        if (kind == FRAMING_WS_META)
+        if (meta)
             line[k++] = '\n';
         size_t n = k + (kind == FRAMING_SSE ? framing_sse_body_len(data, len, binary) : len);
         char *body = batch_body(n);
@@ -64,7 +67,7 @@ static int frame_for(uint8_t kind, struct framed_all *a, const char *data, uint3
             memcpy(body + k, data, len);
         f->body = body;
         f->body_len = (uint32_t)n;
-        if (kind == FRAMING_WS_META)
+        if (meta)
             f->prefix.len = (uint8_t)framing_ws_header(f->prefix.bytes, binary ? 2 : 1, n);
     }
     a->made[kind] = 1;
@@ -123,11 +126,11 @@ int topic_tell(struct stream *s, enum topic_event ev, const char *name, size_t l
                const char *reason, const char *id)
 {
     static const char *const events[] = {"joined", "refused", "left"};
-    if (s->framing != FRAMING_SSE && s->framing != FRAMING_WS_META)
+    int ws = framing_ws_meta(s->framing);
+    if (s->framing != FRAMING_SSE && !ws)
         return 0;
     char buf[256];
     size_t n = 0;
-    int ws = s->framing == FRAMING_WS_META;
     if (ws)
         n = 10;                              /* room for the frame header */
     n += (size_t)snprintf(buf + n, sizeof buf - n, ws ? "event: %s\n\n" : "event: %s\ndata: ",

@@ -75,7 +75,7 @@ static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws
     size_t n = format_head(head, sizeof head, hs);
     return transport_open(req, uid, &(struct transport_opening){
         .framing = framing, .head = head, .head_len = n,
-        .replay = framing == FRAMING_WS_META, .since = since, .budget = UINT32_MAX});
+        .replay = framing_ws_meta(framing), .since = since, .budget = UINT32_MAX});
 }
 
 static int ws_start(struct evhttp_request *req, uint32_t uid)
@@ -146,7 +146,7 @@ static size_t ws_replay_message(struct backlog **out, void *owner, uint8_t frami
     (void)over;
     char head[10 + 4 + MSG_ID_TEXT_MAX + 2];
     size_t meta = 0;
-    if (framing == FRAMING_WS_META) {
+    if (framing_ws_meta(framing)) {
         memcpy(head + 10, "id: ", 4);
         meta = 4 + msg_id_text(head + 14, id);
         memcpy(head + 10 + meta, "\n\n", 2);
