@@ -12,6 +12,7 @@
 #include "core/conn.h"
 #include "core/outbound.h"
 #include "core/presence.h"
+#include "core/presence_window.h"
 #include "core/stream.h"
 #include "core/topic.h"
 #include "lib/log.h"
@@ -22,8 +23,6 @@
 
 #define PART_BYTES 65536       /* one message to the masters at most */
 #define PENDING_MAX 16384      /* topics changed per window before it is cut short */
-#define WINDOW_MAX_MS 800
-#define BUSY_WINDOW 64
 #define IMMEDIATE_MAX 16       /* first streams of a topic told at once per quiet window */
 #define MEMBER_ENTRY_MAX (1 + TOPIC_NAME_MAX + 4 + 8)
 
@@ -31,12 +30,11 @@ static int enabled, members;
 /* A topic was held once: from then on every snapshot says what is (a
  * node that never held one sends the masters nothing of topics). */
 static int ever;
-static struct event *flush_ev;
+static struct presence_window win = PRESENCE_WINDOW_INIT;
 static uint32_t *told;                /* [max_topics + 1]: streams + 1 told, 0: nothing */
 static uint8_t *dirty;                /* [max_topics + 1]: in pending */
 static uint32_t pending[PENDING_MAX];
-static uint32_t npending, changes, immediate;
-static uint32_t window_ms = PRESENCE_WINDOW_MS;
+static uint32_t npending;
 
 /* A part being built: entries of one kind (base), sent as op (a
  * snapshot's later parts as its _MORE). */
@@ -146,27 +144,7 @@ static void send_pending(void)
     part.base = 0;
 }
 
-static void flush(void)
-{
-    if (changes == 0)
-        return;
-    if (evtimer_pending(flush_ev, NULL))
-        evtimer_del(flush_ev);
-    send_pending();
-    if (changes >= BUSY_WINDOW)
-        window_ms = window_ms * 2 > WINDOW_MAX_MS ? WINDOW_MAX_MS : window_ms * 2;
-    else
-        window_ms = PRESENCE_WINDOW_MS;
-    changes = immediate = 0;
-}
-
-static void on_flush(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    flush();
-}
+static void flush(void) { presence_window_flush(&win); }
 
 int topic_presence_init(struct event_base *base, int on, int with_members, uint32_t max_topics)
 {
@@ -176,34 +154,24 @@ int topic_presence_init(struct event_base *base, int on, int with_members, uint3
         return 0;
     told = calloc((size_t)max_topics + 1, sizeof *told);
     dirty = calloc((size_t)max_topics + 1, 1);
-    flush_ev = evtimer_new(base, on_flush, NULL);
-    return told && dirty && flush_ev ? 0 : -1;
+    return told && dirty && presence_window_init(&win, base, send_pending) == 0 ? 0 : -1;
 }
 
 void topic_presence_free(void)
 {
-    if (flush_ev)
-        event_free(flush_ev);
-    flush_ev = NULL;
+    presence_window_free(&win);
     free(told);
     free(dirty);
     told = NULL;
     dirty = NULL;
-    npending = changes = immediate = 0;
+    npending = 0;
     gone.len = gone.n = joins.len = joins.n = part.len = part.n = 0;
     part.base = 0;
-    window_ms = PRESENCE_WINDOW_MS;
     ever = 0;
 }
 
 /* A change joins the window (opened if none). */
-static void window_change(void)
-{
-    if (changes++ == 0) {
-        struct timeval tv = {0, (suseconds_t)window_ms * 1000};
-        evtimer_add(flush_ev, &tv);
-    }
-}
+static void window_change(void) { presence_window_change(&win); }
 
 void topic_presence_changed(uint32_t t)
 {
@@ -213,10 +181,8 @@ void topic_presence_changed(uint32_t t)
     if (npending == PENDING_MAX)
         flush();
     window_change();
-    if (!told[t] && topic_members(t) && immediate < IMMEDIATE_MAX &&
-        window_ms == PRESENCE_WINDOW_MS) {
+    if (!told[t] && topic_members(t) && presence_window_at_once(&win, IMMEDIATE_MAX)) {
         /* its first stream: the masters route its messages here at once */
-        immediate++;
         if (!dirty[t]) {
             dirty[t] = 1;
             pending[npending++] = t;
