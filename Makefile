@@ -85,7 +85,7 @@ TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
 SERVER := $(BINP)httpdcnode
 CLIENT := $(BINP)httpclient
 
-.PHONY: all deps docs test check-all unit-test erl-test bench bench-million bench-process bench-takeover fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
+.PHONY: all deps docs test check-all unit-test erl-test bench bench-million bench-process bench-takeover bench-topics fuzz soak storm run ws-echo install deb clean check-ei cluster-sim
 
 all: check-ei $(SERVER) $(if $(CLIENT_SRC),$(CLIENT)) $(BINP)writefloor $(BINP)wakefloor $(BUILD)/netdelay \
      $(BUILD)/benchprocess $(ERL_BEAM) $(ERL_APPF)
@@ -277,6 +277,12 @@ bench-takeover: deps
 bench-million: deps
 	$(MAKE) all
 	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench-million.sh
+
+# Topics (BENCHMARKS.md 14): memory per subscription, fan-out, resume, the
+# master's CPU per publish; JSON in build/bench-topics.
+bench-topics: deps
+	$(MAKE) all
+	HTTPDCNODE_BINDIR=$(or $(BINP),.) scripts/bench-topics.sh
 
 # The server's code paths at 10,000, 100,000 and 1,000,000 streams in one
 # process, each figure per stream checked flat (under a minute, 290 MiB at

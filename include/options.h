@@ -66,6 +66,12 @@ struct options {
     int takeover;              /* --takeover: from the process running as this --name */
     int verbosity;             /* 0 quiet, 1 default, 2 verbose */
     int list_counters;         /* --list-counters: print them and exit (main) */
+    uint32_t max_topics;       /* --max-topics: topics held at once, 0 none */
+    uint32_t topics_per_stream; /* --max-topics-per-stream */
+    uint32_t streams_per_topic; /* --max-streams-per-topic */
+    uint32_t topic_history;    /* --topic-history: messages kept per topic */
+    int topic_auth;            /* --topic-auth: enum topic_auth (core/topic_join.h) */
+    int presence_topics;       /* --presence-topics: joins and leaves to --presence */
 };
 
 /* Parses argv into opts. Returns 0 to run (or, with opts->list_counters,

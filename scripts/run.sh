@@ -21,8 +21,10 @@
 #   INBOX_HANDLER  the module that handles what clients send (chat_room,
 #             the demo page's chat, examples/erlang): the master's
 #             application runs it as the inbox httpdcnode_inbox and the
-#             server sends there (--inbox). Empty: no inbox, the server
-#             refuses client messages.
+#             server sends there (--inbox); it also decides who joins which
+#             topic (--topic-auth handler: its authorize_join) and hears of
+#             WebSockets that end (--presence-conns). Empty: no inbox, the
+#             server refuses client messages and takes any topic.
 #   INBOX_WORKERS  processes that run the handler (4): each uid's messages
 #             go to one of them, in order (httpdcnode_inbox, workers => N)
 #   PUBLIC=1  epmd and the master listen on every address, for nodes on
@@ -67,7 +69,7 @@ if [[ -n $INBOX_HANDLER ]]; then
   [[ $INBOX_WORKERS =~ ^[1-9][0-9]{0,3}$ && $INBOX_WORKERS -le 1024 ]] ||
     die "INBOX_WORKERS '$INBOX_WORKERS' is not a number from 1 to 1024"
   if [[ -f tools/erlang/ebin/httpdcnode.app && -f tools/erlang/ebin/$INBOX_HANDLER.beam ]]; then
-    inbox_args=(--inbox "$INBOX")
+    inbox_args=(--inbox "$INBOX" --topic-auth handler --presence-conns)
   else
     echo "run: note: tools/erlang/ebin has no httpdcnode.app or $INBOX_HANDLER.beam (run make):" \
          "no inbox, clients cannot send" >&2

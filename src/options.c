@@ -51,6 +51,7 @@ static int parse_origin(struct options *o, const char *arg);
 static int parse_trusted(struct options *o, const char *arg);
 static int parse_verbose(struct options *o, const char *arg);
 static int parse_quiet(struct options *o, const char *arg);
+static int parse_topic_auth(struct options *o, const char *arg);
 
 /* Adding an option: its field in struct options (options.h), its row
  * here, and where server.c hands it to a layer's config. */
@@ -139,6 +140,27 @@ static const struct row rows[] = {
              "use), so that a node restarted with the same --name after a crash keeps its epoch "
              "and ids and its clients resume with no gap; a damaged file, or another node's, is "
              "started afresh"},
+    {"max-topics", 0, "N", U32, FIELD(max_topics), 0, 1u << 24, .def = "100000",
+     .hint = "expected 0 (no topics) to 16777216",
+     .help = "topics held at once (0: no topics); a topic no stream holds is kept --history-ttl "
+             "seconds for its resuming clients"},
+    {"max-topics-per-stream", 0, "N", U32, FIELD(topics_per_stream), 1, 255, .def = "16",
+     .hint = "expected 1 to 255", .help = "topics one stream may subscribe to (at most 255)"},
+    {"max-streams-per-topic", 0, "N", U32, FIELD(streams_per_topic), 1, 1u << 30,
+     .def = "1000000", .hint = "expected 1 to 1073741824",
+     .help = "streams subscribed to one topic here"},
+    {"topic-history", 0, "N", U32, FIELD(topic_history), 0, 4096, .shown = "--history's",
+     .hint = "expected 0 (off) to 4096 messages",
+     .help = "messages kept per topic for clients that come back (0: none)"},
+    {"topic-auth", 0, "MODE", PARSE, .parse = parse_topic_auth,
+     .shown = "token with --auth-secret-file, else open",
+     .hint = "expected open, token or handler",
+     .help = "who may subscribe to what: open (any topic), token (the topics its subscriber "
+             "token's claim lists), or handler (those, and what the --inbox handler's "
+             "authorize_join allows)"},
+    {"presence-topics", 0, NULL, SET, FIELD(presence_topics), .shown = "off",
+     .help = "to --presence also who subscribes: each join and leave of a topic, with its uid "
+             "and conn"},
     {"heartbeat", 0, "SECONDS", U32, FIELD(heartbeat), 0, 3600, .def = "25",
      .hint = "expected 0 (off) to 3600 seconds",
      .help = "a comment to every SSE stream (a ping to every WebSocket) this often, so that "
@@ -359,6 +381,17 @@ static int parse_trusted(struct options *o, const char *arg)
     }
 }
 
+static int parse_topic_auth(struct options *o, const char *arg)
+{
+    static const char *const modes[] = {"open", "token", "handler"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(arg, modes[i]) == 0) {
+            o->topic_auth = i;
+            return 0;
+        }
+    return -1;
+}
+
 static int parse_verbose(struct options *o, const char *arg)
 {
     (void)arg;
@@ -409,6 +442,8 @@ void options_defaults(struct options *o)
             abort();            /* a row's default it refuses: a bug in the table */
     }
     o->admin_explicit = 0;      /* the default is not given on the command line */
+    o->topic_history = UINT32_MAX;      /* --history's unless given */
+    o->topic_auth = -1;                 /* token with --auth-secret-file, else open */
     o->verbosity = 1;
     o->writers = usable_cpus();
     if (o->writers > 4)
@@ -567,6 +602,24 @@ int options_parse(struct options *o, int argc, char **argv)
     }
     if (o->presence_conns && !o->presence[0] && !o->inbox[0]) {
         fprintf(stderr, "httpdcnode: --presence-conns needs --presence or --inbox\n");
+        return -1;
+    }
+    if (o->presence_topics && !o->presence[0]) {
+        fprintf(stderr, "httpdcnode: --presence-topics needs --presence\n");
+        return -1;
+    }
+    if (o->topic_history == UINT32_MAX)
+        o->topic_history = o->history;
+    if (o->topic_auth < 0)
+        o->topic_auth = o->auth_secret_file[0] ? 1 : 0;
+    if (o->topic_auth == 1 && !o->auth_secret_file[0]) {
+        fprintf(stderr, "httpdcnode: --topic-auth token needs --auth-secret-file (the "
+                        "tokens that list the topics)\n");
+        return -1;
+    }
+    if (o->topic_auth == 2 && !o->inbox[0]) {
+        fprintf(stderr, "httpdcnode: --topic-auth handler needs --inbox (the process whose "
+                        "handler decides)\n");
         return -1;
     }
     return take_cookie(o);

@@ -13,6 +13,9 @@
 #include "core/outbound.h"
 #include "core/presence.h"
 #include "core/stream.h"
+#include "core/topic.h"
+#include "core/topic_join.h"
+#include "core/topic_presence.h"
 #include "core/uidtable.h"
 #include "core/write_pool.h"
 #include "erl/erl_cnode.h"
@@ -42,12 +45,14 @@ static void configure(struct server *sv)
 {
     const struct options *o = sv->opts;
     sv->history = (struct history_config){
-        .max_users = o->max_users, .per_uid = o->history, .ttl_s = o->history_ttl,
+        .max_users = o->max_users, .max_topics = o->max_topics, .per_uid = o->history,
+        .per_topic = o->topic_history, .ttl_s = o->history_ttl,
         .bytes = (size_t)o->history_bytes, .max_message = o->max_message,
         .file = o->history_file[0] ? o->history_file : NULL, .node = o->name};
     struct client_msg_config client = {.inbox = o->inbox[0] != '\0',
                                        .max_message = o->max_client_message,
-                                       .rate = o->client_rate};
+                                       .rate = o->client_rate,
+                                       .topics = o->max_topics > 0};
     struct http_origins origins = {o->allow_origin, o->n_allow_origin};
     sv->http = (struct http_config){
         .listen_host = o->listen_host, .listen_port = o->listen_port, .node = o->name,
@@ -146,7 +151,8 @@ static int streams_start(struct server *sv)
     return stream_configure(&(struct stream_config){
                .base = sv->base, .max_backlog = o->max_backlog,
                .max_backlog_total = o->max_backlog_total,
-               .max_conns_per_uid = o->max_conns_per_uid}) != 0;
+               .max_conns_per_uid = o->max_conns_per_uid,
+               .closing = topic_stream_close}) != 0;
 }
 static void streams_stop(struct server *sv) { (void)sv; stream_unconfigure(); }
 
@@ -184,6 +190,37 @@ static int cookie_warning(struct server *sv)
         log_msg(LOG_ERROR, "warning: --cookie is visible to every user of this host in the "
                            "process list (ps); use --cookie-file FILE (mode 0600) instead");
     return 0;
+}
+
+/* Topics: who may join what, the topic index, and topic presence (which
+ * rides on uid presence's snapshots). */
+static int topics_start(struct server *sv)
+{
+    const struct options *o = sv->opts;
+    topic_join_configure((enum topic_auth)o->topic_auth);
+    /* A topic no stream holds lingers as long as its history may serve a
+     * client coming back (and the masters keep sending it). */
+    uint32_t linger = o->topic_history ? o->history_ttl : 0;
+    if (topic_presence_init(sv->base, o->presence[0] != '\0', o->presence_topics,
+                            o->max_topics) != 0 ||
+        topic_init(&(struct topic_config){.base = sv->base, .max_users = o->max_users,
+                                          .max_topics = o->max_topics,
+                                          .per_stream = o->topics_per_stream,
+                                          .per_topic = o->streams_per_topic,
+                                          .linger_s = linger,
+                                          .changed = topic_presence_changed,
+                                          .gone = topic_presence_gone,
+                                          .member = topic_presence_member}) != 0)
+        return 1;
+    presence_on_snapshot(topic_presence_snapshot);
+    return 0;
+}
+static void topics_stop(struct server *sv)
+{
+    (void)sv;
+    topic_join_free();
+    topic_free();
+    topic_presence_free();
 }
 
 static int inflight_start(struct server *sv)
@@ -280,6 +317,7 @@ static const struct part table[] = {
     {SERVER_CORE, rings_start, rings_stop},
     {SERVER_DOORS, admin_part_start, admin_part_stop},  /* main.c's first signal stops it */
     {SERVER_DOORS, cookie_warning, NULL},
+    {SERVER_CORE, topics_start, topics_stop},
     {SERVER_CORE, inflight_start, inflight_stop},
     {SERVER_CORE, presence_start, presence_stop},
     {SERVER_CORE, dispatch_part_start, dispatch_part_stop},

@@ -1,7 +1,8 @@
-/* httpdcnode browser client: a uid's messages over WebSocket, Server-Sent
- * Events or long-poll, whichever works first, resuming after the last id
- * seen on every reconnect. A classic script: it defines the global
- * `httpdcnode`. No dependencies.
+/* httpdcnode browser client: a uid's messages, and its topics', over
+ * WebSocket, Server-Sent Events or long-poll, whichever works first,
+ * resuming after the last id seen (the uid's, and each topic's) on every
+ * reconnect. A classic script: it defines the global `httpdcnode`. No
+ * dependencies.
  *
  *   var conn = httpdcnode.connect(location.origin, 123, {
  *     onmessage: function (m) { ... m.id, m.data (text), m.bytes ... },
@@ -18,7 +19,22 @@
  *     backoffBase: 500, backoffCap: 20000    // ms, the defaults (see lost below)
  *   });
  *   conn.send('hello');     // a Promise: to the --inbox process (below)
+ *   conn.subscribe('room:lobby', function (m) { ... m.topic, m.id, m.data ... });
+ *   conn.unsubscribe('room:lobby');
  *   conn.close();
+ *
+ * Topics: conn.subscribe(topic, onMessage) joins a topic (1 to 64 of A-Z
+ * a-z 0-9 _ - . : /); its messages go to onMessage (else to onmessage),
+ * each with m.topic and m.id (the topic's own id). Over an open WebSocket
+ * the join is a message of its own; over SSE and long-poll the stream is
+ * opened again with the topic in its ?topics=. Every (re)connect names
+ * each topic with the last id seen there, so that each resumes where it
+ * left off (or is told of a gap: g.topic in ongap). What the server says
+ * of a topic goes to opts.ontopic({topic, event, reason}): event
+ * 'joined', 'refused' (reason: why; the topic is dropped, not asked again)
+ * or 'left' (the application unsubscribed it, or it was asked). A topic
+ * the application subscribed the connection to is kept too, and named on
+ * the next reconnect.
  *
  * conn.send(data) (a string, an ArrayBuffer or a typed array) goes over
  * the WebSocket when one is open, else as POST /send/N (text/plain for a
@@ -76,14 +92,23 @@
     return m ? { epoch: m[1].toLowerCase(), seq: Number(m[2]) } : null;
   }
 
+  var TOPIC = /^[A-Za-z0-9_.:\/-]{1,64}$/;
+
+  /* A topic's message id "NAME@EPOCH:SEQ" -> {topic, id}; a uid's id -> {topic: null, id}. */
+  function splitId(id) {
+    var at = (id || '').lastIndexOf('@');
+    return at < 0 ? { topic: null, id: id } : { topic: id.slice(0, at), id: id.slice(at + 1) };
+  }
+
   /* The URL of path on the server at base (a path prefix in base is kept),
    * with the caller's query (a subscriber token), ?since=ID when an id
    * is known and the extra parameters; ws/wss for WebSocket. */
-  function endpoint(base, path, query, since, websocket, extra) {
+  function endpoint(base, path, query, since, websocket, extra, topics) {
     var b = new URL(base || '/', global.location ? global.location.href : undefined);
     var u = new URL(b.origin + b.pathname.replace(/\/+$/, '') + path);
     new URLSearchParams(query || '').forEach(function (v, k) { u.searchParams.set(k, v); });
     if (since) u.searchParams.set('since', since);
+    if (topics) u.searchParams.set('topics', topics);
     for (var k in extra || {}) u.searchParams.set(k, extra[k]);
     if (websocket) u.protocol = b.protocol === 'https:' ? 'wss:' : 'ws:';
     return u.toString();
@@ -100,7 +125,14 @@
 
   function parseGap(json) {
     var g = JSON.parse(json);
-    return { last: g.last === undefined ? null : g.last, first: g.first === undefined ? null : g.first };
+    return { last: g.last === undefined ? null : g.last, first: g.first === undefined ? null : g.first,
+             next: g.next, topic: g.topic };
+  }
+
+  /* What the server says of a topic: {"topic":NAME[,"reason":WHY]}. */
+  function topicEvent(ctx, event, json) {
+    try { var t = JSON.parse(json); } catch (err) { return ctx.error('unreadable ' + event + ' event'); }
+    ctx.topicEvent(event, t.topic, t.reason, t.id);
   }
 
   /* ---- WebSocket: GET /ws/N?since=ID, subprotocol ws+meta.httpdcnode.
@@ -149,9 +181,11 @@
       if (!f) return ctx.error('a WebSocket frame without its id header');
       if (f.headers.event === 'gap') {
         try { var g = parseGap(f.body); } catch (err) { return ctx.error('unreadable gap frame'); }
-        return ctx.gap(g.last, g.first, g.next);
+        return ctx.gap(g.last, g.first, g.next, g.topic);
       }
       if (f.headers.event === 'conn') return ctx.reply(f.body, f.bytes);
+      if (/^(joined|refused|left)$/.test(f.headers.event || ''))
+        return topicEvent(ctx, f.headers.event, f.body);
       ctx.message(f.headers.id, f.body, f.bytes);
     };
     ws.onclose = function (e) {
@@ -168,7 +202,13 @@
         if (done || ws.readyState !== 1) return false;
         ws.send(data);
         return true;
-      }
+      },
+      /* A topic joined (since: the last id seen there) or left, by a
+       * message of its own; false when not open. */
+      join: function (topic, since) {
+        return this.send('event: join\n\n' + topic + (since ? '@' + since : ''));
+      },
+      leave: function (topic) { return this.send('event: leave\n\n' + topic); }
     };
   }
 
@@ -200,7 +240,10 @@
     });
     es.addEventListener('gap', function (e) {
       try { var g = parseGap(e.data); } catch (err) { return ctx.error('unreadable gap event'); }
-      ctx.gap(g.last, g.first, g.next);
+      ctx.gap(g.last, g.first, g.next, g.topic);
+    });
+    ['joined', 'refused', 'left'].forEach(function (ev) {
+      es.addEventListener(ev, function (e) { topicEvent(ctx, ev, e.data); });
     });
     /* The server's last event when it ends the stream on purpose. */
     var reason = null;
@@ -213,18 +256,31 @@
       if (reason) return ctx.ended(reason, 'stream ended (' + reason + ')');
       ctx.failed(ended ? 'stream ended' : ctx.hasOpened() ? 'stream refused' : 'could not open the stream');
     };
+    /* A topic joined or left by POST /send/N?conn=ID (this stream); false
+     * before its id came. */
+    function control(body) {
+      if (!connId) return false;
+      ctx.post(body, connId).catch(function (err) { ctx.error('topic: ' + err.message); });
+      return true;
+    }
     return {
       stop: function () { es.close(); },
       /* The id POST /send/N?conn= names this stream by; null before it came. */
-      conn: function () { return connId; }
+      conn: function () { return connId; },
+      join: function (topic, since) {
+        return control('event: join\n\n' + topic + (since ? '@' + since : ''));
+      },
+      leave: function (topic) { return control('event: leave\n\n' + topic); }
     };
   }
 
-  /* ---- Long-poll: GET /poll/N?since=ID answers
-   * {"messages":[{"id":ID,"data":TEXT},...], "gap":BOOL, "first":ID?, "next":ID}
+  /* ---- Long-poll: GET /poll/N?since=ID&topics=T@ID answers
+   * {"messages":[{"id":ID,"data":TEXT},...], "gap":BOOL, "first":ID?, "next":ID,
+   *  "topics":{T:ID,...}}
    * at once when something is newer, else when it comes or the server's
    * --poll-timeout passes (then with no messages). A binary message comes
-   * as "data_base64". */
+   * as "data_base64"; a topic's message has its "topic", a topic's gap is
+   * an entry {"gap":{"topic":T,...}} where it happened. */
   function applyPollAnswer(ctx, answer) {
     var messages = answer.messages || [];
     if (answer.gap) {
@@ -232,10 +288,13 @@
       ctx.gap(ctx.since(), first, answer.next);
     }
     messages.forEach(function (m) {
-      if (m.data !== undefined) return ctx.message(m.id, m.data);
+      if (m.gap) return ctx.gap(m.gap.last, m.gap.first, m.gap.next, m.gap.topic);
+      var id = m.topic ? m.topic + '@' + m.id : m.id;
+      if (m.data !== undefined) return ctx.message(id, m.data);
       var b = base64Bytes(m.data_base64 || '');
-      ctx.message(m.id, bytesText(b), b);
+      ctx.message(id, bytesText(b), b);
     });
+    for (var t in answer.topics || {}) ctx.topicAt(t, answer.topics[t]);
     return messages.length;
   }
 
@@ -325,6 +384,9 @@
     var backoffCap = positiveMs(opts.backoffCap, BACKOFF_CAP_MS, 'backoffCap');
     var lastId = opts.since || null, last = parseId(lastId);
     var idx = 0, current = null, currentCtx = null, timer = null, closed = false;
+    /* name -> {onmessage, lastId, last}: the topics subscribed, with the
+     * last id seen in each (a topic's own), named on every connect. */
+    var topics = {};
     var attempts = 0;          /* failures in a row since a healthy connection: n */
     var token = null;          /* the query the token callback gave for this connect */
     var streak = 0;            /* transports tried in a row without one opening */
@@ -338,12 +400,39 @@
     }
 
     function deliver(id, data, bytes) {
-      var p = parseId(id);
-      if (p && last && p.epoch === last.epoch && p.seq <= last.seq)
+      var s = splitId(id), t = s.topic !== null ? topic(s.topic) : null;
+      var p = parseId(s.id), seen = t ? t.last : last;
+      if (p && seen && p.epoch === seen.epoch && p.seq <= seen.seq)
         return status('duplicate', id + ' was seen already: not shown again');
-      if (p) { last = p; lastId = id; }
+      if (p && t) { t.last = p; t.lastId = s.id; }
+      else if (p) { last = p; lastId = id; }
       attempts = 0;
-      call(opts.onmessage, bytes ? { id: id, data: data, bytes: bytes } : { id: id, data: data });
+      var m = bytes ? { id: s.id, data: data, bytes: bytes } : { id: s.id, data: data };
+      if (t) m.topic = s.topic;
+      call(t && t.onmessage ? t.onmessage : opts.onmessage, m);
+    }
+
+    /* The topic's entry, made when the server names one this side did not
+     * ask for (the application subscribed the connection). */
+    function topic(name) {
+      return topics[name] || (topics[name] = { onmessage: null, lastId: null, last: null });
+    }
+
+    /* ?topics=: each topic, with the last id seen there. */
+    function topicsQuery() {
+      return Object.keys(topics).map(function (t) {
+        return topics[t].lastId ? t + '@' + topics[t].lastId : t;
+      }).join(',');
+    }
+
+    /* The connection again, now (not after a backoff): a stream that
+     * cannot join by message names its topics when it opens. */
+    function reopen() {
+      if (closed || timer || !current) return;
+      currentCtx.live = false;
+      current.stop();
+      current = null;
+      start();
     }
 
     /* The caller's query and the token: what every request carries. */
@@ -352,10 +441,11 @@
       return token ? (query ? query + '&' + token : token) : query;
     }
 
-    /* data as POST /send/N: see send in the header comment. */
-    function post(data) {
+    /* data as POST /send/N: see send in the header comment (conn: the
+     * stream it names, else the current one's). */
+    function post(data, conn) {
       if (typeof global.fetch !== 'function') return Promise.reject(sendError('network', 0, 'fetch not supported here'));
-      var id = current && typeof current.conn === 'function' ? current.conn() : null;
+      var id = conn || (current && typeof current.conn === 'function' ? current.conn() : null);
       var target = endpoint(url, '/send/' + uid, fullQuery(), null, false, id ? { conn: id } : null);
       var type = typeof data === 'string' ? 'text/plain;charset=UTF-8' : 'application/octet-stream';
       return global.fetch(target, { method: 'POST', body: data, cache: 'no-store',
@@ -404,7 +494,7 @@
         live: true,
         uid: uid,
         url: function (path, websocket, extra) {
-          return endpoint(url, path, fullQuery(), lastId, websocket, extra);
+          return endpoint(url, path, fullQuery(), lastId, websocket, extra, topicsQuery());
         },
         since: function () { return lastId; },
         hasOpened: function () { return opened; },
@@ -418,16 +508,33 @@
           status('open', lastId ? 'resumed after ' + lastId : '');
         },
         message: function (id, data, bytes) { if (ctx.live) deliver(id, data, bytes); },
+        post: function (data, conn) { return post(data, conn); },
         /* {conn, Conn, Data} from Erlang: to this connection alone, no id. */
         reply: function (data, bytes) { if (ctx.live) call(opts.onreply, { data: data, bytes: bytes }); },
-        gap: function (l, f, next) {
+        gap: function (l, f, next, t) {
           if (!ctx.live) return;
           /* Come back from the gap's next id: else every reconnect would
            * be told the same gap again. */
           var p = parseId(next);
-          if (p) { last = p; lastId = next; }
-          status('gap', 'missed after ' + l + '; kept from ' + f);
-          call(opts.ongap, { last: l, first: f });
+          if (p && t) { topic(t).last = p; topics[t].lastId = next; }
+          else if (p) { last = p; lastId = next; }
+          status('gap', (t ? t + ': ' : '') + 'missed after ' + l + '; kept from ' + f);
+          call(opts.ongap, t ? { topic: t, last: l, first: f } : { last: l, first: f });
+        },
+        /* A long-poll answer says where a topic stands. */
+        topicAt: function (t, id) {
+          var p = parseId(id);
+          if (ctx.live && p && topics[t]) { topics[t].last = p; topics[t].lastId = id; }
+        },
+        topicEvent: function (event, t, reason, id) {
+          if (!ctx.live) return;
+          /* Joined from now: where it stands, to resume from should the
+           * connection drop before a message of it came. */
+          var p = event === 'joined' ? parseId(id) : null;
+          if (event === 'joined' && !topic(t).lastId && p) { topics[t].last = p; topics[t].lastId = id; }
+          else if (event === 'refused' || event === 'left') delete topics[t];
+          call(opts.ontopic, reason ? { topic: t, event: event, reason: reason }
+                                    : { topic: t, event: event });
         },
         error: function (why) { if (ctx.live) status('error', why); },
         /* The server ended the stream on purpose, saying why. */
@@ -500,6 +607,23 @@
         var ok = current && typeof current.send === 'function' && current.send(data);
         return ok ? Promise.resolve() : post(data);
       },
+      /* Topic: see the header comment. */
+      subscribe: function (name, onmessage) {
+        if (!TOPIC.test(String(name)))
+          throw new Error('httpdcnode: a topic is 1 to 64 of A-Z a-z 0-9 _ - . : /, not "' + name + '"');
+        var t = topic(name), fresh = !t.joining;
+        t.onmessage = typeof onmessage === 'function' ? onmessage : null;
+        t.joining = true;
+        if (!fresh) return;
+        if (!(current && typeof current.join === 'function' && current.join(name, t.lastId))) reopen();
+      },
+      unsubscribe: function (name) {
+        if (!topics[name]) return;
+        delete topics[name];
+        if (current && typeof current.leave === 'function' && current.leave(name)) return;
+        reopen();                 /* the new stream does not name it: left, told here */
+        call(opts.ontopic, { topic: name, event: 'left' });
+      },
             get transport() { return order[idx]; },
       get lastId() { return lastId; }
     };
@@ -510,6 +634,7 @@
     /* For tests and for whoever adapts a transport. */
     parseId: parseId,
     parseMetaFrame: parseMetaFrame,
+    splitId: splitId,
     transports: ORDER.slice()
   };
 })(typeof window !== 'undefined' ? window : this);

@@ -15,6 +15,12 @@
 %% double every burst. Late wake-ups are caught up by the next burst, so the
 %% rate does not drift and nothing busy-loops.
 %%
+%% With topics => {A, B} the messages are published to topics instead of
+%% sent to uids: message N to the topic <<"t:", I>>, I = A + N rem the
+%% range's size (sequential) or uniform in it (random), as {topic, Topic,
+%% Data} (direct) or httpdcnode:publish/2 (app); httpclient --topics
+%% subscribes to those names.
+%%
 %% From a shell script:
 %%   erl -noshell -sname pub_$$@localhost -setcookie C -pa tools/erlang/ebin \
 %%       -eval 'msggen:cli()' -extra --node c1@localhost --count 200000 --rate max
@@ -26,7 +32,7 @@
 -export([run/1, once/1, cli/0, main/1, usage/0]).
 %% Pure parts, exported for the tests.
 -export([payload/2, payload/3, due/3, wake_ms/3, split/2, rate_share/2, uids_for/5, burst_percentile/2,
-         parse_args/1, to_json/1]).
+         parse_args/1, to_json/1, topic_name/1]).
 
 -define(CONNECT_TIMEOUT, 5000).
 -define(REPLY_TIMEOUT, 10000).
@@ -41,6 +47,7 @@
                   pad => non_neg_integer(),
                   procs => pos_integer(),
                   via => direct | router | app,
+                  topics => {non_neg_integer(), non_neg_integer()} | none,
                   seq => boolean(),
                   sync => boolean()}.
 
@@ -126,11 +133,11 @@ send_all(Opts) ->
 defaults(Opts) ->
     maps:merge(#{node => undefined, count => 1000, rate => max, uids => {1, 1},
                  order => sequential, multicast => single, pad => 0, procs => 1,
-                 via => direct, seq => false, sync => false},
+                 via => direct, seq => false, sync => false, topics => none},
                Opts).
 
 check(#{node := Node, count := Count, rate := Rate, uids := {First, Last}, order := Order,
-        multicast := Multi, pad := Pad, procs := Procs, via := Via})
+        multicast := Multi, pad := Pad, procs := Procs, via := Via, topics := Topics})
   when is_atom(Node), (Node =/= undefined orelse Via =/= direct),
        is_integer(Count), Count >= 0,
        (Rate =:= max orelse (is_number(Rate) andalso Rate > 0)),
@@ -138,7 +145,8 @@ check(#{node := Node, count := Count, rate := Rate, uids := {First, Last}, order
        (Order =:= random orelse Order =:= sequential),
        (Multi =:= single orelse (is_integer(Multi) andalso Multi >= 1)),
        is_integer(Pad), Pad >= 0, is_integer(Procs), Procs >= 1,
-       (Via =:= direct orelse Via =:= router orelse Via =:= app) ->
+       (Via =:= direct orelse Via =:= router orelse Via =:= app),
+       (Topics =:= none orelse (Via =/= router andalso Multi =:= single)) ->
     ok;
 check(Opts) ->
     erlang:error({bad_options, Opts}).
@@ -237,7 +245,10 @@ send_range(Ctx, From, To) when From >= To ->
 send_range(#{opts := Opts, pad := Pad, index := I, procs := Procs} = Ctx, From, To) ->
     #{uids := Range, order := Order, multicast := Multi} = Opts,
     N = I + From * Procs,
-    Uids = uids_for(Order, Range, Multi, N, rand),
+    Uids = case maps:get(topics, Opts) of
+               none -> uids_for(Order, Range, Multi, N, rand);
+               {A, B} -> {topic, topic_name(uids_for(Order, {A, B}, single, N, rand))}
+           end,
     Data = case maps:get(seq, Opts) of
                true -> payload(os:system_time(nanosecond), N, Pad);
                false -> payload(os:system_time(nanosecond), Pad)
@@ -245,6 +256,10 @@ send_range(#{opts := Opts, pad := Pad, index := I, procs := Procs} = Ctx, From, 
     send_to(Ctx, Uids, Data),
     send_range(Ctx, From + 1, To).
 
+send_to(#{opts := #{via := direct, node := Node}}, {topic, Topic}, Data) ->
+    erlang:send({any, Node}, {topic, Topic, Data});
+send_to(#{opts := #{via := app}}, {topic, Topic}, Data) ->
+    ok = httpdcnode:publish(Topic, Data);
 send_to(#{opts := #{via := direct, node := Node}}, Uids, Data) ->
     erlang:send({any, Node}, {Uids, Data});
 send_to(#{opts := #{via := app}}, Uids, Data) when is_list(Uids) ->
@@ -264,18 +279,30 @@ send_to(#{opts := #{via := router}, deliveries := D} = Ctx, Uid, Data) ->
 %%     Uids, Data}; returns #{conns => N written to, elapsed_us}.
 %%   #{node, broadcast => true, pad}: {broadcast, Data} followed by a stats
 %%     request; returns #{conns => deliveries it made, elapsed_us}.
+%%   #{node, topic => Topic, pad}: {Pid, Ref, topic, Topic, Data}; returns
+%%     #{conns => N written to, elapsed_us}.
 -spec once(map()) -> map().
 once(#{node := Node} = Opts) ->
     ok = connect(direct, Node),
     Pad = binary:copy(<<"x">>, maps:get(pad, Opts, 0)),
-    case maps:get(broadcast, Opts, false) of
-        true ->
+    case {maps:get(broadcast, Opts, false), maps:get(topic, Opts, none)} of
+        {false, Topic} when Topic =/= none ->
+            Ref = make_ref(),
+            T0 = erlang:monotonic_time(microsecond),
+            erlang:send({any, Node}, {self(), Ref, topic, Topic,
+                                      payload(os:system_time(nanosecond), Pad)}),
+            receive
+                {Ref, N} -> #{conns => N, elapsed_us => erlang:monotonic_time(microsecond) - T0}
+            after ?REPLY_TIMEOUT ->
+                    erlang:error({no_reply, Node})
+            end;
+        {true, _} ->
             Before = deliveries(stats(Node)),
             T0 = erlang:monotonic_time(microsecond),
             erlang:send({any, Node}, {broadcast, payload(os:system_time(nanosecond), Pad)}),
             After = deliveries(stats(Node)),
             #{conns => After - Before, elapsed_us => erlang:monotonic_time(microsecond) - T0};
-        false ->
+        {false, none} ->
             Uids = case maps:get(uids, Opts, {1, 1}) of
                        {First, Last} -> lists:seq(First, Last);
                        List when is_list(List) -> List
@@ -305,6 +332,11 @@ deliveries(Stats) ->
     maps:get(deliveries, Stats, maps:get(<<"deliveries">>, Stats, 0)).
 
 %%% -------------------------------------------------------- pure parts ----
+
+%% Topic I of --topics: the name httpclient --topics subscribes to.
+-spec topic_name(non_neg_integer()) -> binary().
+topic_name(I) ->
+    <<"t:", (integer_to_binary(I))/binary>>.
 
 %% The payload of a message sent at NowNs (CLOCK_REALTIME ns).
 -spec payload(integer(), binary()) -> binary().
@@ -367,6 +399,8 @@ usage() ->
     "  --uids A-B           uid range (default 1-1)\n"
     "  --order random|sequential   (default sequential)\n"
     "  --multicast K        each message {[Uid x K], Data} (default {Uid, Data})\n"
+    "  --topics A-B         publish to the topics t:A .. t:B (in --order) instead\n"
+    "                       of sending to uids (not with --multicast, --via router)\n"
     "  --pad BYTES          payload padding after \"t=<ns>;\" (default 0)\n"
     "  --procs P            sending processes (default 1)\n"
     "  --via direct|router|app  send to the C-node, with httpdcnode_router:send/2, or with\n"
@@ -375,6 +409,7 @@ usage() ->
     "  --sync               after the last message, wait for a stats reply\n"
     "  --once               one message to every uid of --uids, acknowledged\n"
     "  --broadcast          one {broadcast, Data}, timed until handled\n"
+    "  --topic T            with --once: one {Pid, Ref, topic, T, Data}, acknowledged\n"
     "  --sname NAME --cookie C   start distribution when not started (main/1)\n"
     "Prints one JSON line: {\"sent\":..,\"elapsed_us\":..,\"rate\":..,\"cpu_us\":..}\n"
     "(paced: also burst_p50, burst_p99, burst_max, the messages sent at once per\n"
@@ -471,6 +506,16 @@ option("--uids", V, O) ->
     end;
 option("--order", "random", O) -> O#{order => random};
 option("--order", "sequential", O) -> O#{order => sequential};
+option("--topics", V, O) ->
+    case string:split(V, "-") of
+        [A, B] ->
+            First = int(A, 0, "--topics"),
+            O#{topics => {First, int(B, First, "--topics")}};
+        [A] ->
+            T = int(A, 0, "--topics"),
+            O#{topics => {T, T}}
+    end;
+option("--topic", V, O) -> O#{topic => list_to_binary(V)};
 option("--multicast", V, O) -> O#{multicast => int(V, 1, "--multicast")};
 option("--pad", V, O) -> O#{pad => int(V, 0, "--pad")};
 option("--procs", V, O) -> O#{procs => int(V, 1, "--procs")};

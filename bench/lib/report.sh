@@ -92,12 +92,13 @@ pct() { isnum "${1:-}" && echo "$1 %" || echo "n/a"; }
 write_report() {
   local f=$1 r keep
   # The sections scripts/bench-million.sh and bench-process.sh write are theirs, and the
-  # restart with --history-file (make storm, bench/lib/history_file_cost.sh) and the hot
-  # upgrade (make bench-takeover): kept as they are.
+  # restart with --history-file (make storm, bench/lib/history_file_cost.sh), the hot
+  # upgrade (make bench-takeover) and topics (make bench-topics): kept as they are.
   keep=$(sed -n -e '/^<!-- bench-million -->$/,/^<!-- \/bench-million -->$/p' \
     -e '/^<!-- bench-process -->$/,/^<!-- \/bench-process -->$/p' \
     -e '/^<!-- history-file -->$/,/^<!-- \/history-file -->$/p' \
-    -e '/^<!-- takeover -->$/,/^<!-- \/takeover -->$/p' "$f" 2>/dev/null)
+    -e '/^<!-- takeover -->$/,/^<!-- \/takeover -->$/p' \
+    -e '/^<!-- topics -->$/,/^<!-- \/topics -->$/p' "$f" 2>/dev/null)
   local blast_ratio paced_ratio mc_rate bc_rate mc_ack_rate bc_ack_rate loss_total kslope
   blast_ratio=$(get blast_ratio)
   paced_ratio=$(get paced_ratio)

@@ -8,10 +8,16 @@
 
 enum auth_outcome { AUTH_OK = 0, AUTH_MISSING, AUTH_EXPIRED, AUTH_BAD };
 
+/* The longest "topics" claim, its patterns joined by commas. */
+#define AUTH_TOPICS_MAX 1024
+
 struct auth_verdict {
     enum auth_outcome outcome;
     const char *reason;         /* static, one line; NULL when AUTH_OK */
     int64_t exp;                /* AUTH_OK: the token's exp, Unix seconds */
+    int has_topics;             /* AUTH_OK: the token (a JWT) has a "topics" claim: */
+    char topics[AUTH_TOPICS_MAX + 1];   /* its topic names and prefixes ("room:*"),
+                                           joined by commas (core/topic_join.h) */
 };
 
 /* The reasons both forms give. */

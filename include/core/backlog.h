@@ -55,7 +55,7 @@ void **backlog_owners_largest_first(size_t *n);
  * slot_of (the owner's backlog pointer, NULL when not one, and the owner
  * in *owner). -1 when out of memory or malformed. */
 #define BACKLOG_CARRY_TAG CARRY_TAG('B', 'K', 'L', 'G')
-#define BACKLOG_CARRY_VERSION 1
+#define BACKLOG_CARRY_VERSION 2       /* 2: a replay's topic, its epoch and the uid's next id */
 struct carry_out;
 struct carry_in;
 int backlog_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *owner));

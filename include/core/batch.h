@@ -10,18 +10,36 @@
 #ifndef HTTPDCNODE_BATCH_H
 #define HTTPDCNODE_BATCH_H
 
+#include "core/framing.h"
+#include "core/msg_id.h"
+
 #include <stdint.h>
 
 struct stream;
 
-/* Makes room for n more deliveries, flushing if needed. */
-void batch_room(uint32_t n);
+/* Makes room for n more deliveries (at most 65,536), flushing if needed:
+ * 1 when it flushed (what batch_body gave is gone), else 0. */
+int batch_room(uint32_t n);
 /* Queues data (valid until batch_flush), the uid's message seq, binary or
  * text (cmd.h), for s.
  * Room must have been made with batch_room (asserted). 1 when s takes it,
  * 0 when not: a replay under way reaches it in the history, and a
  * long-poll that has answered asks for it again. */
 int batch_add(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq);
+/* A message framed once for every stream of one framing (a topic's,
+ * core/topic_fanout.c): each takes the prefix and the body as they are. */
+struct batch_framed {
+    struct framing_prefix prefix;
+    const char *body;
+    uint32_t body_len;
+};
+/* batch_add for a message so framed; data[len], binary and id are the
+ * message as it is, for a stream that answers at once (a long-poll). */
+int batch_add_framed(struct stream *s, const struct batch_framed *f, const char *data,
+                     uint32_t len, int binary, const struct msg_id *id);
+/* n bytes that hold until the next flush: a body framed for a batch. NULL
+ * when out of memory (logged). */
+char *batch_body(size_t n);
 /* The n deliveries just queued were of one message received at
  * received_ns (clock_now_ns): its age is observed when they are written. */
 void batch_delivered(uint64_t received_ns, uint32_t n);

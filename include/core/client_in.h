@@ -24,6 +24,11 @@ void client_in_configure(uint32_t rate);
  * of the caller's, client_rate.h); now_ms: client_rate_now_ms(), which a
  * WebSocket's read takes once for all its messages. The uid's presence is
  * told first (presence_known), so the masters know it before its message. */
+/* The admission alone (the rate), for a message the stream itself takes
+ * (a topic's join or leave): CLIENT_IN_QUEUED when it may go on. */
+enum client_in client_in_charge(const struct stream *from, uint32_t *tokens, uint32_t *at_ms,
+                                uint32_t now_ms);
+
 enum client_in client_in_send(uint32_t uid, const struct stream *from, uint32_t *tokens,
                               uint32_t *at_ms, uint32_t now_ms, const void *data, uint32_t len,
                               int binary);

@@ -23,6 +23,7 @@ struct client_msg_config {
     int inbox;                 /* --inbox given: client messages are taken */
     uint32_t max_message;      /* --max-client-message, bytes */
     uint32_t rate;             /* --client-rate, messages a second per connection */
+    int topics;                /* --max-topics not 0: clients may join and leave topics */
 };
 
 /* The clock of every bucket: ms of the coarse monotonic clock (a vDSO

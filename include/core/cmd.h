@@ -22,7 +22,17 @@ enum cmd_kind {
     CMD_GAP,           /* a master lost messages for uids[nuids]: tell them a gap */
     CMD_GAP_ALL,       /* messages were lost, for which uids nobody knows: tell every uid */
     CMD_SEQ_BASE,      /* {httpdcnode_seq_base, ...}: the C-node thread's, never in the ring */
+    /* Topics (core/topic.h): the topic's name where a multicast's uids go
+     * (cmd_topic: uid holds its length, nuids the words it takes). */
+    CMD_TOPIC,         /* {topic, Topic, Data}: to the topic's streams */
+    CMD_SUBSCRIBE,     /* {subscribe, Conn, Topic}: conn subscribes */
+    CMD_UNSUBSCRIBE,   /* {unsubscribe, Conn, Topic} */
+    CMD_JOIN_ALLOWED,  /* {subscribe, Conn, Topic, Since}: the handler allowed a join;
+                          the payload is the id to resume from (maybe none) */
+    CMD_JOIN_REFUSED,  /* {refuse_join, Conn, Topic, Reason}: it did not; the payload is why */
 };
+
+static inline int cmd_is_topic(uint8_t kind) { return kind >= CMD_TOPIC && kind <= CMD_JOIN_REFUSED; }
 
 struct cmd {
     uint8_t kind;          /* enum cmd_kind */
@@ -31,11 +41,11 @@ struct cmd {
                               data_base64); 0: as text, and it is valid UTF-8
                               (erl_term.h: Erlang says which, else its bytes) */
     uint16_t reply_len;    /* encoded {Pid, Ref} bytes at the end, 0 for none */
-    uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: seconds */
+    uint32_t uid;          /* CMD_UNICAST, CMD_KICK; CMD_DRAIN: seconds; topics: the name's bytes */
     uint32_t nuids;        /* CMD_MULTICAST */
     uint32_t payload_len;
     uint64_t received_ns;  /* when the C-node decoded it: clock_now_ns() (monotonic) */
-    uint64_t conn;         /* CMD_CONN: conn.h's id */
+    uint64_t conn;         /* CMD_CONN, CMD_SUBSCRIBE ... CMD_JOIN_REFUSED: conn.h's id */
 };
 
 static inline size_t cmd_size(uint32_t nuids, uint32_t payload_len, uint32_t reply_len)
@@ -48,5 +58,11 @@ static inline uint32_t *cmd_uids(struct cmd *c) { return (uint32_t *)(c + 1); }
 static inline char *cmd_payload(struct cmd *c) { return (char *)(cmd_uids(c) + c->nuids); }
 
 static inline char *cmd_reply(struct cmd *c) { return cmd_payload(c) + c->payload_len; }
+
+/* A topic command's topic (c->uid bytes). */
+static inline char *cmd_topic(struct cmd *c) { return (char *)cmd_uids(c); }
+
+/* The words of the uid area a topic name of len bytes takes. */
+static inline uint32_t cmd_topic_words(uint32_t len) { return (len + 3) / 4; }
 
 #endif

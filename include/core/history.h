@@ -17,13 +17,19 @@
 #define HTTPDCNODE_HISTORY_H
 
 #include "lib/carry.h"
+#include "lib/topic_name.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* The longest topic name (core/topic.h checks names against it). */
+#define HISTORY_TOPIC_NAME_MAX TOPIC_NAME_MAX
+
 struct history_config {
     uint32_t max_users;     /* uids 1..max_users */
+    uint32_t max_topics;    /* topic slots, after the uids' (core/topic.h) */
     uint32_t per_uid;       /* messages kept per uid; 0: none (ids only) */
+    uint32_t per_topic;     /* messages kept per topic; 0: none */
     uint32_t ttl_s;         /* none older than this */
     size_t bytes;           /* the arena (at most 16 GiB) */
     uint32_t max_message;   /* the largest payload (0: a quarter of the arena) */
@@ -46,7 +52,7 @@ void history_free(void);
  * closes the copy (once the hand-over is over, either way). take, before
  * history_init (which then maps it): -1 when the record is malformed. */
 #define HISTORY_CARRY_TAG CARRY_TAG('H', 'I', 'S', 'T')
-#define HISTORY_CARRY_VERSION 1
+#define HISTORY_CARRY_VERSION 2     /* 2: the topics' slots and names (layout 2) */
 int history_carry_export(struct carry_out *o);
 void history_carry_release(void);
 int history_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds);
@@ -119,8 +125,36 @@ int history_parse_id(const char *text, uint32_t *epoch, uint32_t *seq);
  * none) and the id to come back with if it leaves before the rest (the one
  * before first, else the uid's newest); its length. */
 #define HISTORY_GAP_JSON_MAX 128
-size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq,
-                        uint32_t next_seq);
+size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], uint32_t slot, const char *asked,
+                        uint32_t first_seq, uint32_t next_seq);
+
+/* Topics (core/topic.h) have slots of their own after the uids', each
+ * with its ids and kept messages, bounded by per_topic as a uid's by
+ * per_uid; every call above takes a slot for its uid. A topic's ids have
+ * an epoch of their own, drawn when the topic is made: a topic made again
+ * (after it was given up) starts a new epoch, so that an id of the one
+ * before tells a gap. */
+
+/* The epoch of the slot's ids: the history's for a uid, the topic's own. */
+uint32_t history_slot_epoch(uint32_t slot);
+/* Whether this run goes on with a file an earlier run left (its topics'
+ * names are read back with history_topic_name). */
+int history_resumed(void);
+/* Whether this process took the history over from the running one (a hot
+ * upgrade): its topics' names are there too, each topic as it was. */
+int history_taken_over(void);
+/* The topic slot starts for the topic name[len]: a new epoch (returned),
+ * no message kept; ids go on from the slot's last. Its name is kept with
+ * it (in the file: a restart finds the topic again). */
+uint32_t history_topic_open(uint32_t slot, const char *name, uint8_t len);
+/* The topic of the slot is given up: a restart finds none there. */
+void history_topic_close(uint32_t slot);
+/* The name of the topic of slot, as kept (a restart): its length, 0 when
+ * the slot holds no topic. */
+int history_topic_name(uint32_t slot, char name[HISTORY_TOPIC_NAME_MAX]);
+/* The name of the topic open on slot (history_topic_open), where it is
+ * kept, and its length: the topics' one copy of their names. */
+const char *history_topic_name_ptr(uint32_t slot, uint8_t *len);
 
 /* The kept message at pos (from a replay made in the same loop turn). */
 const char *history_message(uint64_t pos, uint32_t *len, uint32_t *seq, int *binary);

@@ -1,11 +1,14 @@
 /* How the history is laid out, the same in memory and in a --history-file:
- * a head (who made it, then the positions the loop published), the uid
- * slots, the arena of entries, and the room a moved entry waits in.
+ * a head (who made it, then the positions the loop published), the slots
+ * (the uids', then the topics'), the topics' names, the arena of entries,
+ * and the room a moved entry waits in.
  * Shared by core/history.c (which writes it), core/history_map.c (which
  * maps it) and core/history_check.c (which checks what a killed process
  * left); nothing else reads it. */
 #ifndef HTTPDCNODE_HISTORY_LAYOUT_H
 #define HTTPDCNODE_HISTORY_LAYOUT_H
+
+#include "core/history.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -14,14 +17,38 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-/* 16 bytes per uid slot, for every uid (untouched pages cost nothing). */
+/* 16 bytes per slot: one per uid, then one per topic (--max-topics),
+ * for every one (untouched pages cost nothing). */
 struct uid_history {
     uint64_t newest;        /* position + 1 of the newest kept message, 0: none */
     uint32_t seq;           /* the last id given */
-    uint32_t unused;
+    uint32_t epoch;         /* a topic's slot: its own epoch (drawn when the
+                               topic was made); 0 for a uid: the history's */
 };
 
-_Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per uid slot");
+_Static_assert(sizeof(struct uid_history) == 16, "history costs 16 bytes per slot");
+
+/* A topic's name, one per topic slot, after the slots: so that a restart
+ * knows which topic each slot's messages are of. Written after the slot
+ * is reset for the topic, cleared (check 0) before the slot is given up:
+ * a record whose check fails names no topic. 72 bytes a topic, untouched
+ * until the topic is made. */
+struct topic_name {
+    uint32_t check;         /* topic_name_check(), never 0; 0: no topic */
+    uint8_t len;
+    char name[HISTORY_TOPIC_NAME_MAX];
+    uint8_t unused[3];
+};
+
+_Static_assert(sizeof(struct topic_name) == 72, "a topic's name record is 72 bytes");
+
+static inline uint32_t topic_name_check(uint32_t index, const struct topic_name *t)
+{
+    uint32_t c = (uint32_t)XXH3_64bits_withSeed(t->name, t->len < HISTORY_TOPIC_NAME_MAX
+                                                             ? t->len : HISTORY_TOPIC_NAME_MAX,
+                                                (uint64_t)index << 8 | t->len);
+    return c ? c : 1;
+}
 
 /* 32 bytes, then the payload, padded to 8. A payload sent to many uids (a
  * multicast, a broadcast) is kept once, as a shared entry (uid 0), and each
@@ -85,7 +112,7 @@ static inline uint32_t entry_check(const struct entry *e)
 }
 
 #define HISTORY_MAGIC "httpdhst"    /* 8 bytes, the file's first */
-#define HISTORY_VERSION 1u          /* of this layout; another is refused */
+#define HISTORY_VERSION 2u          /* of this layout; another is refused */
 #define HISTORY_NODE_MAX 256
 #define HISTORY_HEAD_BYTES 4096     /* the head's page; the slots follow */
 
@@ -100,7 +127,7 @@ struct history_head {
     char node[HISTORY_NODE_MAX];    /* the --name that made it */
     char boot_id[40];               /* the kernel's boot_id then: stamps are per boot */
     uint32_t epoch;
-    uint32_t unused;
+    uint32_t max_topics;            /* topic slots after the uids' (--max-topics) */
     uint64_t made_s;                /* when, in seconds since 1970 (for the log) */
     uint64_t check;                 /* XXH3 of all the above */
     _Alignas(64) _Atomic uint64_t head;     /* position of the oldest entry */

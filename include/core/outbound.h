@@ -12,10 +12,23 @@
 #include "lib/handoff.h"
 #include "obs/stats.h"
 
-enum out_kind { OUT_ACK = 1, OUT_STATS, OUT_PRESENCE, OUT_IN, OUT_CONN };
+enum out_kind { OUT_ACK = 1, OUT_STATS, OUT_PRESENCE, OUT_IN, OUT_CONN, OUT_TOPICS };
 /* PRESENCE_SNAPSHOT is a snapshot's first piece (replaces), the others are
  * PRESENCE_SNAPSHOT_MORE (add), right after it. */
 enum presence_op { PRESENCE_UP = 1, PRESENCE_DOWN, PRESENCE_SNAPSHOT, PRESENCE_SNAPSHOT_MORE };
+/* Topic presence (core/topic_presence.c), OUT_TOPICS: each a list of
+ * entries (outbound_topics). The snapshots follow a uid snapshot, to the
+ * same masters (erl_send.c); joins and leaves are --presence-topics'. */
+enum topic_op {
+    TOPICS_CHANGED = 1,     /* {u32 streams, u8 len, name}: the topic's streams here now */
+    TOPICS_GONE,            /* {u32 0, u8 len, name}: no longer held here */
+    TOPICS_SNAPSHOT,        /* as CHANGED: every topic held (replaces) */
+    TOPICS_SNAPSHOT_MORE,   /* the rest of it (adds) */
+    TOPIC_MEMBERS,          /* {u8 len, name, u32 uid, u64 conn}: every subscription (replaces) */
+    TOPIC_MEMBERS_MORE,     /* the rest (adds) */
+    TOPIC_JOINED,           /* one entry as TOPIC_MEMBERS: a stream subscribed */
+    TOPIC_LEFT,             /* one: a stream's subscription ended */
+};
 
 /* Record layout: header, then the kind's body. */
 struct out_rec {
@@ -31,15 +44,23 @@ struct out_rec {
      * OUT_STATS:    struct stat_pair[count], then reply bytes
      * OUT_PRESENCE: uint32_t uids[count]
      * OUT_IN:       struct out_in, then the data
-     * OUT_CONN:     struct out_conn */
+     * OUT_CONN:     struct out_conn
+     * OUT_TOPICS:   count entries of the op (enum topic_op), to the record's end */
 };
+
+/* What a record for the --inbox process is: a client's message, or a
+ * topic it asked to join (the handler decides: core/topic_join.c) or left. */
+enum in_what { IN_MESSAGE = 0, IN_JOIN, IN_LEAVE };
 
 /* A client's message for the --inbox process. */
 struct out_in {
     uint64_t conn;         /* conn.h's id of the connection */
     uint32_t uid;
     uint8_t binary;        /* a binary message: {binary, Data} to Erlang */
-    uint8_t pad[3];
+    uint8_t what;          /* enum in_what; a join's data is the topic, then the
+                              id it resumes from (maybe none); a leave's the topic */
+    uint8_t topic_len;     /* IN_JOIN, IN_LEAVE: the topic's bytes of the data */
+    uint8_t pad;
 };
 
 /* A stream opened (conn_up) or ended (conn_down), --presence-conns. */
@@ -87,6 +108,13 @@ int outbound_presence(enum presence_op op, int to_all, const uint32_t *uids, uin
  * POST of application/octet-stream; else text). -1 when the outbox was
  * full (counted in client_in_dropped by the caller). */
 int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len, int binary);
+/* A join (with the id it resumes from, since_len 0: none) or a leave of
+ * topic by a client, for the --inbox process; -1 when the outbox was full. */
+int outbound_in_topic(enum in_what what, uint32_t uid, uint64_t conn, const char *topic,
+                      uint8_t topic_len, const char *since, uint8_t since_len);
+/* Topic presence: n entries of op, bytes[len] (the entries, as enum
+ * topic_op says), for the masters; -1 when the queue was full (counted). */
+int outbound_topics(enum topic_op op, int to_all, const void *bytes, uint32_t len, uint32_t n);
 /* A conn_up / conn_down; -1 when dropped (counted in conn_events_dropped). */
 int outbound_conn(const struct out_conn *c);
 

@@ -30,6 +30,11 @@ void presence_known(uint32_t uid);
  * asked. */
 uint32_t presence_snapshot_to(int to_all);
 uint32_t presence_snapshot(void);
+/* fn(to_all) follows every snapshot (topic_presence.h's). */
+void presence_on_snapshot(void (*fn)(int to_all));
+/* A change was lost to a full outbox: every master gets a snapshot a
+ * second from now (one for all that are lost meanwhile). */
+void presence_repair_later(void);
 
 /* A hot upgrade (upgrade/): what the masters were told goes to the
  * process taking over, so that the streams it takes make no presence

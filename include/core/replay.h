@@ -1,6 +1,9 @@
 /* Replays: what a resuming client missed, sent from the history as its
  * socket takes it. A replay is a cursor into the uid's history riding on
- * the stream's backlog (backlog.h): each refill encodes at most
+ * the stream's backlog (backlog.h), or into one of its topics' (each a
+ * history slot of its own: topic.h): the uid's first, then each topic
+ * behind, and again any that a message reached meanwhile, until all are
+ * caught up at once. Each refill encodes at most
  * REPLAY_CHUNK bytes, so nothing is encoded ahead of what the client reads
  * and a client that leaves costs what it took. While a replay is under
  * way the stream takes no live message: every message is in the history
@@ -32,7 +35,7 @@ enum replay_result { REPLAY_FAILED = -1, REPLAY_NONE = 0, REPLAY_STARTED = 1 };
 char *replay_room(struct backlog **out, void *owner, size_t n);
 /* p[n], at the end of *out: 0, or -1 when out of memory. */
 int replay_put(struct backlog **out, void *owner, const char *p, size_t n);
-/* "EPOCH:SEQ" into out[size]: its length. */
+/* "EPOCH:SEQ" (the uid's) into out[size]: its length. */
 size_t replay_id_text(char *out, size_t size, uint32_t seq);
 
 /* The client of a stream of this framing on uid saw up to the id asked
@@ -43,6 +46,14 @@ size_t replay_id_text(char *out, size_t size, uint32_t seq);
  * answers with what it finds, messages up to budget bytes, then its end. */
 enum replay_result replay_open(struct backlog **out, void *owner, uint8_t framing, uint32_t uid,
                                const char *asked, uint32_t budget);
+
+/* A topic the stream joined (its subscription sub: topic.h), with the id
+ * its client saw there last (asked): what it missed is replayed, after
+ * whatever replay is under way, or a gap told. REPLAY_NONE when there is
+ * nothing to give, nor a framing that replays (its messages then come
+ * live from now). */
+enum replay_result replay_topic(struct backlog **out, void *owner, uint8_t framing, uint32_t uid,
+                                uint32_t sub, const char *asked);
 
 /* The replay's bytes so far have gone out: the next ones, at most about
  * REPLAY_CHUNK, are encoded into *out. 1 when more remain, 0 when the

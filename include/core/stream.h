@@ -38,6 +38,9 @@ struct stream_config {
     uint32_t max_backlog;          /* unsent bytes per stream */
     uint64_t max_backlog_total;    /* unsent bytes of all streams together */
     uint32_t max_conns_per_uid;    /* the oldest beyond it is ended */
+    /* NULL, or what else a stream had goes as it closes (its topics:
+     * topic_join.h); it may still name its conn id. */
+    void (*closing)(struct stream *s);
 };
 
 int stream_configure(const struct stream_config *cfg);
@@ -84,6 +87,12 @@ int stream_finish(struct stream *s);
  * there is nothing to replay and no gap (a long-poll then waits), 0 when
  * under way (or done), -1 when the stream ended. */
 int stream_replay(struct stream *s, const char *asked, uint32_t budget);
+
+/* s joined a topic (its subscription sub, topic.h) whose client saw up
+ * to the id asked there: what it missed is replayed (after a replay under
+ * way) or a gap told, on a framing that replays. 0 when under way (or
+ * nothing to give), -1 when the stream ended. */
+int stream_replay_topic(struct stream *s, uint32_t sub, const char *asked);
 
 /* Whether a replay is under way: the stream takes no live message then
  * (the replay reaches it in the history). */

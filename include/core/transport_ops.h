@@ -9,6 +9,7 @@
 #define HTTPDCNODE_TRANSPORT_OPS_H
 
 #include "core/framing.h"
+#include "core/msg_id.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,17 +26,23 @@ struct stream;
 struct transport_replay {
     /* Before anything (a long-poll's answer opens). NULL: nothing. */
     int (*open)(struct backlog **out, void *owner);
-    /* A gap: json (history_gap_json, n bytes) says what was missed, next
-     * is the id to come back with. NULL: told in the end instead. */
-    int (*gap)(struct backlog **out, void *owner, const char *json, size_t n, uint32_t next);
-    /* One message (binary or text: cmd.h; r: the replay so far); its size. A long-poll takes it
+    /* A gap: json (history_gap_json, n bytes; a topic's leads with its
+     * "topic") says what was missed, next is the id to come back with (a
+     * topic's, or the uid's). 1 when it wrote an entry (a long-poll's
+     * topic gap, in its messages), 0 when nothing (NULL: a gap of the
+     * uid's is told in the end instead), -1 out of memory. */
+    int (*gap)(struct backlog **out, void *owner, const struct replay *r, const char *json,
+               size_t n, const struct msg_id *next);
+    /* One message (binary or text: cmd.h; id: its id, a topic's or the
+     * uid's; r: the replay so far); its size. A long-poll takes it
      * only within r->budget (the first always): past it, nothing is
      * written, 0, and *over is set. */
     size_t (*message)(struct backlog **out, void *owner, uint8_t framing, const char *data,
-                      uint32_t len, int binary, uint32_t seq, const struct replay *r,
+                      uint32_t len, int binary, const struct msg_id *id, const struct replay *r,
                       int *over);
     /* All is given: NULL, live messages follow; else the stream's last
-     * bytes (a long-poll's answer end), and it is finished. */
+     * bytes (a long-poll's answer end, owner's topics' next ids in their
+     * subscriptions: topic.h), and it is finished. */
     int (*end)(struct backlog **out, void *owner, const struct replay *r);
 };
 
@@ -72,7 +79,8 @@ struct transport_ops {
     /* A live message for a stream that does not take it framed in a
      * batch (a long-poll answers with it at once): returns as batch_add.
      * NULL: the batch frames it. */
-    int (*deliver)(struct stream *s, const char *data, uint32_t len, int binary, uint32_t seq);
+    int (*deliver)(struct stream *s, const char *data, uint32_t len, int binary,
+                   const struct msg_id *id);
     /* Resume (stream_replay); NULL: the framing replays nothing. */
     const struct transport_replay *replay;
     /* The last bytes of a stream ended on purpose (why: end_reason_told,

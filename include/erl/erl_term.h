@@ -14,6 +14,15 @@
  *   {conn, Conn, Data}      Data to the one connection Conn (an integer id
  *                           from {httpdcnode_in, ...}, 0 for none); {Pid,
  *                           Ref, conn, Conn, Data} replies {Ref, 0 | 1} to Pid
+ *   {topic, Topic, Data}    Data to the topic's streams (core/topic.h);
+ *                           {Pid, Ref, topic, Topic, Data} replies {Ref, N}
+ *   {subscribe, Conn, Topic}, {unsubscribe, Conn, Topic}   the connection
+ *                           joins or leaves the topic; {Pid, Ref, ...}
+ *                           replies {Ref, 1 | 0} (done, or not)
+ *   {subscribe, Conn, Topic, Since}, {refuse_join, Conn, Topic, Reason}
+ *                           the handler's answers to a join it was asked
+ *                           about (core/topic_join.h); Since the id to
+ *                           resume from (<<>>: none), Reason printable
  *   {httpdcnode_in_ack, N}  the --inbox process handled N more client
  *                           messages (its window, erl_send.c)
  *   {httpdcnode_in_reset, Name}  a new inbox process registered as Name
@@ -53,7 +62,11 @@ enum term_error {
                          record (cmd_size) over max_record */
     TERM_EMPTY,       /* empty payload */
     TERM_NOT_UTF8,    /* {text, Data} whose Data is not valid UTF-8 */
+    TERM_BAD_TOPIC,   /* a topic that is no topic name (lib/topic_name.h) */
 };
+
+/* The longest id a handler's {subscribe, Conn, Topic, Since} carries back. */
+#define TERM_MAX_SINCE 31
 
 /* Deepest nesting accepted (a left-nested iolist of this many parts);
  * the C-node thread's stack is sized for ei's recursion to this depth. */
@@ -89,6 +102,8 @@ struct term_view {
     uint32_t nuids;        /* CMD_MULTICAST */
     uint64_t conn;         /* CMD_CONN */
     int uids_index;        /* where the uid list starts in buf */
+    int topic_index;       /* topic kinds: where Topic starts in buf */
+    uint32_t topic_len;    /* its bytes (nuids: the words it takes in the record) */
     int payload_index;     /* where Data starts in buf; CMD_IN_RESET: Name */
     uint32_t payload_len;
     uint8_t binary;        /* as struct cmd's: said by Erlang, else by the bytes */
@@ -109,6 +124,9 @@ struct term_view {
  * here, so the copies below cannot fail nor read past end. */
 enum term_error erl_term_parse(const char *buf, int index, int end, const struct term_limits *lim,
                            struct term_view *v);
+
+/* Copies the topic of a topic kind's view (cmd_is_topic) into out[topic_len]. */
+void erl_term_copy_topic(const char *buf, const struct term_view *v, char *out);
 
 /* Copies the uid list of a CMD_MULTICAST view into out[nuids]. */
 void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out);

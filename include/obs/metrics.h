@@ -9,7 +9,7 @@
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 /* Room for the whole exposition, with margin. */
-#define METRICS_MAX_BYTES 16384
+#define METRICS_MAX_BYTES 32768
 
 /* Writes the exposition into buf; returns its length, 0 if size is too small. */
 size_t metrics_format(char *buf, size_t size);

@@ -66,7 +66,26 @@
     X(ws_deflate_in_bytes) /* their bytes before */                           \
     X(ws_deflate_out_bytes) /* and compressed */                              \
     X(ws_inflated)      /* compressed client messages inflated (--ws-deflate, --inbox) */ \
-    X(ws_inflate_too_big) /* of them, past --max-client-message inflated: closed 1009 */
+    X(ws_inflate_too_big) /* of them, past --max-client-message inflated: closed 1009 */ \
+    X(topics)           /* topics held now (subscribed to, or lingering for resumes) */ \
+    X(topic_subscriptions) /* subscriptions of streams to topics now */       \
+    X(topic_joins)      /* subscriptions made */                              \
+    X(topic_leaves)     /* subscriptions ended (left, unsubscribed, stream closed) */ \
+    X(topics_given_up)  /* topics given up: no stream for their linger time */ \
+    X(topic_published)  /* messages published to a topic held here */        \
+    X(topic_no_subscribers) /* messages for a topic not held here: dropped */ \
+    X(topic_refused_name) /* joins refused: not a topic name, or topics= malformed */ \
+    X(topic_refused_stream_full) /* joins refused: --max-topics-per-stream */ \
+    X(topic_refused_topic_full) /* joins refused: --max-streams-per-topic */  \
+    X(topic_refused_no_room) /* joins refused: --max-topics held */           \
+    X(topic_refused_denied) /* joins refused by the token or the handler */   \
+    X(topic_refused_no_memory) /* joins refused: out of memory */            \
+    X(topic_asks)       /* joins asked of the handler (--topic-auth handler) */ \
+    X(topic_asks_allowed) /* of them, allowed */                              \
+    X(topic_asks_refused) /* of them, refused */                              \
+    X(topic_asks_dropped) /* joins and leaves not sent to the handler: the outbox was full */ \
+    X(topic_conn_unknown) /* subscribe, unsubscribe, answers for a Conn not open here */ \
+    X(topic_presence_dropped) /* topic presence entries lost: the outbox was full (repaired) */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \
@@ -75,6 +94,7 @@
     X(too_big)          /* dropped: payload over --max-message */             \
     X(empty)            /* dropped: empty payload */                          \
     X(not_utf8)         /* dropped: {text, Data} whose Data is not UTF-8 */   \
+    X(bad_topic)        /* dropped: a topic that is no topic name */          \
     X(erl_connects)     /* Erlang connections made or accepted */             \
     X(erl_nodes)        /* Erlang connections up now */                       \
     X(erl_masters)      /* of them, to --master nodes (POST /send/N needs one) */ \

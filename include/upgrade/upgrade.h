@@ -21,8 +21,8 @@
 
 #include <event2/event.h>
 
-/* The state format this build writes and reads. */
-#define UPGRADE_FORMAT 1
+/* The state format this build writes and reads (2: with topics). */
+#define UPGRADE_FORMAT 2
 
 /* Listens on the control socket (the one handed over, for a process that
  * took over). A socket another process holds is logged: no hot upgrade,

@@ -10,6 +10,7 @@
  * token, verifying with whichever one the token names, and reads integer
  * claims without looking at their type ("exp": "x" reads as 0). */
 #include "auth/auth_jwt.h"
+#include "lib/topic_name.h"
 
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -37,10 +38,13 @@ static const char SUB[] = "Malformed token: sub must be the uid as a decimal str
 static const char EXP[] = "Malformed token: exp must be an integer (Unix seconds)";
 static const char NBF[] = "Malformed token: nbf must be an integer (Unix seconds)";
 static const char NOT_YET[] = "Token not valid yet (its nbf is later): check the clocks";
+static const char TOPICS[] = "Malformed token: topics must be a list of topic names (1 to 64 of "
+                             "A-Z a-z 0-9 _ - . : /) or of prefixes ending in *, at most "
+                             "1024 bytes in all";
 
 static struct auth_verdict refuse(enum auth_outcome outcome, const char *reason)
 {
-    return (struct auth_verdict){outcome, reason, 0};
+    return (struct auth_verdict){.outcome = outcome, .reason = reason};
 }
 
 static int is_b64url(char c)
@@ -139,6 +143,35 @@ static const char *check_sub(json_t *claims, uint32_t uid)
     return (size_t)len == n && memcmp(s, want, n) == 0 ? NULL : AUTH_REASON_OTHER_UID;
 }
 
+/* The "topics" claim, if any, into v: a list of topic names, or of
+ * prefixes of them ending in '*' ("*" alone: every topic). NULL when it is
+ * absent or good, else why not. */
+static const char *check_topics(json_t *claims, struct auth_verdict *v)
+{
+    json_t *topics = json_object_get(claims, "topics"), *t;
+    size_t i, n = 0;
+    if (!topics)
+        return NULL;
+    if (!json_is_array(topics))
+        return TOPICS;
+    json_array_foreach(topics, i, t) {
+        const char *name = json_string_value(t);
+        size_t len = name ? json_string_length(t) : 0;
+        int prefix = len && name[len - 1] == '*';
+        if (!name || (!prefix && !topic_name_ok(name, len)) ||
+            (prefix && len > 1 && !topic_name_ok(name, len - 1)) ||
+            n + len + (n ? 1 : 0) > AUTH_TOPICS_MAX)
+            return TOPICS;
+        if (n)
+            v->topics[n++] = ',';
+        memcpy(v->topics + n, name, len);
+        n += len;
+    }
+    v->topics[n] = '\0';
+    v->has_topics = 1;
+    return NULL;
+}
+
 /* The claims, once the signature holds. Claims not named here are ignored:
  * a claim that narrows what the token opens (topics) is checked here too. */
 static struct auth_verdict check_claims(json_t *claims, uint32_t uid, int64_t now)
@@ -157,7 +190,10 @@ static struct auth_verdict check_claims(json_t *claims, uint32_t uid, int64_t no
         return refuse(AUTH_EXPIRED, AUTH_REASON_EXPIRED);
     if (nbf && (int64_t)json_integer_value(nbf) > now)
         return refuse(AUTH_EXPIRED, NOT_YET);
-    return (struct auth_verdict){AUTH_OK, NULL, e};
+    struct auth_verdict v = {.outcome = AUTH_OK, .exp = e};
+    if ((err = check_topics(claims, &v)) != NULL)
+        return refuse(AUTH_BAD, err);
+    return v;
 }
 
 struct auth_verdict auth_jwt_check(struct auth_key *key, uint32_t uid, const char *token,

@@ -169,7 +169,7 @@ static int parse_sig(const char *s, size_t n, unsigned char out[MAC_BYTES])
 
 static struct auth_verdict refuse(enum auth_outcome outcome, const char *reason)
 {
-    return (struct auth_verdict){outcome, reason, 0};
+    return (struct auth_verdict){.outcome = outcome, .reason = reason};
 }
 
 static struct auth_verdict check_token(struct auth_key *key, uint32_t uid,
@@ -196,7 +196,7 @@ static struct auth_verdict check_token(struct auth_key *key, uint32_t uid,
     /* Expiry only after the signature: a forged token is "bad", never "expired". */
     if (exp <= now)
         return refuse(AUTH_EXPIRED, EXPIRED);
-    return (struct auth_verdict){AUTH_OK, NULL, exp};
+    return (struct auth_verdict){.outcome = AUTH_OK, .exp = exp};
 }
 
 struct auth_verdict auth_token_check(struct auth_key *key, uint32_t uid, const char *query,

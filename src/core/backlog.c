@@ -252,6 +252,9 @@ int backlog_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *o
         carry_u32(o, r->first);
         carry_u32(o, r->given);
         carry_u8(o, r->gap);
+        carry_u32(o, r->uid_next);
+        carry_u32(o, r->topic);
+        carry_u32(o, r->topic_epoch);
     }
     carry_end(o, at);
     return o->failed ? -1 : 0;
@@ -260,7 +263,8 @@ int backlog_carry_export(struct carry_out *o, uint32_t (*index_of)(const void *o
 int backlog_carry_take(struct carry_in *rec, uint16_t version,
                        struct backlog **(*slot_of)(uint32_t i, void **owner))
 {
-    (void)version;                   /* 1: the only one yet */
+    if (version < 2)                 /* 1: replays without topics */
+        return -1;
     uint32_t n = carry_get_u32(rec);
     for (uint32_t k = 0; k < n && !rec->failed; k++) {
         uint32_t i = carry_get_u32(rec), len = carry_get_u32(rec);
@@ -273,6 +277,9 @@ int backlog_carry_take(struct carry_in *rec, uint16_t version,
         r.first = carry_get_u32(rec);
         r.given = carry_get_u32(rec);
         r.gap = carry_get_u8(rec);
+        r.uid_next = carry_get_u32(rec);
+        r.topic = carry_get_u32(rec);
+        r.topic_epoch = carry_get_u32(rec);
         void *owner;
         struct backlog **b = rec->failed ? NULL : slot_of(i, &owner);
         if (!b || *b)

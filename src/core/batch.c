@@ -4,6 +4,7 @@
 #include "lib/clock.h"
 #include "obs/delivery_time.h"
 #include "core/framing.h"
+#include "core/history.h"
 #include "obs/probe.h"
 #include "lib/log.h"
 #include "core/outbound.h"
@@ -55,10 +56,12 @@ struct receipt {
 static struct receipt receipts[RECEIPTS_MAX];
 static uint32_t nreceipts;
 
-void batch_room(uint32_t n)
+int batch_room(uint32_t n)
 {
-    if (BATCH_MAX - count < n || ACKS_MAX == nacks)
-        batch_flush();
+    if (BATCH_MAX - count >= n && ACKS_MAX != nacks)
+        return 0;
+    batch_flush();
+    return 1;
 }
 
 /* Payloads re-encoded for a framing (SSE data lines), once per payload and
@@ -138,6 +141,7 @@ static int encoded_body(const char **data, uint32_t *len, int binary)
     return 1;
 }
 
+char *batch_body(size_t n) { return body_alloc(n); }
 /* Payloads shorter than this go uncompressed: deflate's block header and
  * the codes it must send cost more than such a payload could save. */
 #define DEFLATE_MIN 64
@@ -182,8 +186,8 @@ int batch_add(struct stream *s, const char *data, uint32_t len, int binary, uint
     if (s->out && stream_replaying(s))
         return 0;
     const struct transport_ops *t = transport_ops[s->framing];
-    if (t && t->deliver)
-        return t->deliver(s, data, len, binary, seq);   /* a long-poll: a whole answer, at once */
+    if (t && t->deliver)                /* a long-poll: a whole answer, at once */
+        return t->deliver(s, data, len, binary, &(struct msg_id){seq, history_epoch(), NULL, 0});
     if (framing_encodes_body(s->framing) && !encoded_body(&data, &len, binary))
         return 0;
     struct entry *e = &entries[count++];
@@ -200,6 +204,23 @@ int batch_add(struct stream *s, const char *data, uint32_t len, int binary, uint
         framing_prefix_utf8(s->framing, len, seq, !binary, &e->prefix);
     else
         framing_prefix(s->framing, len, seq, &e->prefix);
+    return 1;
+}
+
+int batch_add_framed(struct stream *s, const struct batch_framed *f, const char *data,
+                     uint32_t len, int binary, const struct msg_id *id)
+{
+    assert(count < BATCH_MAX);
+    if (s->out && stream_replaying(s))
+        return 0;
+    const struct transport_ops *t = transport_ops[s->framing];
+    if (t && t->deliver)
+        return t->deliver(s, data, len, binary, id);
+    struct entry *e = &entries[count++];
+    e->s = s;
+    e->data = f->body;
+    e->len = f->body_len;
+    e->prefix = f->prefix;
     return 1;
 }
 

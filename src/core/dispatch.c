@@ -14,6 +14,8 @@
 #include "obs/stats.h"
 #include "core/stream.h"
 #include "core/transport_ops.h"
+#include "core/topic_fanout.h"
+#include "core/topic_join.h"
 #include "core/uidtable.h"
 
 #include <stdlib.h>
@@ -168,6 +170,22 @@ static uint32_t to_conn(uint64_t id, const char *data, uint32_t len, int binary)
     return 1;
 }
 
+/* A topic's subscription changes ({subscribe, ...}, a handler's answer):
+ * after what was sent before it. 1 when done (a reply's N). */
+static uint32_t topic_change(struct cmd *c)
+{
+    const char *name = cmd_topic(c), *p = cmd_payload(c);
+    batch_flush();
+    switch (c->kind) {
+    case CMD_SUBSCRIBE: return (uint32_t)topic_conn_subscribe(c->conn, name, c->uid, NULL, 0, 0);
+    case CMD_UNSUBSCRIBE: return (uint32_t)topic_conn_unsubscribe(c->conn, name, c->uid);
+    case CMD_JOIN_ALLOWED:
+        return (uint32_t)topic_conn_subscribe(c->conn, name, c->uid, p, c->payload_len, 1);
+    default:
+        return (uint32_t)topic_conn_refuse(c->conn, name, c->uid, p, c->payload_len);
+    }
+}
+
 static int apply(void *body, size_t size, void *ctx)
 {
     (void)size;
@@ -202,6 +220,17 @@ static int apply(void *body, size_t size, void *ctx)
     case CMD_CONN:
         n = to_conn(c->conn, cmd_payload(c), c->payload_len, c->binary);
         break;
+    case CMD_TOPIC:
+        n = topic_publish(cmd_topic(c), c->uid, cmd_payload(c), c->payload_len, c->binary);
+        break;
+    case CMD_SUBSCRIBE:
+    case CMD_UNSUBSCRIBE:
+    case CMD_JOIN_ALLOWED:
+    case CMD_JOIN_REFUSED:
+        n = topic_change(c);
+        if (c->reply_len)
+            batch_ack(cmd_reply(c), c->reply_len, n);
+        return 0;
     case CMD_DRAIN:
         batch_flush();            /* what was sent before goes first */
         log_msg(LOG_INFO, "{drain, %u} from Erlang: new streams are refused", c->uid);

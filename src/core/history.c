@@ -36,12 +36,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 static struct history_config config;
 static struct history_map map;
 static struct history_head *hd;     /* map.head: what is published */
-static struct uid_history *uids;
+static struct uid_history *uids;    /* the uids' slots, then the topics' */
+static struct topic_name *names;    /* the topics' */
+static uint32_t slots;              /* max_users + max_topics */
 static char *arena;
 static char *room;                  /* where a moved entry waits */
 static size_t arena_size, room_size;
@@ -91,6 +94,13 @@ static void set_credit(size_t credit)
 
 static uint32_t last_seq(uint32_t uid) { return uid && uid == giving_uid ? giving_seq : uids[uid].seq; }
 
+/* Messages kept for the slot at most: --history for a uid, --topic-history
+ * for a topic. */
+static uint32_t kept_max(uint32_t slot)
+{
+    return slot > config.max_users ? config.per_topic : config.per_uid;
+}
+
 static const char *recover(void);
 
 /* The statics from the map, as published. */
@@ -98,6 +108,7 @@ static void attach(void)
 {
     hd = map.head;
     uids = map.uids;
+    names = map.names;
     arena = map.arena;
     room = map.room;
     head = atomic_load(&hd->head);
@@ -117,6 +128,7 @@ static struct {
     uint64_t bytes, entries;         /* loop_stats' history gauges, as they were */
 } handed = {-1, 0, 0, 0};
 static int copy_fd = -1;             /* a memory history copied to hand over */
+static int taken_over;               /* this run's history was handed over */
 
 int history_carry_export(struct carry_out *o)
 {
@@ -146,7 +158,11 @@ void history_carry_release(void)
 
 int history_carry_take(struct carry_in *rec, uint16_t version, const int *fds, uint32_t nfds)
 {
-    (void)version;                   /* 1: the only one yet */
+    if (version < 2) {               /* 1: no topics' slots after the uids' */
+        log_msg(LOG_ERROR, "takeover: the running process keeps a history without topics: "
+                "restart it instead (with a --history-file, ids go on)");
+        return -1;
+    }
     handed.is_file = carry_get_u8(rec);
     uint32_t i = carry_get_u32(rec);
     handed.bytes = carry_get_u64(rec);
@@ -170,12 +186,13 @@ static int init_handed(const struct history_config *cfg)
     }
     int fd = handed.fd;
     handed.fd = -1;
-    if (history_map_adopt(&map, fd, cfg->file, cfg->node, cfg->max_users, arena_size,
-                          room_size) != 0) {
+    if (history_map_adopt(&map, fd, cfg->file, cfg->node, cfg->max_users, cfg->max_topics,
+                          arena_size, room_size) != 0) {
         close(fd);
         return -1;
     }
     checked = cfg->file != NULL;
+    taken_over = 1;
     attach();
     loop_stats.history_bytes = handed.bytes;
     loop_stats.history_entries = handed.entries;
@@ -187,7 +204,8 @@ static int init_handed(const struct history_config *cfg)
 int history_init(const struct history_config *cfg)
 {
     config = *cfg;
-    arena_size = cfg->per_uid ? cfg->bytes & ~(size_t)7 : 0;
+    slots = cfg->max_users + cfg->max_topics;
+    arena_size = cfg->per_uid || cfg->per_topic ? cfg->bytes & ~(size_t)7 : 0;
     if (arena_size > HISTORY_ARENA_MAX) {
         log_msg(LOG_ERROR, "history of %zu bytes: at most %llu", arena_size, HISTORY_ARENA_MAX);
         return -1;
@@ -197,7 +215,8 @@ int history_init(const struct history_config *cfg)
         room_size = sizeof(struct entry) + pad8(cfg->max_message);
     if (handed.fd >= 0)
         return init_handed(cfg);
-    if (history_map_open(&map, cfg->file, cfg->node, cfg->max_users, arena_size, room_size) != 0)
+    if (history_map_open(&map, cfg->file, cfg->node, cfg->max_users, cfg->max_topics, arena_size,
+                         room_size) != 0)
         return -1;
     checked = cfg->file != NULL;
     attach();
@@ -225,7 +244,9 @@ void history_free(void)
     history_map_close(&map);
     hd = NULL;
     uids = NULL;
+    names = NULL;
     arena = room = NULL;
+    taken_over = 0;
 }
 
 uint32_t history_epoch(void) { return epoch; }
@@ -268,7 +289,7 @@ static int head_is_live(const struct entry *e)
 {
     if (to_end(head) < sizeof *e || e->len == FILLER)
         return 0;
-    return e->uid && !(e->len & SHARED_REF) && last_seq(e->uid) - e->seq < config.per_uid &&
+    return e->uid && !(e->len & SHARED_REF) && last_seq(e->uid) - e->seq < kept_max(e->uid) &&
            (int32_t)(e->stamp_s - (now_s() - config.ttl_s)) >= 0;
 }
 
@@ -410,7 +431,7 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
 uint32_t history_append(uint32_t uid, const char *data, uint32_t len, int binary)
 {
     uint32_t seq = uids[uid].seq + 1;
-    if (!keep(uid, seq, len | (binary ? BINARY_MSG : 0), data, len))
+    if (!kept_max(uid) || !keep(uid, seq, len | (binary ? BINARY_MSG : 0), data, len))
         uids[uid].seq = seq;                  /* not kept: the id is given all the same */
     return seq;
 }
@@ -454,7 +475,7 @@ static const char *recover(void)
 {
     struct history_view v = {.hd = hd, .uids = uids, .arena = arena, .room = room,
                              .arena_size = arena_size, .room_size = room_size,
-                             .max_users = config.max_users};
+                             .max_users = slots};
     const char *why = history_check_state(&v);
     int moving = !why && atomic_load(&hd->move_on);
     uint64_t from = atomic_load(&hd->move_from), to = atomic_load(&hd->move_to);
@@ -506,13 +527,13 @@ static const struct entry *kept_entry(uint64_t p, uint32_t uid)
  * and its id. O(what it walks), at most --history steps. */
 static uint64_t oldest_replayable(uint32_t uid, uint32_t want, int fresh_only, uint32_t *seq)
 {
-    uint32_t expect = uids[uid].seq, n = 0;
+    uint32_t expect = uids[uid].seq, n = 0, max = kept_max(uid);
     uint32_t oldest_ok_s = now_s() - config.ttl_s;
     uint64_t found = 0;
     const struct entry *e;
     for (uint64_t p = uids[uid].newest; (e = kept_entry(p, uid)) != NULL;
          p = entry_link(p - 1, e->prev)) {
-        if (e->seq != expect || e->seq < want || n == config.per_uid ||
+        if (e->seq != expect || e->seq < want || n == max ||
             (fresh_only && (int32_t)(e->stamp_s - oldest_ok_s) < 0))
             break;
         found = p;
@@ -531,7 +552,7 @@ int history_resume(uint32_t uid, int known, uint32_t from_epoch, uint32_t seq,
     *first_seq = 0;
     if (!known)
         return 0;                             /* a first connect: live messages only */
-    int ours = from_epoch == epoch && seq <= last;
+    int ours = from_epoch == history_slot_epoch(uid) && seq <= last;
     uint32_t want = ours ? seq + 1 : 1;       /* the oldest id the client lacks */
     uint32_t oldest = 0;
     uint64_t p = oldest_replayable(uid, want, 1, &oldest);
@@ -572,7 +593,7 @@ static int next_at(uint32_t uid, struct history_cursor *c, uint64_t *at)
         return 0;                             /* caught up */
     const struct entry *e = kept_entry(c->pos, uid);
     int gap = 0;
-    if (!e || e->seq != c->seq || last - c->seq >= config.per_uid) {
+    if (!e || e->seq != c->seq || last - c->seq >= kept_max(uid)) {
         /* Not linked yet (kept after the cursor moved), pushed out, or
          * more than --history behind: found again from the newest. */
         uint32_t oldest = 0;
@@ -630,19 +651,91 @@ int history_parse_id(const char *text, uint32_t *epoch_out, uint32_t *seq_out)
     return 0;
 }
 
-size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], const char *asked, uint32_t first_seq,
-                        uint32_t next_seq)
+size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], uint32_t slot, const char *asked,
+                        uint32_t first_seq, uint32_t next_seq)
 {
     char last[32], first[32];
-    uint32_t e, s;
+    uint32_t e, s, ours = history_slot_epoch(slot);
     if (asked && history_parse_id(asked, &e, &s) == 0)
         snprintf(last, sizeof last, "\"%08x:%u\"", e, s);
     else
         strcpy(last, "null");
     if (first_seq)
-        snprintf(first, sizeof first, "\"%s:%u\"", epoch_hex, first_seq);
+        snprintf(first, sizeof first, "\"%08x:%u\"", ours, first_seq);
     else
         strcpy(first, "null");
-    return (size_t)snprintf(out, HISTORY_GAP_JSON_MAX, "{\"last\":%s,\"first\":%s,\"next\":\"%s:%u\"}",
-                            last, first, epoch_hex, next_seq);
+    return (size_t)snprintf(out, HISTORY_GAP_JSON_MAX, "{\"last\":%s,\"first\":%s,\"next\":\"%08x:%u\"}",
+                            last, first, ours, next_seq);
+}
+
+/* ---------------------------------------------------------------- topics */
+
+uint32_t history_slot_epoch(uint32_t slot)
+{
+    return slot > config.max_users && uids[slot].epoch ? uids[slot].epoch : epoch;
+}
+
+int history_resumed(void) { return map.resumed; }
+
+int history_taken_over(void) { return taken_over; }
+
+/* A topic's epoch: any number but 0 (a uid's slot holds 0), drawn from a
+ * generator seeded once (no syscall per topic made). */
+static uint32_t draw_epoch(void)
+{
+    static uint64_t state;
+    if (!state && getrandom(&state, sizeof state, 0) != sizeof state)
+        state = clock_now_ns();
+    state |= 1;
+    for (;;) {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        uint32_t e = (uint32_t)((state * 2685821657736338717ull) >> 32);
+        if (e && e != epoch)
+            return e;
+    }
+}
+
+uint32_t history_topic_open(uint32_t slot, const char *name, uint8_t len)
+{
+    uint32_t index = slot - config.max_users - 1;
+    struct topic_name *t = &names[index];
+    /* A restart takes the slot as the topic's only once its name is whole
+     * (its check, written last); the slot's last id stays, so that
+     * whatever of an earlier topic is still kept is never past it. */
+    t->check = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    uids[slot].newest = 0;
+    uids[slot].epoch = draw_epoch();
+    t->len = len;
+    memcpy(t->name, name, len);
+    atomic_signal_fence(memory_order_seq_cst);
+    t->check = topic_name_check(index, t);
+    atomic_signal_fence(memory_order_seq_cst);
+    return uids[slot].epoch;
+}
+
+void history_topic_close(uint32_t slot)
+{
+    names[slot - config.max_users - 1].check = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+const char *history_topic_name_ptr(uint32_t slot, uint8_t *len)
+{
+    const struct topic_name *t = &names[slot - config.max_users - 1];
+    *len = t->len;
+    return t->name;
+}
+
+int history_topic_name(uint32_t slot, char name[HISTORY_TOPIC_NAME_MAX])
+{
+    uint32_t index = slot - config.max_users - 1;
+    const struct topic_name *t = &names[index];
+    if (!t->check || t->len == 0 || t->len > HISTORY_TOPIC_NAME_MAX ||
+        t->check != topic_name_check(index, t) || !uids[slot].epoch)
+        return 0;
+    memcpy(name, t->name, t->len);
+    return t->len;
 }

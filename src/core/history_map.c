@@ -1,7 +1,7 @@
 /* Where the history lives: see history_map.h.
  *
- * One mapping, laid out as history_layout.h says: the head's page, the uid
- * slots, the arena, the room. In memory it is anonymous; with a file it is
+ * One mapping, laid out as history_layout.h says: the head's page, the
+ * slots (uids, then topics), the topics' names, the arena, the room. In memory it is anonymous; with a file it is
  * the file mapped shared, its whole size reserved (posix_fallocate), so
  * that a full tmpfs is one clear line at start and never a SIGBUS later.
  * Nothing is flushed to a disk: the file outlives the process, not the
@@ -25,15 +25,22 @@ static struct {
     char node[HISTORY_NODE_MAX];
     char boot_id[40];
     uint32_t max_users;
+    uint32_t max_topics;
     uint64_t arena_size;
     size_t room_size;
 } want;
 
 static size_t page_up(uint64_t n) { return (size_t)((n + 4095) & ~(uint64_t)4095); }
 
+static size_t names_at(void)
+{
+    uint64_t slots = (uint64_t)want.max_users + want.max_topics + 1;
+    return HISTORY_HEAD_BYTES + page_up(slots * sizeof(struct uid_history));
+}
+
 static size_t arena_at(void)
 {
-    return HISTORY_HEAD_BYTES + page_up(((uint64_t)want.max_users + 1) * sizeof(struct uid_history));
+    return names_at() + page_up((uint64_t)want.max_topics * sizeof(struct topic_name));
 }
 
 static size_t room_at(void) { return arena_at() + page_up(want.arena_size); }
@@ -44,6 +51,7 @@ static void point(struct history_map *m, char *base)
 {
     m->head = (struct history_head *)base;
     m->uids = (struct uid_history *)(base + HISTORY_HEAD_BYTES);
+    m->names = (struct topic_name *)(base + names_at());
     m->arena = base + arena_at();
     m->room = base + room_at();
     m->bytes = total_bytes();
@@ -62,6 +70,7 @@ static int make_head(struct history_map *m)
     memcpy(h->magic, HISTORY_MAGIC, sizeof h->magic);
     h->version = HISTORY_VERSION;
     h->max_users = want.max_users;
+    h->max_topics = want.max_topics;
     h->arena_size = want.arena_size;
     memcpy(h->node, want.node, sizeof h->node);
     memcpy(h->boot_id, want.boot_id, sizeof h->boot_id);
@@ -98,12 +107,13 @@ static const char *foreign(const struct history_head *h)
     else if (strncmp(h->node, want.node, sizeof h->node) != 0)
         snprintf(why, sizeof why, "it is node %.*s's, not %s's", HISTORY_NODE_MAX - 1, h->node,
                  want.node);
-    else if (h->arena_size != want.arena_size || h->max_users != want.max_users)
+    else if (h->arena_size != want.arena_size || h->max_users != want.max_users ||
+             h->max_topics != want.max_topics)
         snprintf(why, sizeof why,
-                 "it was made for %ju bytes of history and %u uids, not %ju and %u "
-                 "(--history-bytes, --history 0, --max-users)",
-                 (uintmax_t)h->arena_size, h->max_users, (uintmax_t)want.arena_size,
-                 want.max_users);
+                 "it was made for %ju bytes of history, %u uids and %u topics, not %ju, %u "
+                 "and %u (--history-bytes, --history 0, --max-users, --max-topics)",
+                 (uintmax_t)h->arena_size, h->max_users, h->max_topics,
+                 (uintmax_t)want.arena_size, want.max_users, want.max_topics);
     else if (strncmp(h->boot_id, want.boot_id, sizeof h->boot_id) != 0)
         snprintf(why, sizeof why, "it was made before the machine last started");
     else
@@ -133,7 +143,7 @@ int history_map_renew(struct history_map *m, const char *why)
             errno = err;
         log_msg(LOG_ERROR, "cannot make --history-file %s %zu bytes: %m%s", m->file, bytes,
                 errno == ENOSPC ? " (its filesystem is full: give it room, or lower "
-                                  "--history-bytes or --max-users)" : "");
+                                  "--history-bytes, --max-users or --max-topics)" : "");
         return -1;
     }
     char *base = map_file(m->fd, bytes);
@@ -222,7 +232,7 @@ static int open_file(struct history_map *m)
 
 /* m empty, for fd and file; what is asked of it in want. */
 static void start(struct history_map *m, int fd, const char *file, const char *node,
-                  uint32_t max_users, uint64_t arena_size, size_t room_size)
+                  uint32_t max_users, uint32_t max_topics, uint64_t arena_size, size_t room_size)
 {
     memset(m, 0, sizeof *m);
     m->fd = fd;
@@ -230,21 +240,24 @@ static void start(struct history_map *m, int fd, const char *file, const char *n
     memset(&want, 0, sizeof want);
     snprintf(want.node, sizeof want.node, "%s", node ? node : "");
     want.max_users = max_users;
+    want.max_topics = max_topics;
     want.arena_size = arena_size;
     want.room_size = room_size;
 }
 
 int history_map_open(struct history_map *m, const char *file, const char *node,
-                     uint32_t max_users, uint64_t arena_size, size_t room_size)
+                     uint32_t max_users, uint32_t max_topics, uint64_t arena_size,
+                     size_t room_size)
 {
-    start(m, -1, file, node, max_users, arena_size, room_size);
+    start(m, -1, file, node, max_users, max_topics, arena_size, room_size);
     if (file)
         return open_file(m);
     size_t bytes = total_bytes();
     char *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
-        log_msg(LOG_ERROR, "cannot allocate %zu bytes of history for %u uids; lower "
-                           "--history-bytes or --max-users", bytes, max_users);
+        log_msg(LOG_ERROR, "cannot allocate %zu bytes of history for %u uids and %u topics; "
+                           "lower --history-bytes, --max-users or --max-topics", bytes,
+                max_users, max_topics);
         return -1;
     }
     point(m, base);
@@ -252,9 +265,10 @@ int history_map_open(struct history_map *m, const char *file, const char *node,
 }
 
 int history_map_adopt(struct history_map *m, int fd, const char *file, const char *node,
-                      uint32_t max_users, uint64_t arena_size, size_t room_size)
+                      uint32_t max_users, uint32_t max_topics, uint64_t arena_size,
+                      size_t room_size)
 {
-    start(m, fd, file, node, max_users, arena_size, room_size);
+    start(m, fd, file, node, max_users, max_topics, arena_size, room_size);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         log_msg(LOG_ERROR, "takeover: cannot look at the history handed over: %m");

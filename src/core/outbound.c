@@ -67,6 +67,36 @@ int outbound_in(uint32_t uid, uint64_t conn, const void *data, uint32_t len, int
     return 0;
 }
 
+int outbound_in_topic(enum in_what what, uint32_t uid, uint64_t conn, const char *topic,
+                      uint8_t topic_len, const char *since, uint8_t since_len)
+{
+    uint32_t len = (uint32_t)topic_len + since_len;
+    struct out_rec *r = handoff_reserve(outbox, sizeof *r + sizeof(struct out_in) + len, 0);
+    if (!r)
+        return -1;
+    *r = (struct out_rec){.kind = OUT_IN, .count = len};
+    struct out_in *in = (struct out_in *)(r + 1);
+    *in = (struct out_in){.conn = conn, .uid = uid, .what = (uint8_t)what, .topic_len = topic_len};
+    memcpy(in + 1, topic, topic_len);
+    if (since_len)                     /* none: since may be NULL */
+        memcpy((char *)(in + 1) + topic_len, since, since_len);
+    atomic_fetch_add_explicit(&outbound_in_pending, outbound_in_cost(len), memory_order_relaxed);
+    handoff_commit(outbox);
+    return 0;
+}
+
+int outbound_topics(enum topic_op op, int to_all, const void *bytes, uint32_t len, uint32_t n)
+{
+    struct out_rec *r = reserve(len);
+    if (!r)
+        return -1;
+    *r = (struct out_rec){.kind = OUT_TOPICS, .op = (uint8_t)op, .to_all = (uint16_t)to_all,
+                          .count = n};
+    memcpy(r + 1, bytes, len);
+    handoff_commit(outbox);
+    return 0;
+}
+
 int outbound_conn(const struct out_conn *c)
 {
     struct out_rec *r = NULL;

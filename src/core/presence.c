@@ -15,7 +15,7 @@
  * were told (a bit a uid, `told`): a uid that went down and came back
  * within the window is not mentioned at all, the others in one `down` and
  * one `up` message (each cut in pieces of BATCH_MAX). A window that had
- * many changes makes the next one longer, up to WINDOW_MAX_MS, so that a
+ * many changes makes the next one longer (presence_window.h), so that a
  * reconnect storm of any size costs each master a handful of messages; a
  * quiet one brings it back to PRESENCE_WINDOW_MS. A change lost to a full
  * outbound queue is repaired by a snapshot (sent to every master) a
@@ -34,6 +34,7 @@
  * 80 bytes a stream) and drops it at the end, with the reason the call
  * that ended it gave (end_reason.h). */
 #include "core/presence.h"
+#include "core/presence_window.h"
 #include "core/conn.h"
 #include "core/framing.h"
 #include "lib/carry.h"
@@ -52,34 +53,38 @@
 
 #define BATCH_MAX 4096         /* uids per message */
 #define PENDING_MAX 16384      /* changes per window before it is cut short */
-#define WINDOW_MAX_MS 800
-#define BUSY_WINDOW 64         /* changes that make the next window longer */
 #define IMMEDIATE_MAX 16       /* first ups told at once in a quiet window */
 
 static int enabled;
 static int conns;              /* --presence-conns */
-static struct event *flush_ev;
+static struct presence_window win = PRESENCE_WINDOW_INIT;
 static struct event *repair_ev;
 /* The uids of this window's changes, a uid once per change (64 KB): sorted
  * at the flush, each is compared with what the masters were told. */
 static uint32_t pending[PENDING_MAX];
 static uint32_t npending;
-static uint32_t changes;       /* in this window, told at once or not */
-static uint32_t immediate;     /* ups told at once in this window */
-static uint32_t window_ms = PRESENCE_WINDOW_MS;
 /* What the masters were told (or will be by what is queued): 1 bit a uid,
  * 136 KB for 1.1M uids, its pages touched only where uids are used. It
  * differs from the uid table only for uids of this window's changes. */
 static uint64_t *told;
 static uint32_t told_words;    /* its size */
 static uint32_t batch[BATCH_MAX];   /* one message being built (16 KB) */
+static void (*after_snapshot)(int to_all);
+
+void presence_on_snapshot(void (*fn)(int to_all)) { after_snapshot = fn; }
+
+void presence_repair_later(void)
+{
+    static const struct timeval one_second = {1, 0};
+    if (repair_ev && !evtimer_pending(repair_ev, NULL))
+        evtimer_add(repair_ev, &one_second);
+}
 
 /* Sends one part; on a full queue, schedules the repairing snapshot. */
 static void send_part(enum presence_op op, int to_all, const uint32_t *uids, uint32_t n)
 {
-    static const struct timeval one_second = {1, 0};
-    if (outbound_presence(op, to_all, uids, n) != 0 && !evtimer_pending(repair_ev, NULL))
-        evtimer_add(repair_ev, &one_second);
+    if (outbound_presence(op, to_all, uids, n) != 0)
+        presence_repair_later();
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -130,28 +135,8 @@ static void send_pending(void)
     npending = 0;
 }
 
-/* The window ends: what it holds goes; its changes set the next one's length. */
-static void flush(void)
-{
-    if (changes == 0)
-        return;
-    if (evtimer_pending(flush_ev, NULL))
-        evtimer_del(flush_ev);
-    send_pending();
-    if (changes >= BUSY_WINDOW)
-        window_ms = window_ms * 2 > WINDOW_MAX_MS ? WINDOW_MAX_MS : window_ms * 2;
-    else
-        window_ms = PRESENCE_WINDOW_MS;
-    changes = immediate = 0;
-}
-
-static void on_flush(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    flush();
-}
+/* The window ends: what it holds goes. */
+static void flush(void) { presence_window_flush(&win); }
 
 static void on_repair(evutil_socket_t fd, short what, void *arg)
 {
@@ -168,22 +153,19 @@ int presence_init(struct event_base *base, int on, uint32_t max_users)
         return 0;
     told_words = max_users / 64 + 1;
     told = calloc(told_words, sizeof *told);
-    flush_ev = evtimer_new(base, on_flush, NULL);
     repair_ev = evtimer_new(base, on_repair, NULL);
-    return told && flush_ev && repair_ev ? 0 : -1;
+    return told && presence_window_init(&win, base, send_pending) == 0 && repair_ev ? 0 : -1;
 }
 
 void presence_free(void)
 {
-    if (flush_ev)
-        event_free(flush_ev);
+    presence_window_free(&win);
     if (repair_ev)
         event_free(repair_ev);
-    flush_ev = repair_ev = NULL;
+    repair_ev = NULL;
     free(told);
     told = NULL;
-    npending = changes = immediate = 0;
-    window_ms = PRESENCE_WINDOW_MS;
+    npending = 0;
 }
 
 /* uid's up, now, after what waits in the window: the masters hear of the
@@ -204,12 +186,8 @@ void presence_changed(uint32_t uid, int online)
         return;
     if (npending == PENDING_MAX)
         flush();
-    if (changes++ == 0) {
-        struct timeval tv = {0, (suseconds_t)window_ms * 1000};
-        evtimer_add(flush_ev, &tv);
-    }
-    if (online && !told_of(uid) && immediate < IMMEDIATE_MAX && window_ms == PRESENCE_WINDOW_MS) {
-        immediate++;
+    presence_window_change(&win);
+    if (online && !told_of(uid) && presence_window_at_once(&win, IMMEDIATE_MAX)) {
         up_now(uid);
         return;
     }
@@ -240,6 +218,8 @@ uint32_t presence_snapshot_to(int to_all)
     }
     if (n || op == PRESENCE_SNAPSHOT)
         send_part(op, to_all, batch, n);
+    if (after_snapshot)
+        after_snapshot(to_all);         /* the topics', to the same masters */
     return online;
 }
 

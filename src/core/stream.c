@@ -85,6 +85,8 @@ static void ended(struct stream *s, uint8_t why)
     if (why == END_COUNTED)
         return;
     end_reason_count(why);
+    if (config.closing)
+        config.closing(s);              /* its topics' leaves still name its conn */
     presence_conn_down(s, why);
 }
 
@@ -311,6 +313,24 @@ int stream_replay(struct stream *s, const char *asked, uint32_t budget)
     }
     if (r == REPLAY_NONE)
         return 1;
+    return stream_flushed(s, stream_flush(s, stream_fd(s)));
+}
+
+int stream_replay_topic(struct stream *s, uint32_t sub, const char *asked)
+{
+    if (s->state != STREAM_LIVE)
+        return s->state == STREAM_WELCOMING ? 0 : -1;   /* chunked: nothing to replay */
+    int was = stream_replaying(s);
+    if (total_room(s, REPLAY_CHUNK) != 0)
+        return -1;
+    enum replay_result r = replay_topic(&s->out, s, s->framing, s->uid, sub, asked);
+    if (r == REPLAY_FAILED) {
+        log_msg(LOG_ERROR, "out of memory starting a replay: the stream is closed");
+        stream_close(s, END_FINISHED);
+        return -1;
+    }
+    if (r == REPLAY_NONE || was)
+        return 0;
     return stream_flushed(s, stream_flush(s, stream_fd(s)));
 }
 

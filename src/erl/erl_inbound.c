@@ -36,6 +36,7 @@ static void count_bad_term(enum term_error e)
     case TERM_TOO_BIG: atomic_fetch_add(&cnode_stats.too_big, 1); break;
     case TERM_EMPTY: atomic_fetch_add(&cnode_stats.empty, 1); break;
     case TERM_NOT_UTF8: atomic_fetch_add(&cnode_stats.not_utf8, 1); break;
+    case TERM_BAD_TOPIC: atomic_fetch_add(&cnode_stats.bad_topic, 1); break;
     default: atomic_fetch_add(&cnode_stats.bad_terms, 1); break;
     }
     log_limited(&bad_term_rl, LOG_INFO, "dropped a message: %s", erl_term_error_str(e));
@@ -82,8 +83,12 @@ static int commit(const char *buf, const struct term_view *v)
         .received_ns = clock_now_ns(),     /* for httpdcnode_delivery_seconds */
         .conn = v->conn,
     };
-    if (v->nuids)
+    if (cmd_is_topic((uint8_t)v->kind)) {
+        c->uid = v->topic_len;             /* the topic where the uids go */
+        erl_term_copy_topic(buf, v, cmd_topic(c));
+    } else if (v->nuids) {
         erl_term_copy_uids(buf, v, cmd_uids(c));
+    }
     if (v->payload_len)
         erl_term_copy_payload(buf, v, cmd_payload(c));
     if (reply_len)

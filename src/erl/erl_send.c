@@ -13,6 +13,7 @@
 #include "erl/erl_send.h"
 #include "erl/erl_link.h"
 #include "erl/erl_park.h"
+#include "erl/erl_send_topics.h"
 #include "erl/erl_seq.h"
 #include "core/history.h"
 #include "lib/clock.h"
@@ -208,6 +209,24 @@ static void send_presence(struct out_rec *r)
     }
 }
 
+/* Topic presence (erl_send_topics.h) to the masters that want it: a
+ * snapshot's parts to those that got the uid snapshot it follows, the
+ * rest to those taking changes. */
+static void send_topics(struct out_rec *r, size_t size)
+{
+    int encoded = 0;
+    for (int i = 0; i < erl_link_count(); i++) {
+        struct erl_link *l = erl_link_at(i);
+        if (!l->is_master || l->broken ||
+            !(erl_send_topics_snapshot_part(r->op) ? l->in_snapshot : !l->awaiting && !l->repair))
+            continue;
+        if (!encoded)
+            erl_send_topics_encode(&x, ei_thisnodename(cnode), r, size);
+        encoded = 1;
+        send_to_master(l, "topic presence");
+    }
+}
+
 /* {httpdcnode, Node, hello, #{history_ttl, history, epoch, max_users,
  * seq, instance, applied}}: what a master needs to know of this C-node
  * before its snapshot; seq: numbered messages are taken (1), instance: this
@@ -294,18 +313,22 @@ static void in_done(const struct out_rec *r)
 static void send_in_to(struct erl_link *l, const struct out_rec *r)
 {
     const struct out_in *in = (const struct out_in *)(r + 1);
-    x.index = 0;
-    ei_x_encode_version(&x);
-    ei_x_encode_tuple_header(&x, 5);
-    ei_x_encode_atom(&x, "httpdcnode_in");
-    ei_x_encode_atom(&x, ei_thisnodename(cnode));
-    ei_x_encode_ulong(&x, in->uid);
-    ei_x_encode_ulonglong(&x, in->conn);
-    if (in->binary) {                       /* as Erlang says it: {binary, Data} */
-        ei_x_encode_tuple_header(&x, 2);
-        ei_x_encode_atom(&x, "binary");
+    if (in->what != IN_MESSAGE) {           /* a join or leave for the handler */
+        erl_send_topics_encode_in(&x, ei_thisnodename(cnode), r);
+    } else {
+        x.index = 0;
+        ei_x_encode_version(&x);
+        ei_x_encode_tuple_header(&x, 5);
+        ei_x_encode_atom(&x, "httpdcnode_in");
+        ei_x_encode_atom(&x, ei_thisnodename(cnode));
+        ei_x_encode_ulong(&x, in->uid);
+        ei_x_encode_ulonglong(&x, in->conn);
+        if (in->binary) {                   /* as Erlang says it: {binary, Data} */
+            ei_x_encode_tuple_header(&x, 2);
+            ei_x_encode_atom(&x, "binary");
+        }
+        ei_x_encode_binary(&x, in + 1, (long)r->count);
     }
-    ei_x_encode_binary(&x, in + 1, (long)r->count);
     /* A blocking send: the inbox's window bounds what waits there. */
     if (ei_reg_send(cnode, l->fd, (char *)inbox_to, x.buff, x.index) < 0) {
         send_failed(l, "client message");
@@ -462,7 +485,6 @@ static int add_ups(const struct out_rec *r)
 
 static int send_one(void *body, size_t size, void *ctx)
 {
-    (void)size;
     (void)ctx;
     struct out_rec *r = body;
     if (presence_to[0] && add_ups(r))
@@ -477,6 +499,10 @@ static int send_one(void *body, size_t size, void *ctx)
         break;
     case OUT_CONN: send_conn(r); break;
     case OUT_IN: route_in(r); break;
+    case OUT_TOPICS:
+        if (presence_to[0])
+            send_topics(r, size);
+        break;
     }
     return 0;
 }

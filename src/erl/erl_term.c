@@ -1,6 +1,7 @@
 /* Validation and extraction of the message terms listed in erl_term.h. */
 #include "erl/erl_term.h"
 #include "core/cmd.h"
+#include "lib/topic_name.h"
 #include "lib/utf8.h"
 
 #include <string.h>
@@ -208,6 +209,87 @@ static enum term_error decode_conn(const char *buf, int *index, const struct ter
     v->kind = CMD_CONN;
     v->conn = id;
     return decode_data(buf, index, lim, 1, v);
+}
+
+/* ---------------------------------------------------------------- topics */
+
+/* Topic at *index: a binary, string or iolist of a topic name's bytes
+ * (topic_name.h); the view keeps where it lies. */
+static enum term_error decode_topic(const char *buf, int *index, struct term_view *v)
+{
+    int size, at = *index;
+    char name[TOPIC_NAME_MAX];
+    if (ei_decode_iodata(buf, index, &size, NULL) != 0)
+        return TERM_BAD_SHAPE;
+    if (size < 1 || size > TOPIC_NAME_MAX || ei_decode_iodata(buf, &at, NULL, name) != 0 ||
+        !topic_name_ok(name, (size_t)size))
+        return TERM_BAD_TOPIC;
+    v->topic_len = (uint32_t)size;
+    v->nuids = cmd_topic_words((uint32_t)size);
+    return TERM_OK;
+}
+
+/* A short text (iodata of at most max bytes, maybe empty) as the payload:
+ * a resume's id, a refusal's reason. printable: only topic name
+ * characters and spaces (a reason is told to the client as it is). */
+static enum term_error decode_short(const char *buf, int *index, uint32_t max, int printable,
+                                    struct term_view *v)
+{
+    int size, at = *index;
+    char text[TOPIC_NAME_MAX];
+    v->payload_index = *index;
+    if (ei_decode_iodata(buf, index, &size, NULL) != 0)
+        return TERM_BAD_SHAPE;
+    if ((uint32_t)size > max || (uint32_t)size > sizeof text ||
+        ei_decode_iodata(buf, &at, NULL, text) != 0)
+        return TERM_BAD_SHAPE;
+    for (int i = 0; printable && i < size; i++)
+        if (!topic_name_char(text[i]) && text[i] != ' ')
+            return TERM_BAD_SHAPE;
+    v->payload_len = (uint32_t)size;
+    return TERM_OK;
+}
+
+/* {topic, Topic, Data}, {subscribe | unsubscribe, Conn, Topic} and the
+ * handler's answers {subscribe, Conn, Topic, Since}, {refuse_join, Conn,
+ * Topic, Reason}: the atom at index is known to be one of them. */
+static enum term_error parse_topic_term(const char *buf, int index, int arity,
+                                        const struct term_limits *lim, struct term_view *v)
+{
+    enum term_error e;
+    unsigned long long conn = 0;
+    int publish = atom_is(buf, index, "topic"), refuse = atom_is(buf, index, "refuse_join");
+    int unsub = atom_is(buf, index, "unsubscribe");
+    ei_skip_term(buf, &index);
+    if (!publish && ei_decode_ulonglong(buf, &index, &conn) != 0)
+        return TERM_BAD_SHAPE;
+    v->conn = conn;
+    v->topic_index = index;
+    if ((e = decode_topic(buf, &index, v)) != TERM_OK)
+        return e;
+    if (publish) {
+        if (arity != 3)
+            return TERM_BAD_SHAPE;
+        v->kind = CMD_TOPIC;
+        return decode_payload(buf, &index, lim, v);
+    }
+    if (arity == 3 && !refuse) {
+        v->kind = unsub ? CMD_UNSUBSCRIBE : CMD_SUBSCRIBE;
+        return TERM_OK;
+    }
+    if (arity != 4 || unsub)
+        return TERM_BAD_SHAPE;
+    v->kind = refuse ? CMD_JOIN_REFUSED : CMD_JOIN_ALLOWED;
+    return decode_short(buf, &index, refuse ? TOPIC_NAME_MAX : TERM_MAX_SINCE, refuse, v);
+}
+
+/* Whether the atom at index starts a topic term of this arity. */
+static int is_topic_term(const char *buf, int index, int arity)
+{
+    if (arity == 3)
+        return atom_is(buf, index, "topic") || atom_is(buf, index, "subscribe") ||
+               atom_is(buf, index, "unsubscribe");
+    return arity == 4 && (atom_is(buf, index, "subscribe") || atom_is(buf, index, "refuse_join"));
 }
 
 /* An atom at *index, whose place is kept in *at; advances past it. */
@@ -521,6 +603,8 @@ static enum term_error parse_tuple(const char *buf, int index, const struct term
 
     if (ei_decode_tuple_header(buf, &index, &arity) != 0)
         return TERM_BAD_SHAPE;
+    if (is_topic_term(buf, index, arity))
+        return parse_topic_term(buf, index, arity, lim, v);
     switch (arity) {
     case 2:
         return parse_pair(buf, index, lim, v);
@@ -553,6 +637,8 @@ static enum term_error parse_tuple(const char *buf, int index, const struct term
         }
         if ((e = parse_reply_to(buf, &index, v)) != TERM_OK)
             return e;
+        if (is_topic_term(buf, index, 3))
+            return parse_topic_term(buf, index, 3, lim, v);
         if (!atom_is(buf, index, "conn"))
             return TERM_BAD_SHAPE;
         ei_skip_term(buf, &index);
@@ -570,6 +656,12 @@ enum term_error erl_term_parse(const char *buf, int index, int end, const struct
         return TERM_BAD_SHAPE;
     enum term_error e = parse_tuple(buf, index, lim, v);
     return e != TERM_OK ? e : check_record_size(lim, v);
+}
+
+void erl_term_copy_topic(const char *buf, const struct term_view *v, char *out)
+{
+    int index = v->topic_index;
+    ei_decode_iodata(buf, &index, NULL, out);
 }
 
 void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out)
@@ -610,14 +702,19 @@ const char *erl_term_error_str(enum term_error e)
         return "not {Uid, Data}, {[Uid], Data}, {broadcast, Data}, {kick, Uid}, "
                "{drain, Seconds (0..3600)}, {drain, cancel}, "
                "{Pid, Ref, Uid, Data}, {Pid, Ref, stats}, {Pid, Ref, snapshot}, "
-               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {httpdcnode_in_ack, N}, "
-               "{httpdcnode_in_reset, Name}, {httpdcnode_seq, Master, Inc, Seq, Inner} "
+               "{conn, Conn, Data}, {Pid, Ref, conn, Conn, Data}, {topic, Topic, Data}, "
+               "{subscribe | unsubscribe, Conn, Topic} (each also with Pid, Ref first), "
+               "{subscribe, Conn, Topic, Since}, {refuse_join, Conn, Topic, Reason}, "
+               "{httpdcnode_in_ack, N}, {httpdcnode_in_reset, Name}, "
+               "{httpdcnode_seq, Master, Inc, Seq, Inner} "
                "or {httpdcnode_seq_base, Master, Inc, Base, AckTo}";
     case TERM_BAD_UID: return "uid is not an integer in 1..max-users";
     case TERM_TOO_BIG:
         return "payload over --max-message, or uid list too long for one hand-off record";
     case TERM_EMPTY: return "empty payload (it would end the chunked stream)";
     case TERM_NOT_UTF8: return "{text, Data} whose Data is not valid UTF-8 (send {binary, Data})";
+    case TERM_BAD_TOPIC:
+        return "topic is not 1 to 64 bytes of A-Z a-z 0-9 _ - . : / (a binary or a string)";
     }
     return "?";
 }

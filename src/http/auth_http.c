@@ -5,6 +5,7 @@
 #include "auth/auth_secret.h"
 #include "auth/auth_token.h"
 #include "core/expiry.h"
+#include "core/topic_join.h"
 #include "lib/log.h"
 #include "obs/stats.h"
 
@@ -77,6 +78,7 @@ int auth_admit(struct evhttp_request *req, uint32_t uid)
     struct auth_verdict v = auth_token_check(key, uid, query, authz, (int64_t)time(NULL));
     if (v.outcome == AUTH_OK) {
         expiry_next_stream(v.exp);      /* the stream it opens ends at exp */
+        topic_grants_next(v.has_topics ? v.topics : NULL);   /* and may join these */
         return 1;
     }
     count(v.outcome);

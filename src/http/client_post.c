@@ -20,6 +20,7 @@
 #include "core/conn.h"
 #include "core/outbound.h"
 #include "core/stream.h"
+#include "core/topic_join.h"
 #include "http/client_addr.h"
 #include "http/cors.h"
 #include "http/http_reply.h"
@@ -235,6 +236,52 @@ static struct peer_bucket *peer_of(struct evhttp_request *req)
     return &peers[(uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (PEER_BUCKETS - 1)];
 }
 
+/* Whether the body is a topic's join or leave (topic_join.h): the
+ * stream's own business, with or without an inbox. */
+static int control_body(struct evhttp_request *req)
+{
+    char head[16];
+    struct evbuffer *b = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(b);
+    ev_ssize_t n = evbuffer_copyout(b, head, sizeof head);
+    /* the prefix it is known by is within head */
+    return cfg.o->client.topics && n > 0 && topic_control_is(head, len) && body_kind(req) == 1;
+}
+
+/* A topic's join or leave for the stream the request names (one it must
+ * name): done there, told there (its events), 202. */
+static void control(struct evhttp_request *req, const char *uid_text)
+{
+    uint32_t uid;
+    struct stream *s;
+    size_t len;
+    int binary;
+    const char *data;
+    if (!uid_ok(req, uid_text, &uid) || !auth_admit(req, uid) || !conn_ok(req, uid, &s) ||
+        !(data = body_ok(req, &len, &binary)))
+        return;
+    if (!s) {
+        loop_stats.post_bad_conn++;
+        reply_plain(req, 404, "Not Found", "A topic is joined or left by a stream: name it "
+                    "with ?conn=ID");
+        return;
+    }
+    switch (client_in_charge(s, NULL, NULL, client_rate_now_ms())) {
+    case CLIENT_IN_QUEUED:
+        break;
+    case CLIENT_IN_RATE:
+        loop_stats.post_rate++;
+        refuse_later(req, 429, "Too Many Requests", "Past --client-rate, slow down");
+        return;
+    default:
+        loop_stats.post_busy++;
+        refuse_later(req, 503, "Service Unavailable", "Out of memory");
+        return;
+    }
+    topic_control_apply(s, data, len);
+    reply_plain(req, 202, "Accepted", "");
+}
+
 static void post(struct evhttp_request *req, const char *uid_text)
 {
     uint32_t uid;
@@ -244,6 +291,10 @@ static void post(struct evhttp_request *req, const char *uid_text)
     const char *data;
     if (!origin_ok(req))
         return;
+    if (control_body(req)) {
+        control(req, uid_text);
+        return;
+    }
     if (!cfg.o->client.inbox) {
         loop_stats.post_no_inbox++;
         reply_plain(req, 404, "Not Found", "This node takes no client messages (no --inbox)");

@@ -19,7 +19,9 @@ enum family {
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
     INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, NUMBERED,
     NUMBERED_SKIPPED, NUMBERED_ACKS, GAP_UIDS, PROXY_BAD_FORWARDED,
-    WS_DEFLATED, WS_DEFLATE_IN, WS_DEFLATE_OUT, WS_INFLATED, WS_INFLATE_TOO_BIG, FAMILIES
+    WS_DEFLATED, WS_DEFLATE_IN, WS_DEFLATE_OUT, WS_INFLATED, WS_INFLATE_TOO_BIG,
+    TOPICS, TOPIC_SUBSCRIPTIONS, TOPIC_JOINS, TOPIC_LEAVES, TOPICS_GIVEN_UP, TOPIC_PUBLISHED,
+    TOPIC_REFUSED, TOPIC_ASKS, TOPIC_PRESENCE_DROPPED, FAMILIES
 };
 
 static const struct {
@@ -116,6 +118,20 @@ static const struct {
     [WS_INFLATE_TOO_BIG] = {"websocket_inflate_too_big_total", "counter",
                             "Compressed client messages past --max-client-message inflated "
                             "(closed 1009)."},
+    [TOPICS] = {"topics", "gauge", "Topics held: subscribed to, or lingering for resumes."},
+    [TOPIC_SUBSCRIPTIONS] = {"topic_subscriptions", "gauge", "Subscriptions of streams to topics."},
+    [TOPIC_JOINS] = {"topic_joins_total", "counter", "Subscriptions to topics made."},
+    [TOPIC_LEAVES] = {"topic_leaves_total", "counter", "Subscriptions to topics ended."},
+    [TOPICS_GIVEN_UP] = {"topics_given_up_total", "counter",
+                         "Topics given up: no stream for their linger time."},
+    [TOPIC_PUBLISHED] = {"topic_published_total", "counter",
+                         "Messages published to a topic held here."},
+    [TOPIC_REFUSED] = {"topic_refused_total", "counter", "Joins of topics refused, by reason."},
+    [TOPIC_ASKS] = {"topic_asks_total", "counter",
+                    "Joins asked of the --inbox handler (--topic-auth handler), by outcome."},
+    [TOPIC_PRESENCE_DROPPED] = {"topic_presence_dropped_total", "counter",
+                                "Topic presence entries lost to a full outbox (repaired by a "
+                                "snapshot)."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -142,6 +158,9 @@ static const struct sample {
     {MESSAGES_DROPPED, "too_big", "too_big"},
     {MESSAGES_DROPPED, "empty", "empty"},
     {MESSAGES_DROPPED, "not_utf8", "not_utf8"},
+    {MESSAGES_DROPPED, "bad_topic", "bad_topic"},
+    {MESSAGES_DROPPED, "topic_not_held", "topic_no_subscribers"},
+    {MESSAGES_DROPPED, "topic_conn_unknown", "topic_conn_unknown"},
     {DELIVERIES, NULL, "deliveries"},
     {BYTES_OUT, NULL, "bytes_out"},
     {HTTP_REJECTED, "not_found", "http_not_found"},
@@ -205,6 +224,23 @@ static const struct sample {
     {WS_DEFLATE_OUT, NULL, "ws_deflate_out_bytes"},
     {WS_INFLATED, NULL, "ws_inflated"},
     {WS_INFLATE_TOO_BIG, NULL, "ws_inflate_too_big"},
+    {TOPICS, NULL, "topics"},
+    {TOPIC_SUBSCRIPTIONS, NULL, "topic_subscriptions"},
+    {TOPIC_JOINS, NULL, "topic_joins"},
+    {TOPIC_LEAVES, NULL, "topic_leaves"},
+    {TOPICS_GIVEN_UP, NULL, "topics_given_up"},
+    {TOPIC_PUBLISHED, NULL, "topic_published"},
+    {TOPIC_REFUSED, "bad_name", "topic_refused_name"},
+    {TOPIC_REFUSED, "too_many_topics", "topic_refused_stream_full"},
+    {TOPIC_REFUSED, "topic_full", "topic_refused_topic_full"},
+    {TOPIC_REFUSED, "no_room", "topic_refused_no_room"},
+    {TOPIC_REFUSED, "denied", "topic_refused_denied"},
+    {TOPIC_REFUSED, "no_memory", "topic_refused_no_memory"},
+    {TOPIC_ASKS, "asked", "topic_asks"},
+    {TOPIC_ASKS, "allowed", "topic_asks_allowed"},
+    {TOPIC_ASKS, "refused", "topic_asks_refused"},
+    {TOPIC_ASKS, "not_sent", "topic_asks_dropped"},
+    {TOPIC_PRESENCE_DROPPED, NULL, "topic_presence_dropped"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

@@ -1,6 +1,7 @@
 /* A stream's welcome through evhttp, then its socket leaves evhttp. */
 #include "transport/chunked.h"
 #include "transport/transport.h"
+#include "http/topic_query.h"
 #include "core/conn.h"
 #include "core/transport_ops.h"
 #include "core/framing.h"
@@ -111,6 +112,8 @@ static const struct transport_ops chunked_ops = {
 
 static int chunked_start(struct evhttp_request *req, uint32_t uid)
 {
+    if (!topic_query_admit(req, 0, TOPIC_IDS_NONE))
+        return 0;
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     struct evbuffer *body = evbuffer_new();
     struct stream *s = body ? transport_reserve(req, uid, FRAMING_CHUNKED, 1) : NULL;

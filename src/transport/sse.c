@@ -10,6 +10,7 @@
 #include "http/http_front.h"
 #include "core/transport_ops.h"
 #include "core/stream.h"
+#include "http/topic_query.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -30,11 +31,13 @@ static const char head_end[] = "Connection: close\r\n\r\n";
 
 
 /* The id the client saw last: Last-Event-ID (sent by EventSource when it
- * reconnects), else ?since= (a first connect cannot set headers). */
+ * reconnects), else ?since= (a first connect cannot set headers). A
+ * Last-Event-ID of a topic's message (NAME@ID) is that topic's
+ * (topic_query.c), not the uid's. */
 static const char *last_seen_id(struct evhttp_request *req, struct evkeyvalq *query)
 {
     const char *id = evhttp_find_header(evhttp_request_get_input_headers(req), "Last-Event-ID");
-    return id ? id : evhttp_find_header(query, "since");
+    return id && !strchr(id, '@') ? id : evhttp_find_header(query, "since");
 }
 
 /* The retry advice: a random delay in [RETRY_MIN_MS, RETRY_MAX_MS] per
@@ -77,6 +80,8 @@ static void sse_closing(struct stream *s) { conn_forget(s); }
 
 static int sse_start(struct evhttp_request *req, uint32_t uid)
 {
+    if (!topic_query_admit(req, 0, TOPIC_IDS_TAKEN))
+        return 0;
     struct evkeyvalq query = {0};
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     if (q)
@@ -108,30 +113,34 @@ static void sse_heartbeat(struct stream *s)
 
 /* A gap as an event, with id: too, so that an EventSource coming back
  * asks from there and is not told the same gap again. */
-static int sse_replay_gap(struct backlog **out, void *owner, const char *json, size_t n,
-                          uint32_t next)
+static int sse_replay_gap(struct backlog **out, void *owner, const struct replay *r,
+                          const char *json, size_t n, const struct msg_id *next)
 {
-    char buf[HISTORY_GAP_JSON_MAX + 64], id[32];
-    (void)n;
-    replay_id_text(id, sizeof id, next);
-    size_t k = (size_t)snprintf(buf, sizeof buf, "id: %s\nevent: gap\ndata: %s\n\n", id, json);
+    char buf[HISTORY_GAP_JSON_MAX + TOPIC_NAME_MAX + MSG_ID_TEXT_MAX + 64], id[MSG_ID_TEXT_MAX];
+    (void)r;
+    msg_id_text(id, next);
+    size_t k = (size_t)snprintf(buf, sizeof buf, "id: %s\nevent: gap\ndata: %.*s\n\n", id,
+                                (int)n, json);
     return replay_put(out, owner, buf, k);
 }
 
 static size_t sse_replay_message(struct backlog **out, void *owner, uint8_t framing,
-                                 const char *data, uint32_t len, int binary, uint32_t seq,
-                                 const struct replay *r, int *over)
+                                 const char *data, uint32_t len, int binary,
+                                 const struct msg_id *id, const struct replay *r, int *over)
 {
     (void)r;
     (void)over;
-    struct framing_prefix prefix;
-    framing_prefix(framing, len, seq, &prefix);
-    size_t n = prefix.len + framing_sse_body_len(data, len, binary);
+    (void)framing;
+    char line[4 + MSG_ID_TEXT_MAX + 1];
+    memcpy(line, "id: ", 4);
+    size_t k = 4 + msg_id_text(line + 4, id);
+    line[k++] = '\n';
+    size_t n = k + framing_sse_body_len(data, len, binary);
     char *at = replay_room(out, owner, n);
     if (!at)
         return 0;
-    memcpy(at, prefix.bytes, prefix.len);
-    framing_sse_body(data, len, binary, at + prefix.len);
+    memcpy(at, line, k);
+    framing_sse_body(data, len, binary, at + k);
     backlog_commit(*out, n);
     return n;
 }

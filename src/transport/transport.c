@@ -2,6 +2,7 @@
 #include "transport/transport.h"
 #include "core/presence.h"
 #include "core/stream.h"
+#include "core/topic_join.h"
 #include "http/client_addr.h"
 #include "http/http_guard.h"
 #include "http/socket_export.h"
@@ -26,6 +27,8 @@ struct stream *transport_reserve(struct evhttp_request *req, uint32_t uid, uint8
                                         told ? &peer : NULL);
     if (!s)
         close(own);
+    else
+        topic_stream_open(s);          /* the topics its request named */
     return s;
 }
 
@@ -44,7 +47,7 @@ int transport_open(struct evhttp_request *req, uint32_t uid, const struct transp
     struct iovec iov = {(void *)o->head, o->head_len};
     int r = o->idle ? stream_import_idle(s, o->idle) : stream_import(s);
     if (r == 0 && stream_send(s, &iov, 1, o->head_len) == 0 &&
-        (!o->after_head || o->after_head(s) == 0) && o->replay)
+        (!o->after_head || o->after_head(s) == 0) && topic_tell_open(s) == 0 && o->replay)
         stream_replay(s, o->since, o->budget);
     return 0;
 }

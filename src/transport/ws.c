@@ -5,6 +5,7 @@
 #include "transport/transport.h"
 #include "http/http_reply.h"
 #include "http/http_front.h"
+#include "http/topic_query.h"
 #include "core/framing.h"
 #include "core/history.h"
 #include "lib/log.h"
@@ -73,7 +74,7 @@ static int open_stream(struct evhttp_request *req, uint32_t uid, const struct ws
     size_t n = format_head(head, sizeof head, hs);
     return transport_open(req, uid, &(struct transport_opening){
         .framing = framing, .head = head, .head_len = n,
-        .replay = since != NULL, .since = since, .budget = UINT32_MAX});
+        .replay = framing_ws_meta(framing), .since = since, .budget = UINT32_MAX});
 }
 
 static int ws_start(struct evhttp_request *req, uint32_t uid)
@@ -93,6 +94,8 @@ static int ws_start(struct evhttp_request *req, uint32_t uid)
         refuse(req, status, why);
         return 0;
     }
+    if (!topic_query_admit(req, 0, hs.meta ? TOPIC_IDS_TAKEN : TOPIC_IDS_REFUSED))
+        return 0;
     struct evkeyvalq query = {0};
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     if (q)
@@ -120,32 +123,42 @@ static int ws_start(struct evhttp_request *req, uint32_t uid)
 static void ws_heartbeat(struct stream *s) { (void)ws_reader_heartbeat(s); }
 
 /* A gap as a text frame "event: gap\n\n" then the JSON. */
-static int ws_replay_gap(struct backlog **out, void *owner, const char *json, size_t n,
-                         uint32_t next)
+static int ws_replay_gap(struct backlog **out, void *owner, const struct replay *r,
+                         const char *json, size_t n, const struct msg_id *next)
 {
     static const char event[] = "event: gap\n\n";
-    char buf[HISTORY_GAP_JSON_MAX + 64];
+    char buf[HISTORY_GAP_JSON_MAX + TOPIC_NAME_MAX + 64];
     (void)next;
+    (void)r;
     size_t k = framing_ws_header(buf, 1, sizeof event - 1 + n);
     memcpy(buf + k, event, sizeof event - 1);
     memcpy(buf + k + sizeof event - 1, json, n);
     return replay_put(out, owner, buf, k + sizeof event - 1 + n);
 }
 
+/* One frame: with ws+meta, led by "id: ID\n\n" (a uid's or a topic's). */
 static size_t ws_replay_message(struct backlog **out, void *owner, uint8_t framing,
-                                const char *data, uint32_t len, int binary, uint32_t seq,
-                                const struct replay *r, int *over)
+                                const char *data, uint32_t len, int binary,
+                                const struct msg_id *id, const struct replay *r, int *over)
 {
     (void)r;
     (void)over;
-    struct framing_prefix prefix;
-    framing_prefix_utf8(framing, len, seq, !binary, &prefix);
-    size_t n = prefix.len + len;
+    char head[10 + 4 + MSG_ID_TEXT_MAX + 2];
+    size_t meta = 0;
+    if (framing_ws_meta(framing)) {
+        memcpy(head + 10, "id: ", 4);
+        meta = 4 + msg_id_text(head + 14, id);
+        memcpy(head + 10 + meta, "\n\n", 2);
+        meta += 2;
+    }
+    size_t h = framing_ws_header(head, binary ? 2 : 1, (uint64_t)meta + len);
+    memmove(head + h, head + 10, meta);
+    size_t n = h + meta + len;
     char *at = replay_room(out, owner, n);
     if (!at)
         return 0;
-    memcpy(at, prefix.bytes, prefix.len);
-    memcpy(at + prefix.len, data, len);
+    memcpy(at, head, h + meta);
+    memcpy(at + h + meta, data, len);
     backlog_commit(*out, n);
     return n;
 }

@@ -21,6 +21,7 @@
 #include "core/conn.h"
 #include "core/framing.h"
 #include "core/inflight.h"
+#include "core/topic_join.h"
 #include "core/transport_ops.h"
 #include "lib/carry.h"
 #include "lib/clock.h"
@@ -55,6 +56,11 @@
 #define WS_MESSAGE_MS 10000
 #define WS_MESSAGE_FRAMES 64
 
+/* A client's topic joins and leaves (topic_join.h) are done once the read
+ * is over (they write to the stream, which may end it); a read may bring
+ * this many (a stream's topics at most), more is a flood (1008). */
+#define WS_CONTROLS_PER_READ 256
+
 /* A client message is read into a buffer that starts this small and grows
  * with what arrives (doubling, a step of at most WS_MSG_STEP), under
  * --max-input-total with every other client byte held (core/inflight.h):
@@ -77,12 +83,14 @@
  * frames and bytes a second may bring. */
 static struct {
     int inbox;
+    int topics;                 /* clients may join and leave topics */
+    int keep;                   /* data messages are read whole: --inbox, or topics */
     uint32_t max_message;
     uint32_t max_compressed;
     uint32_t second_frames;
     uint32_t second_bytes;
     int32_t late_ms;            /* WS_MESSAGE_MS and a tick of the timers' clock */
-} cfg = {0, 4096, 4096 + 4096 / 64 + 64, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
+} cfg = {0, 0, 0, 4096, 4096 + 4096 / 64 + 64, WS_SECOND_FRAMES, WS_SECOND_BYTES, WS_MESSAGE_MS};
 
 /* permessage-deflate: the one buffer every compressed client message is
  * inflated into in turn (max_message + 1 bytes, made at the first), with
@@ -147,6 +155,11 @@ static struct {
     uint8_t ping_due;
     uint8_t ping_len;
     uint8_t ping[125];
+    uint16_t nctl;              /* topic joins and leaves read, done at the read's end */
+    struct {
+        uint8_t len;
+        char text[TOPIC_CONTROL_MAX];
+    } ctl[WS_CONTROLS_PER_READ];
 } feed;
 
 /* The length of f's header, as far as its bytes so far tell (RFC 6455
@@ -448,7 +461,7 @@ static struct verdict frame_piece(struct ws_frame *f, const uint8_t *p, size_t n
         f->ctl_len = (uint8_t)(f->ctl_len + n);
         return go_on;
     }
-    if (cfg.inbox && n) {
+    if (cfg.keep && n) {
         struct verdict v = msg_room(f, f->message + (uint32_t)n);
         if (v.why != GO_ON)
             return v;
@@ -480,6 +493,28 @@ static struct verdict client_close(const struct ws_frame *f)
     return (struct verdict){(uint16_t)code, END_CLIENT};
 }
 
+/* Whether m[n] is a topic join or leave (a text message): kept for the
+ * read's end. 1 when it is (taken), 0 when not, -1 when one too many. */
+static int control_in(const uint8_t *m, uint32_t n)
+{
+    if (!cfg.topics || !topic_control_is((const char *)m, n))
+        return 0;
+    if (feed.nctl == WS_CONTROLS_PER_READ)
+        return -1;
+    feed.ctl[feed.nctl].len = (uint8_t)n;
+    memcpy(feed.ctl[feed.nctl++].text, m, n);
+    return 1;
+}
+
+/* The joins and leaves the read brought: 0, or -1 when the stream ended. */
+static int controls_done(struct stream *s)
+{
+    for (uint16_t i = 0; i < feed.nctl && s->state == STREAM_LIVE; i++)
+        topic_control_apply(s, feed.ctl[i].text, feed.ctl[i].len);
+    feed.nctl = 0;
+    return s->state == STREAM_LIVE ? 0 : -1;
+}
+
 /* A compressed message inflated into the shared buffer (*data, *len):
  * at most --max-client-message (past it, a bomb or not: 1009, counted),
  * deflate data (else 1007), UTF-8 when text (else 1007). */
@@ -509,10 +544,11 @@ static struct verdict inflate_in(int text, const uint8_t **data, uint32_t *len)
 
 /* A whole data message (text or binary): to Erlang (client_in.h: past
  * --client-rate, 1008; lost to a full outbox, counted), or refused (no
- * --inbox), counted. */
+ * --inbox), counted; a topic join or leave is the stream's (a compressed
+ * one is known once inflated). */
 static struct verdict message_in(struct ws_frame *f, int text)
 {
-    if (!cfg.inbox) {
+    if (!cfg.keep) {
         loop_stats.ws_ignored++;
         return go_on;
     }
@@ -523,7 +559,17 @@ static struct verdict message_in(struct ws_frame *f, int text)
         if (v.why != GO_ON)
             return v;
     }
-    switch (client_in_send(feed.s->uid, feed.s, NULL, NULL, feed.now_ms, data, len, !text)) {
+    int control = text ? control_in(data, len) : 0;
+    if (control < 0)
+        return policy();
+    if (!control && !cfg.inbox) {
+        loop_stats.ws_ignored++;
+        return go_on;
+    }
+    enum client_in r = control ? client_in_charge(feed.s, NULL, NULL, feed.now_ms)
+                               : client_in_send(feed.s->uid, feed.s, NULL, NULL, feed.now_ms,
+                                                data, len, !text);
+    switch (r) {
     case CLIENT_IN_RATE:
         return rate();
     case CLIENT_IN_NO_MEMORY:
@@ -702,6 +748,7 @@ int ws_reader_readable(struct stream *s, int fd)
     feed.left = (size_t)n;
     feed.frames = feed.pings = 0;
     feed.ping_due = feed.ponged = 0;
+    feed.nctl = 0;
     struct ws_budget *b = ws_budget_of(s, feed.now);
     struct verdict v = charge_bytes(b, (size_t)n);
     /* Its timer may not have run yet: what comes past the time is not
@@ -737,6 +784,8 @@ int ws_reader_readable(struct stream *s, int fd)
      * 5.5.2: unless a close came first; what follows the close is not
      * read). A connection failed for a bad frame owes nothing. */
     if (feed.ping_due && (v.why == GO_ON || v.why == END_CLIENT) && pong(s) != 0)
+        return -1;
+    if (v.why == GO_ON && feed.nctl && controls_done(s) != 0)
         return -1;
     return v.why == GO_ON ? 0 : end_with(s, fd, v);
 }
@@ -784,6 +833,8 @@ static void shed_stream(void *owner)
 void ws_reader_configure(const struct client_msg_config *c)
 {
     cfg.inbox = c->inbox;
+    cfg.topics = c->topics;
+    cfg.keep = cfg.inbox || cfg.topics;
     inflight_on_shed(INFLIGHT_WS, shed_stream);
     ws_pause_init(resume_stream);
     cfg.max_message = c->max_message;
@@ -854,7 +905,7 @@ static void put_frame(struct carry_out *o, const struct ws_frame *f)
     carry_u8(o, f->text.hi);
     carry_u8(o, f->ctl_len);
     carry_put(o, f->ctl, f->ctl_len);
-    uint32_t kept = cfg.inbox && f->msg ? f->message : 0;
+    uint32_t kept = cfg.keep && f->msg ? f->message : 0;
     carry_u32(o, kept);
     carry_put(o, f->msg, kept);
 }

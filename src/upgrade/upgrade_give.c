@@ -12,6 +12,9 @@
 #include "core/history.h"
 #include "core/presence.h"
 #include "core/stream.h"
+#include "core/topic.h"
+#include "core/topic_join.h"
+#include "core/topic_presence.h"
 #include "core/uidtable.h"
 #include "erl/erl_cnode.h"
 #include "http/admin.h"
@@ -200,6 +203,9 @@ static int export_all(struct carry_out *o, int64_t deadline)
                    backlog_carry_export(o, stream_carry_index) == 0 &&
                    conn_carry_export(o, stream_carry_index) == 0 &&
                    expiry_carry_export(o, stream_carry_index) == 0 &&
+                   topic_carry_export(o, stream_carry_index) == 0 &&
+                   topic_join_carry_export(o, stream_carry_index) == 0 &&
+                   topic_presence_carry_export(o) == 0 &&
                    ws_reader_carry_export(o) == 0 && stats_carry_export(o) == 0
                ? 0
                : -1;

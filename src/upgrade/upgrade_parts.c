@@ -6,6 +6,9 @@
 #include "core/history.h"
 #include "core/presence.h"
 #include "core/stream.h"
+#include "core/topic.h"
+#include "core/topic_join.h"
+#include "core/topic_presence.h"
 #include "erl/erl_cnode.h"
 #include "erl/erl_link.h"
 #include "erl/erl_seq.h"
@@ -31,6 +34,9 @@ const struct upgrade_part upgrade_parts[] = {
     {BACKLOG_CARRY_TAG, BACKLOG_CARRY_VERSION, "the streams' unsent bytes"},
     {CONN_CARRY_TAG, CONN_CARRY_VERSION, "the connection ids"},
     {EXPIRY_CARRY_TAG, EXPIRY_CARRY_VERSION, "the token expiries"},
+    {TOPIC_CARRY_TAG, TOPIC_CARRY_VERSION, "the topics and their streams"},
+    {TOPIC_JOIN_CARRY_TAG, TOPIC_JOIN_CARRY_VERSION, "the WebSockets' topic claims"},
+    {TOPIC_PRESENCE_CARRY_TAG, TOPIC_PRESENCE_CARRY_VERSION, "the topics' presence"},
     {WS_READER_CARRY_TAG, WS_READER_CARRY_VERSION, "the WebSocket frames in flight"},
     {STATS_CARRY_TAG, STATS_CARRY_VERSION, "the counters"},
 };

@@ -8,6 +8,9 @@
 #include "core/history.h"
 #include "core/presence.h"
 #include "core/stream.h"
+#include "core/topic.h"
+#include "core/topic_join.h"
+#include "core/topic_presence.h"
 #include "erl/erl_cnode.h"
 #include "http/admin.h"
 #include "http/http_front.h"
@@ -280,6 +283,9 @@ int upgrade_take_late(void)
     TAKE(BACKLOG_CARRY_TAG, backlog_carry_take(&rec, version, backlog_of));
     TAKE(CONN_CARRY_TAG, conn_carry_take(&rec, version, stream_carried));
     TAKE(EXPIRY_CARRY_TAG, expiry_carry_take(&rec, version, stream_carried));
+    TAKE(TOPIC_CARRY_TAG, topic_carry_take(&rec, version, stream_carried));
+    TAKE(TOPIC_JOIN_CARRY_TAG, topic_join_carry_take(&rec, version, stream_carried));
+    TAKE(TOPIC_PRESENCE_CARRY_TAG, topic_presence_carry_take(&rec, version));
     TAKE(WS_READER_CARRY_TAG, ws_reader_carry_take(&rec, version));
     TAKE(STATS_CARRY_TAG, stats_carry_take(&rec, version));
     presence_carry_settle();

@@ -2,7 +2,9 @@
 %% application with the example handler chat_room as its inbox (env inbox,
 %% as `make run` sets it), a real server with --inbox and --presence, and
 %% tabs of the page in headless Chromium (tests/js/chat_page.mjs) driven
-%% through their form. Two uids join one room and each says a line: both
+%% through their form. A room is a topic (room:ROOM, joined by the page's
+%% conn.subscribe, admitted by the handler's authorize_join, each line one
+%% httpdcnode:publish/2). Two uids join one room and each says a line: both
 %% tabs show both lines, with who said them; a third tab in another room
 %% sees neither; bad input gets an error on the sender's tab only; a tab
 %% that moves to another room leaves the first; after a reconnect each tab
@@ -117,6 +119,16 @@ chat(#{server := S, mnode := MNode}, Transport) ->
         [wait_chat(P, T, K, 101, <<"lobby">>) || {T, K} <- [{<<"a">>, <<"mine">>}, {<<"b">>, <<"line">>}]],
         say(P, <<"b">>, LineB),
         [wait_chat(P, T, K, 102, <<"lobby">>) || {T, K} <- [{<<"a">>, <<"line">>}, {<<"b">>, <<"mine">>}]],
+        %% The rooms are topics: a subscription a tab, two topics held, the
+        %% lines published (once for the node), the master routing the
+        %% lobby to the node's two streams.
+        St = httpdcnode_test_lib:stats(S),
+        ?assertMatch(#{topic_subscriptions := 3, topics := 2}, St),
+        ?assert(maps:get(topic_published, St) >= 2),
+        CNode = httpdcnode_test_lib:node_of(S),
+        httpdcnode_test_lib:wait_until(
+          fun() -> m(MNode, httpdcnode, topic_nodes, [<<"room:lobby">>]) =:= [{CNode, 2}] end,
+          ?T, lobby_routed),
         %% c's own line comes after both lobby lines went out, from the one
         %% inbox to the one C-node: had they reached c, they would be there.
         LineC = <<"anyone here?">>,

@@ -11,6 +11,7 @@
 
 -define(T, 5000).
 -define(MAX_USERS, 1000).
+-define(MAX_TOPICS, 100).                 % a topic's slot and name record follow the uids'
 
 history_file_test_() ->
     [{"killed and started again: SSE, WebSocket and long-poll clients resume from their ids, "
@@ -87,7 +88,7 @@ resume_after_kill() ->
 %% client is told of a gap (another epoch).
 refused() ->
     with_file(fun(File) ->
-        Arena = 4096 + page_up((?MAX_USERS + 1) * 16),
+        Arena = 4096 + page_up((?MAX_USERS + ?MAX_TOPICS + 1) * 16) + page_up(?MAX_TOPICS * 72),
         Damages = [{"a message's byte", fun() -> flip(File, Arena + 32) end,
                     "the entry at position 0: it is not as written"},
                    {"the head", fun() -> flip(File, 40) end, "its head is damaged"},
@@ -165,7 +166,8 @@ with_file(Fun) ->
 
 start(File) ->
     httpdcnode_test_lib:start_server(#{max_users => ?MAX_USERS,
-                                       extra_args => ["--history-file", File]}).
+                                       extra_args => ["--history-file", File, "--max-topics",
+                                                      integer_to_list(?MAX_TOPICS)]}).
 
 %% The server's log since its last (re)start.
 restarted_log(#{log := Log}) ->

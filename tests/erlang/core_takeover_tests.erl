@@ -9,12 +9,16 @@
 %% with nothing sent twice. A takeover the running process refuses (another state format,
 %% other options) leaves it serving. SIGUSR2 makes the running process
 %% start its own binary to take over (systemctl reload), with a
-%% --history-file, the test node's own link to the C-node kept.
+%% --history-file, the test node's own link to the C-node kept. Streams
+%% subscribed to topics, handed over while the master publishes to them,
+%% get each topic's messages once, in order, their ids going on in the
+%% topic's epoch; a topic no stream holds keeps what is published to it
+%% for the client that comes back.
 -module(core_takeover_tests).
 -include_lib("eunit/include/eunit.hrl").
 
 %% run on the master
--export([sender/1, burst/3, watch/1]).
+-export([sender/1, burst/3, watch/1, topic_sender/1]).
 
 -define(T, 10000).
 -define(BURST_SIZE, 16384).      % bytes of each message to the client that does not read
@@ -25,6 +29,10 @@ takeover_test_() ->
        "through the application: nothing lost, doubled or reordered, no stream closed, "
        "ids and framing whole, the master sees nothing",
        inbox_test_handler, "takeover_sink", ["--max-backlog", "8388608"], fun every_stream/1),
+     httpdcnode_inbox_lib:app_test(
+       "topics: streams subscribed to topics handed over under publishes: each topic's "
+       "messages once, in order, ids going on; a lingering topic's history kept; the master "
+       "sees nothing", inbox_test_handler, "takeover_topics_sink", [], fun topics/1),
      {"refused (another state format, other options): the running process serves on",
       {timeout, 120, fun refused/0}},
      {"SIGUSR2 with a --history-file: the binary takes over, streams and links kept",
@@ -125,6 +133,94 @@ every_stream(#{server := S, mnode := MNode}) ->
     [C ! stop || C <- [Chunked, Sse, Ws, Meta, Slow]],
     ok.
 
+%%% ---------------------------------------------------------------- topics
+
+topics(#{server := S, mnode := MNode}) ->
+    CNode = httpdcnode_test_lib:node_of(S),
+    Nodes = fun(T) -> m(MNode, httpdcnode, topic_nodes, [T]) end,
+    %% d: a topic no stream holds any more, lingering for its client
+    D = topics_tests:sse(S, "/sse/15?topics=d"),
+    #{<<"id">> := DFrom} = topics_tests:joined(D),
+    gen_tcp:close(D),
+    {AbSock, AbBuf} = topic_sse(S, "/sse/11?topics=a,b", [<<"a">>, <<"b">>]),
+    Ab = collector(sse, AbSock, AbBuf),
+    {BSock, BBuf} = topic_sse(S, "/sse/12?topics=b", [<<"b">>]),
+    B = collector(sse, BSock, BBuf),
+    MetaSock = topics_tests:meta(S, "/ws/13?topics=a"),
+    topics_tests:joined(MetaSock, [<<"a">>]),
+    Meta = collector(meta, MetaSock, get({buf, MetaSock})),
+    {ChunkedSock, ChunkedBuf} = open_plain(S, "/test/14?topics=c"),
+    Chunked = collector(chunked, ChunkedSock, ChunkedBuf),
+    Held = [{<<"a">>, 2}, {<<"b">>, 2}, {<<"c">>, 1}, {<<"d">>, 0}],
+    [httpdcnode_test_lib:wait_until(fun() -> Nodes(T) =:= [{CNode, K}] end, ?T, {held, T, K})
+     || {T, K} <- Held],
+    [{ok, 0} = m(MNode, httpdcnode, publish_sync, [<<"d">>, tpayload(<<"d">>, I)])
+     || I <- [1, 2, 3]],
+    Watch = m(MNode, ?MODULE, watch, [CNode]),
+    Sender = m(MNode, ?MODULE, topic_sender, [[<<"a">>, <<"b">>, <<"c">>]]),
+    wait_units(Chunked, 20),
+
+    {ok, S2} = httpdcnode_test_lib:takeover_server(S),
+
+    Counts = [length(units(C)) || C <- [Ab, B, Meta, Chunked]],
+    [wait_units(C, K + 30) || {C, K} <- lists:zip([Ab, B, Meta, Chunked], Counts)],
+    Sender ! {stop, self()},
+    N = receive {sent, Sender, Last} -> Last after ?T -> erlang:error(sender_silent) end,
+    [{ok, 0} = m(MNode, httpdcnode, publish_sync, [<<"d">>, tpayload(<<"d">>, I)])
+     || I <- [4, 5]],
+    [wait_units(C, K) || {C, K} <- [{Ab, 2 * N}, {B, N}, {Meta, N}, {Chunked, N + 1}]],
+    %% Each topic on each stream: every message once, in order, its ids
+    %% going on in the topic's epoch.
+    [EA, EB] = [topic_epoch(T, units(Ab)) || T <- [<<"a">>, <<"b">>]],
+    ?assertEqual([{tid(<<"a">>, EA, I), tpayload(<<"a">>, I)} || I <- lists:seq(1, N)],
+                 of_topic(<<"a">>, units(Ab))),
+    ?assertEqual([{tid(<<"b">>, EB, I), tpayload(<<"b">>, I)} || I <- lists:seq(1, N)],
+                 of_topic(<<"b">>, units(Ab))),
+    ?assertEqual([{tid(<<"b">>, EB, I), tpayload(<<"b">>, I)} || I <- lists:seq(1, N)], units(B)),
+    ?assertEqual([{tid(<<"a">>, EA, I), tpayload(<<"a">>, I)} || I <- lists:seq(1, N)],
+                 units(Meta)),
+    ?assertEqual([welcome(14) | [tpayload(<<"c">>, I) || I <- lists:seq(1, N)]], units(Chunked)),
+    [?assertEqual(open, closed_or_open(C)) || C <- [Ab, B, Meta, Chunked]],
+    %% The masters heard nothing of it: every topic held as it was.
+    ?assertEqual({watched, 0, []}, report(Watch)),
+    [?assertEqual([{CNode, K}], Nodes(T)) || {T, K} <- Held],
+    %% d's client comes back: what was published meanwhile, before the
+    %% hand-over and after, once, in order; the masters hear it joined.
+    D2 = topics_tests:sse(S2, "/sse/16?topics=d@" ++ binary_to_list(DFrom)),
+    topics_tests:joined(D2, [<<"d">>]),
+    [DEpoch, _] = binary:split(DFrom, <<":">>),
+    ?assertEqual([#{id => tid(<<"d">>, DEpoch, I), data => tpayload(<<"d">>, I)}
+                  || I <- lists:seq(1, 5)],
+                 [maps:with([id, data], topics_tests:event(D2)) || _ <- lists:seq(1, 5)]),
+    httpdcnode_test_lib:wait_until(fun() -> Nodes(<<"d">>) =:= [{CNode, 1}] end, ?T, d_joined),
+    ?assertMatch(#{topics := 4, topic_subscriptions := 6, replay_gaps := 0, client_closed := 1},
+                 httpdcnode_test_lib:stats(S2)),
+    {ok, Log} = file:read_file(maps:get(log, S2)),
+    ?assertMatch({match, _}, re:run(Log, "topics: 4 taken over, 5 subscriptions")),
+    gen_tcp:close(D2),
+    [C ! stop || C <- [Ab, B, Meta, Chunked]],
+    ok.
+
+%% An SSE stream of Path whose joined events for Topics were read: its
+%% socket and what came after them.
+topic_sse(S, Path, Topics) ->
+    Sock = topics_tests:sse(S, Path),
+    topics_tests:joined(Sock, Topics),
+    {Sock, get({buf, Sock})}.
+
+%% The units (SSE events {Id, Data}) of Topic ("T@E:S" ids).
+of_topic(T, Units) ->
+    [U || {Id, _} = U <- Units, hd(binary:split(Id, <<"@">>)) =:= T].
+
+topic_epoch(T, Units) ->
+    [{Id, _} | _] = of_topic(T, Units),
+    [_, ES] = binary:split(Id, <<"@">>),
+    hd(binary:split(ES, <<":">>)).
+
+tid(T, E, I) -> <<T/binary, "@", E/binary, ":", (integer_to_binary(I))/binary>>.
+
+tpayload(T, I) -> <<T/binary, "-", (integer_to_binary(I))/binary>>.
+
 %%% ---------------------------------------------------------------- refused
 
 refused() ->
@@ -136,7 +232,7 @@ refused() ->
         wait_units(Sse, 1),
         E = epoch_of(hd(units(Sse))),
         Tries = [{#{env => ["HTTPDCNODE_TAKEOVER_FORMAT=99"]},
-                  "it reads state format 99, this process writes format 1"},
+                  "it reads state format 99, this process writes format 2"},
                  {#{extra => ["--max-backlog", "2000000"]},
                   "it was started with other options than this process"}],
         [begin
@@ -238,6 +334,17 @@ send_loop(Uids, I) ->
     [httpdcnode:send(U, payload(U, I)) || U <- Uids],
     receive {stop, From} -> From ! {sent, self(), I}
     after 2 -> send_loop(Uids, I + 1)
+    end.
+
+%% Publishes each topic of Topics its next message every 2 ms, until
+%% told to stop: then answers {sent, Self, N}, N the last one each got.
+topic_sender(Topics) ->
+    spawn(fun() -> topic_loop(Topics, 1) end).
+
+topic_loop(Topics, I) ->
+    [httpdcnode:publish(T, tpayload(T, I)) || T <- Topics],
+    receive {stop, From} -> From ! {sent, self(), I}
+    after 2 -> topic_loop(Topics, I + 1)
     end.
 
 %% K messages of Size bytes to Uid, in order.

@@ -5,7 +5,8 @@
 %% short ones and replies sent plain; client messages compressed (whole,
 %% fragmented, binary) inflated for the inbox; and hostile clients: a
 %% decompression bomb, RSV1 where it may not be, data that is not deflate
-%% or not UTF-8 once inflated, a client keeping its context. The server runs
+%% or not UTF-8 once inflated, a client keeping its context. A topic's join
+%% and leave sent compressed are read once inflated. The server runs
 %% the example handler ws_echo as its inbox through the application, so
 %% each message comes back to its connection (a reply: never compressed).
 %% Raw sockets; compression on the test's side by Erlang's zlib.
@@ -46,6 +47,10 @@ cases() ->
      {"RSV1 on a control frame, on a continuation, without the extension agreed, RSV2: "
       "1002; data that is not deflate, inflated text that is not UTF-8, a message "
       "using the context of the one before: 1007", fun hostile/1},
+     {"topics on --ws-deflate WebSockets: a join and a leave sent compressed are read "
+      "inflated (the stream subscribed and unsubscribed, nothing passed to the inbox); a "
+      "topic's messages come as whole frames, a ws+meta one told joined and with ids",
+      fun compressed_join/1},
      {"without --ws-deflate: no extension agreed, RSV1 closes 1002", fun off/1}].
 
 %%% ---------------------------------------------------------------- cases
@@ -147,6 +152,32 @@ client_messages(#{server := S}) ->
     ?assertEqual(4, delta(ws_inflated, Before, httpdcnode_test_lib:stats(S))),
     gen_tcp:close(W).
 
+compressed_join(#{server := S, mnode := MNode}) ->
+    Topic = <<"deflated.join">>,
+    {M, <<"permessage-deflate", _/binary>>} =
+        open(S, "/ws/32?topics=" ++ binary_to_list(Topic),
+             [?OFFER, "Sec-WebSocket-Protocol: ws+meta.httpdcnode"]),
+    {1, 0, 1, <<"event: joined\n\n{\"topic\":\"deflated.join\"", _/binary>>} = recv(M),
+    {W, _} = open(S, 31, [?OFFER]),
+    Count = fun() -> erpc:call(MNode, httpdcnode, topic_count, [Topic], ?T) end,
+    Before = httpdcnode_test_lib:stats(S),
+    ok = gen_tcp:send(W, frame(1, deflate(<<"event: join\n\n", Topic/binary>>), #{rsv => ?RSV1})),
+    httpdcnode_test_lib:wait_until(fun() -> Count() =:= 2 end, ?T, joined),
+    {ok, 2} = erpc:call(MNode, httpdcnode, publish_sync, [Topic, <<"to the topic">>], ?T),
+    ?assertEqual({1, 0, 1, <<"to the topic">>}, recv(W)),
+    {1, 0, 1, <<"id: deflated.join@", MetaRest/binary>>} = recv(M),
+    ?assertMatch([_, <<"to the topic">>], binary:split(MetaRest, <<"\n\n">>)),
+    gen_tcp:close(M),
+    ok = gen_tcp:send(W, frame(1, deflate(<<"event: leave\n\n", Topic/binary>>), #{rsv => ?RSV1})),
+    httpdcnode_test_lib:wait_stat(S, topic_leaves,
+                                  fun(V) -> V > maps:get(topic_leaves, Before) end, ?T),
+    After = httpdcnode_test_lib:stats(S),
+    %% read as joins, not client messages: the inbox (an echo) got none
+    ?assertEqual(0, delta(client_in, Before, After)),
+    ?assertEqual(2, delta(ws_inflated, Before, After)),
+    ?assertEqual(0, maps:get(topic_subscriptions, After)),
+    gen_tcp:close(W).
+
 bomb(#{server := S}) ->
     {W, _} = open(S, 31, [?OFFER]),
     Before = httpdcnode_test_lib:stats(S),
@@ -220,11 +251,13 @@ off(_) ->
 %%% ---------------------------------------------------------------- helpers
 
 %% GET /ws/Uid with Headers: {Sock, its Sec-WebSocket-Extensions or undefined}.
-open(S, Uid, Headers) ->
+open(S, Uid, Headers) when is_integer(Uid) ->
+    open(S, "/ws/" ++ integer_to_list(Uid), Headers);
+open(S, Path, Headers) ->
     {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, httpdcnode_test_lib:port_of(S),
                                  [binary, {active, false}]),
     ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes(
-                              "GET", "/ws/" ++ integer_to_list(Uid), "HTTP/1.1",
+                              "GET", Path, "HTTP/1.1",
                               ["Upgrade: websocket", "Connection: Upgrade",
                                "Sec-WebSocket-Version: 13",
                                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" | Headers])),

@@ -14,7 +14,8 @@
 -export([ws_open/2, ws_open/3, split_recv/3, take/2, recv_frame/1, recv_frame_within/2,
          frame/1, frame/2, frame/3, collect/1, nothing_more/0,
          start_inbox/3, suspend/2, presence_master/1, stop_all/3, sink_test/4, inbox_server/2,
-         chat_start/2, app_start/3, app_start/4, app_test/5, app_case/5, app_stop/1]).
+         chat_start/2, chat_args/0, app_start/3, app_start/4, app_test/5, app_case/5,
+         app_stop/1]).
 
 -define(T, 10000).
 -define(INBOX, httpdcnode_inbox).
@@ -179,7 +180,11 @@ suspend(Node, Pid) ->
 %% within Timeout ms: #{master, mnode, server}. On a failure the master is
 %% stopped.
 chat_start(ExtraArgs, Timeout) ->
-    app_start({?INBOX, chat_room, [], #{workers => 4}}, ExtraArgs, Timeout).
+    app_start({?INBOX, chat_room, [], #{workers => 4}}, chat_args() ++ ExtraArgs, Timeout).
+
+%% The server options `make run` gives the chat: its rooms are topics the
+%% handler admits, and a WebSocket's end frees its memberships.
+chat_args() -> ["--topic-auth", "handler", "--presence-conns"].
 
 %% The same with the inbox's handler Handler (a module of tools/erlang/ebin,
 %% as the examples are, or of the tests), init([]); or with the env inbox

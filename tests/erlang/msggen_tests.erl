@@ -84,6 +84,11 @@ random_uids_stay_in_range_test() ->
     ?assertEqual([100, 101, 102, 103, 104], lists:usort(Uids)),
     ?assert(is_integer(msggen:uids_for(random, {1, 1}, single, 0, rand))).
 
+%% The names httpclient --topics subscribes to.
+topic_name_test() ->
+    ?assertEqual(<<"t:0">>, msggen:topic_name(0)),
+    ?assertEqual(<<"t:99999">>, msggen:topic_name(99999)).
+
 parse_args_test() ->
     ?assertEqual({run, #{node => 'c1@localhost', count => 200000, rate => max}},
                  msggen:parse_args(["--node", "c1@localhost", "--count", "200000",
@@ -99,6 +104,11 @@ parse_args_test() ->
                  msggen:parse_args(["--broadcast", "--node", "n@h"])),
     ?assertEqual({once, #{node => n@h, uids => {7, 7}}},
                  msggen:parse_args(["--once", "--node", "n@h", "--uids", "7"])),
+    ?assertEqual({run, #{node => n@h, topics => {0, 9999}}},
+                 msggen:parse_args(["--node", "n@h", "--topics", "0-9999"])),
+    ?assertEqual({once, #{node => n@h, topic => <<"t:3">>}},
+                 msggen:parse_args(["--once", "--node", "n@h", "--topic", "t:3"])),
+    ?assertError({bad_options, _}, msggen:run(#{node => n@h, topics => {0, 1}, multicast => 2})),
     ?assertMatch({help, _}, msggen:parse_args(["--help"])),
     %% Through the router the C-nodes are the router's business.
     ?assertEqual({run, #{via => router}}, msggen:parse_args(["--via", "router"])),

@@ -6,6 +6,14 @@
  *   benchprocess STREAMS [REPEATS]     one JSON object on stdout
  *   BENCH_PROCESS_HISTORY_FILE=FILE benchprocess ...   the history in FILE
  *                                      (--history-file), made afresh
+ *   BENCH_PROCESS_TOPICS=T:K benchprocess ...   topics instead: T topics,
+ *                                      each stream subscribed to K of them
+ *                                      (stream i to topics (i*K + j) mod T,
+ *                                      so each has N*K/T streams); the
+ *                                      phases are open, subscribe (memory
+ *                                      and CPU per subscription), publish
+ *                                      (a message to every topic a round:
+ *                                      CPU per delivery), close
  *   BENCH_PROCESS_FRAMING=ws|ws_deflate benchprocess ...   the streams are
  *                                      WebSockets (ws_deflate: with
  *                                      permessage-deflate, --ws-deflate),
@@ -72,6 +80,8 @@
 #include "core/presence.h"
 #include "core/stream.h"
 #include "core/transport_ops.h"
+#include "core/topic.h"
+#include "core/topic_presence.h"
 #include "core/uidtable.h"
 #include "core/write_pool.h"
 #include "lib/clock.h"
@@ -350,7 +360,7 @@ static int wait_u64(atomic_uint_fast64_t *v, uint64_t want)
  * the ring would be coalesced, several messages a writev, more so at a
  * small N: the figures would not compare.) */
 static struct {
-    uint8_t kind;          /* CMD_UNICAST or CMD_BROADCAST */
+    uint8_t kind;          /* CMD_UNICAST, CMD_BROADCAST or CMD_TOPIC */
     uint32_t rounds;
     uint32_t streams;      /* unicast: uids 1..streams */
     uint64_t stats_seen;   /* loop thread: rounds applied */
@@ -369,6 +379,22 @@ static void push(uint8_t kind, uint32_t uid, uint32_t len, uint16_t reply_len)
     handoff_commit(inbox);
 }
 
+/* A message to topic t:T (its name where the uids go, as erl_inbound.c lays it out). */
+static void push_topic(uint32_t t)
+{
+    char name[16];
+    uint32_t len = (uint32_t)snprintf(name, sizeof name, "t:%u", t);
+    size_t size = cmd_size(cmd_topic_words(len), payload_len, 0);
+    struct cmd *c;
+    while (!(c = handoff_reserve(inbox, size, 1000)))
+        ;
+    *c = (struct cmd){.kind = CMD_TOPIC, .uid = len, .nuids = cmd_topic_words(len),
+                      .payload_len = payload_len, .received_ns = clock_now_ns()};
+    memcpy(cmd_topic(c), name, len);
+    memcpy(cmd_payload(c), payload, payload_len);
+    handoff_commit(inbox);
+}
+
 /* The C-node thread's place. */
 static void *producer(void *arg)
 {
@@ -376,6 +402,9 @@ static void *producer(void *arg)
     for (uint32_t r = 0; r < job.rounds; r++) {
         if (job.kind == CMD_BROADCAST)
             push(CMD_BROADCAST, 0, payload_len, 0);
+        else if (job.kind == CMD_TOPIC)
+            for (uint32_t t = 0; t < job.streams; t++)
+                push_topic(t);
         else
             for (uint32_t uid = 1; uid <= job.streams; uid++)
                 push(CMD_UNICAST, uid, payload_len, 0);
@@ -419,6 +448,8 @@ static uint64_t run_job(uint8_t kind, uint32_t rounds, uint32_t streams, uint64_
  * started afresh; else in memory. */
 static const char *history_file;
 static struct options opts;
+/* $BENCH_PROCESS_TOPICS=T:K: topics, and topics per stream; 0: none. */
+static uint32_t ntopics, per_stream;
 
 /* The server's core with the options' defaults but these: no writer
  * thread (--writers 1), presence on, the node's name. */
@@ -436,6 +467,13 @@ static int setup(void)
     }
     if (history_file)
         strcpy(opts.history_file, history_file);
+    /* Topics as the server wires them, a subscription's streams on the
+     * topic's side unbounded here; anyone may join. */
+    opts.max_topics = ntopics;
+    opts.topics_per_stream = per_stream ? per_stream : 16;
+    opts.streams_per_topic = MAX_USERS;
+    opts.topic_history = opts.history;
+    opts.topic_auth = 0;
     char *argv[] = {"benchprocess", NULL};
     if (server_start(&server, &opts, SERVER_CORE, 1, argv) != 0 ||
         chunked_init() != 0)           /* its goodbye: the last chunk */
@@ -472,6 +510,9 @@ static struct {
     uint64_t snap_cpu_ns[MAX_REPEATS], snap_wall_ns[MAX_REPEATS];
     uint64_t snap_bytes, snap_pieces, max_piece;
     uint64_t reopen_ns;                   /* with a history file: opening it again */
+    long rss_subscribed_kb;               /* topics: after every subscription */
+    uint64_t subscriptions, subscribe_ns, publish_ns[MAX_REPEATS], publish_rounds;
+    size_t index_bytes;                   /* topic_index_bytes() once subscribed */
 } res;
 
 /* Bytes of one framed message on a stream of the framing: compressed
@@ -608,6 +649,50 @@ static void phase_close(uint32_t n)
           (uint64_t)atomic_load(&seen.down), n);
 }
 
+/* Every stream subscribes to per_stream topics: stream i (uid i + 1) to
+ * t:((i * K + j) mod T). */
+static void phase_subscribe(uint32_t n)
+{
+    long before = status_kb("RssAnon");
+    uint64_t cpu = thread_cpu_ns(), refused = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct stream *s = uidtable_first(i + 1);
+        for (uint32_t j = 0; s && j < per_stream; j++) {
+            char name[16];
+            uint32_t t, len = (uint32_t)snprintf(name, sizeof name, "t:%u",
+                                                 (uint32_t)(((uint64_t)i * per_stream + j) % ntopics));
+            refused += topic_subscribe(s, name, len, &t) != TOPIC_OK;
+        }
+    }
+    res.subscribe_ns = thread_cpu_ns() - cpu;
+    res.rss_subscribed_kb = status_kb("RssAnon");
+    res.subscriptions = loop_stats.topic_subscriptions;
+    res.index_bytes = topic_index_bytes();
+    double per = (double)(res.rss_subscribed_kb - before) * 1024.0 / (double)res.subscriptions;
+    check("subscribe", refused == 0 && res.subscriptions == (uint64_t)n * per_stream &&
+                           loop_stats.topics == (n * (uint64_t)per_stream < ntopics
+                                                     ? n * (uint64_t)per_stream : ntopics),
+          "%" PRIu64 " subscriptions to %" PRIu64 " topics, %" PRIu64 " refused; RssAnon grew "
+          "%.1f B a subscription", res.subscriptions, loop_stats.topics, refused, per);
+}
+
+/* Rounds of a message to every topic: each stream gets per_stream a round. */
+static void phase_publish(uint32_t n)
+{
+    uint64_t d0 = loop_stats.deliveries, b0 = atomic_load(&sink_bytes), u;
+    uint32_t held = (uint32_t)(n * (uint64_t)per_stream < ntopics ? n * (uint64_t)per_stream
+                                                                  : ntopics);
+    res.publish_rounds = res.subscriptions >= MIN_WORK ? 1
+                         : (MIN_WORK + res.subscriptions - 1) / res.subscriptions;
+    for (uint32_t r = 0; r < res.repeats; r++)
+        res.publish_ns[r] = run_job(CMD_TOPIC, (uint32_t)res.publish_rounds, held, &u);
+    uint64_t want = (uint64_t)res.repeats * res.publish_rounds * res.subscriptions;
+    int ok = sinks_reach(b0 + want * framed_size());
+    check("publish", ok && loop_stats.deliveries - d0 == want,
+          "%" PRIu64 " of %" PRIu64 " delivered, %" PRIu64 " of %" PRIu64 " B read off the sinks",
+          loop_stats.deliveries - d0, want, atomic_load(&sink_bytes) - b0, want * framed_size());
+}
+
 /* With a history file: what a restart spends opening it again, all it
  * holds checked (core/history_check.c), and that it resumed. */
 static void phase_reopen(void)
@@ -668,6 +753,22 @@ static int report(void)
            (double)res.snap_bytes / n, res.snap_pieces, res.max_piece);
     printf("  \"snapshot_cpu_ns\": %.3f, \"snapshot_wall_ns\": %.3f",
            (double)median(sc, (int)r) / n, (double)median(sw, (int)r) / n);
+    if (ntopics) {
+        uint64_t p[MAX_REPEATS];
+        memcpy(p, res.publish_ns, sizeof p);
+        double subs = (double)res.subscriptions;
+        printf(",\n  \"topics\": %u, \"topics_per_stream\": %u, \"subscriptions\": %" PRIu64,
+               ntopics, per_stream, res.subscriptions);
+        printf(",\n  \"rss_anon_subscribed_kb\": %ld, \"bytes_per_subscription\": %.2f",
+               res.rss_subscribed_kb,
+               (double)(res.rss_subscribed_kb - res.rss_open_kb) * 1024.0 / subs);
+        printf(",\n  \"index_bytes_per_subscription\": %.2f", (double)res.index_bytes / subs);
+        printf(",\n  \"subscribe_cpu_ns\": %.2f", (double)res.subscribe_ns / subs);
+        printf(",\n  \"publish_cpu_ns_per_delivery\": %.2f",
+               (double)median(p, (int)r) / ((double)res.publish_rounds * subs));
+        json_samples("publish_cpu_ns_samples", res.publish_ns, r,
+                     (double)res.publish_rounds * subs);
+    }
     json_samples("deliver_cpu_ns_samples", res.deliver_ns, r, per);
     json_samples("broadcast_cpu_ns_samples", res.broadcast_ns, r, per);
     json_samples("deliver_user_ns_samples", res.deliver_user_ns, r, per);
@@ -690,6 +791,13 @@ int main(int argc, char **argv)
     if (n < SINKS || n > MAX_USERS || n / SINKS >= 65535 || r < 1 || r > MAX_REPEATS) {
         fprintf(stderr, "usage: benchprocess STREAMS [REPEATS]   (%d..%d streams, 1..%d repeats)\n",
                 SINKS, MAX_USERS, MAX_REPEATS);
+        return 2;
+    }
+    const char *topics = getenv("BENCH_PROCESS_TOPICS");
+    if (topics && *topics && (sscanf(topics, "%u:%u", &ntopics, &per_stream) != 2 ||
+                              ntopics < 1 || per_stream < 1 || per_stream > 255)) {
+        fprintf(stderr, "benchprocess: BENCH_PROCESS_TOPICS is T:K (T topics >= 1, K 1..255 "
+                        "topics a stream)\n");
         return 2;
     }
     const char *f = getenv("BENCH_PROCESS_FRAMING"), *pl = getenv("BENCH_PROCESS_PAYLOAD");
@@ -726,7 +834,11 @@ int main(int argc, char **argv)
     pthread_create(&outs, NULL, outbox_reader, NULL);
 
     phase_open(res.streams);
-    if (!nchecks || checks[0].ok) {
+    if (ntopics && checks[0].ok) {
+        phase_subscribe(res.streams);
+        phase_publish(res.streams);
+        phase_close(res.streams);
+    } else if (!nchecks || checks[0].ok) {
         phase_deliver(res.streams);
         phase_broadcast(res.streams);
         phase_snapshot(res.streams);

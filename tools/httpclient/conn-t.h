@@ -18,7 +18,8 @@
 #define CONN_MAX_PER_PROC 19000
 /* Measured by make bench: the slope of the workers' RSS from 2,000 to
  * 18,000 idle streams was 246 bytes (sizeof(struct conn) is 224; up_seq,
- * for --send-rate, took 4 bytes of its padding, so it still is). */
+ * for --send-rate, took 4 bytes of its padding, so it still is). With
+ * --topics each connection also has 12 bytes per topic for its ids. */
 #define CONN_COST_TEXT \
     "about 250 bytes of client memory: a worker's RSS\n" \
     "grows by that much per idle stream (make bench, section 1)"
@@ -54,6 +55,7 @@ struct conn {
 struct msg_info {
     int has_id, bad_id;
     uint32_t epoch, seq;
+    uint32_t topic;             /* a topic's message (--topics): t:N is N + 1; 0: the uid's */
     int has_ts;
     uint64_t ts;
     int has_n;                  /* "n=N;" followed the stamp (--record writes it) */

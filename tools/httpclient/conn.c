@@ -45,6 +45,9 @@ int conn_set_init(struct conn_set *cs, struct event_base *base, const struct cli
     cs->conns = calloc(n ? n : 1, sizeof *cs->conns);
     if (!cs->conns)
         return -1;
+    if (o->topics && !(cs->topic_ids = calloc((n ? n : 1) * o->topics_per_conn,
+                                              sizeof *cs->topic_ids)))
+        return -1;
     cs->base = base;
     cs->o = o;
     cs->st = st;
@@ -140,17 +143,30 @@ void conn_read_all(struct conn_set *cs)
             event_add(&cs->conns[i].ev, NULL);
 }
 
-/* The message's id against the connection's last one. */
+/* --topics: the id tracker of c's topic t:N (N + 1 in topic), NULL when
+ * it is none of c's. */
+static struct id_track *topic_ids(struct conn *c, uint32_t topic)
+{
+    const struct client_opts *o = g_set->o;
+    if (!g_set->topic_ids || topic == 0 || topic > o->topics)
+        return NULL;
+    uint32_t j = opts_topic_index(o, global_of(c), topic - 1);
+    return j < o->topics_per_conn ? &g_set->topic_ids[index_of(c) * o->topics_per_conn + j]
+                                  : NULL;
+}
+
+/* The message's id against the connection's last one (its topic's). */
 static void check_id(struct conn *c, const struct msg_info *m)
 {
     struct worker_stats *st = g_set->st;
     int first = (c->flags & CF_FIRST) != 0;
     c->flags &= (uint8_t)~CF_FIRST;
-    if (!m->has_id) {
+    struct id_track *t = m->topic ? topic_ids(c, m->topic) : &c->ids;
+    if (!m->has_id || !t) {
         st->id_errors++;
         return;
     }
-    switch (ids_next(&c->ids, m->epoch, m->seq)) {
+    switch (ids_next(t, m->epoch, m->seq)) {
     case ID_OK:
         break;
     case ID_DUP:
@@ -199,6 +215,9 @@ void conn_gap(struct conn *c)
         record_gap(opts_uid_of(g_set->o, global_of(c)));
     g_set->st->gaps++;
     ids_gap(&c->ids);
+    /* a topic's gap may be any of its topics': each may jump once */
+    for (uint32_t j = 0; g_set->topic_ids && j < g_set->o->topics_per_conn; j++)
+        ids_gap(&g_set->topic_ids[index_of(c) * g_set->o->topics_per_conn + j]);
 }
 
 void conn_pong(struct conn *c)
@@ -282,7 +301,8 @@ void conn_answer(struct conn *c, int gap)
 static int send_request(int fd, struct conn *c)
 {
     const struct client_opts *o = g_set->o;
-    char req[OPT_MAX_REQUEST + 64], id[32];
+    static char req[OPT_MAX_REQUEST + 64 + 255 * 48];
+    char id[32];
     int idlen = ids_format(&c->ids, id, sizeof id);
     size_t len = o->req_pre_len;
     memcpy(req, o->req_pre, len);
@@ -291,8 +311,19 @@ static int send_request(int fd, struct conn *c)
                                 (unsigned long long)opts_uid_of(o, global_of(c)));
     memcpy(req + len, o->req_post, o->req_post_len);
     len += o->req_post_len;
-    if (idlen && (o->proto == PROTO_WS || o->proto == PROTO_POLL))
-        len += (size_t)snprintf(req + len, 48, "%csince=%s", o->path_has_query ? '&' : '?', id);
+    int query = o->path_has_query;
+    if (idlen && (o->proto == PROTO_WS || o->proto == PROTO_POLL)) {
+        len += (size_t)snprintf(req + len, 48, "%csince=%s", query ? '&' : '?', id);
+        query = 1;
+    }
+    /* --topics: each with the last id seen there */
+    for (uint32_t j = 0; g_set->topic_ids && j < o->topics_per_conn; j++) {
+        char tid[32];
+        int k = ids_format(&g_set->topic_ids[index_of(c) * o->topics_per_conn + j], tid,
+                           sizeof tid);
+        len += (size_t)snprintf(req + len, 48, "%st:%u%s%s", j ? "," : query ? "&topics=" : "?topics=",
+                                opts_topic_of(o, global_of(c), j), k ? "@" : "", k ? tid : "");
+    }
     memcpy(req + len, o->req_tail, o->req_tail_len);
     len += o->req_tail_len;
     if (idlen && o->proto == PROTO_SSE)

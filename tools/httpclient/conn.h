@@ -19,6 +19,7 @@ struct conn_set {
     const struct client_opts *o;
     struct worker_stats *st;
     struct conn *conns;
+    struct id_track *topic_ids; /* --topics: conns[i]'s K topics' ids at [i * K] */
     size_t n;
     unsigned worker, procs;     /* conns[i] is global connection worker + i * procs */
     size_t pending;             /* connecting or awaiting the welcome */

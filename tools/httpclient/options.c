@@ -76,6 +76,14 @@ void opts_usage(FILE *out)
 "                       the browser client), resuming from the last id; not\n"
 "                       bound by --pending: all come back as they would\n"
 "      --reconnect-cap MS  the longest of those waits (default 20000)\n"
+"      --topics T       sse, ws: each stream subscribes to topics of t:0 .. t:T-1\n"
+"                       (?topics=), as --topics-per-conn says; their messages'\n"
+"                       ids (t:N@EPOCH:SEQ) are checked per topic, and a\n"
+"                       reconnection resumes each from its last id\n"
+"      --topics-per-conn K  topics of each stream: connection g takes\n"
+"                       t:((g * K + j) mod T) for j < K, so each topic has\n"
+"                       conns * K / T streams (default 1; at most 255, the\n"
+"                       server's --max-topics-per-stream must allow it)\n"
 "      --send-rate R    ws: once a worker's streams are up, send R messages a\n"
 "                       second up to the server, all processes together, each\n"
 "                       stream in turn: masked text frames \"q=SEQ;t=NS;\", SEQ\n"
@@ -311,6 +319,7 @@ enum {
     O_HOST = 256, O_PATH, O_UID_BASE, O_UIDS, O_SRC, O_PENDING, O_TIMEOUT, O_HOLD,
     O_UNTIL, O_MAX_TIME, O_JSON, O_HIST_OUT, O_RECORD, O_CHURN, O_CHURN_RESET, O_NO_READ, O_PROTO,
     O_READ_ON_SIGNAL, O_RECONNECT_AFTER, O_RECONNECT_ON_SIGNAL, O_RECONNECT_LOST, O_RECONNECT_CAP, O_SEND_RATE,
+    O_TOPICS, O_TOPICS_PER_CONN,
     O_REQUEST_RATE
 };
 
@@ -356,6 +365,8 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         {"reconnect-on-signal", no_argument, NULL, O_RECONNECT_ON_SIGNAL},
         {"reconnect-lost", required_argument, NULL, O_RECONNECT_LOST},
         {"reconnect-cap", required_argument, NULL, O_RECONNECT_CAP},
+        {"topics", required_argument, NULL, O_TOPICS},
+        {"topics-per-conn", required_argument, NULL, O_TOPICS_PER_CONN},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -481,6 +492,20 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
             if (parse_seconds(optarg, &o->request_rate))
                 return bad("--request-rate", optarg, "want a non-negative number");
             break;
+        case O_TOPICS:
+        case O_TOPICS_PER_CONN: {
+            char *end;
+            unsigned long n = strtoul(optarg, &end, 10);
+            unsigned long hi = c == O_TOPICS ? 1000000ul : 255ul;
+            if (*optarg < '0' || *optarg > '9' || *end || n < 1 || n > hi)
+                return bad(c == O_TOPICS ? "--topics" : "--topics-per-conn", optarg,
+                           c == O_TOPICS ? "want 1 to 1000000 topics" : "want 1 to 255");
+            if (c == O_TOPICS)
+                o->topics = (uint32_t)n;
+            else
+                o->topics_per_conn = (uint32_t)n;
+            break;
+        }
         case O_PROTO:
             if (parse_proto(optarg, &o->proto))
                 return bad("--proto", optarg, "want chunked, sse, ws or poll");
@@ -541,6 +566,16 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         fprintf(stderr, "httpclient: --send-rate and --request-rate need --proto ws (and reading)\n");
         return -1;
     }
+    if (o->topics && o->proto != PROTO_SSE && o->proto != PROTO_WS) {
+        fprintf(stderr, "httpclient: --topics needs --proto sse or ws\n");
+        return -1;
+    }
+    if (o->topics && o->topics_per_conn > o->topics) {
+        fprintf(stderr, "httpclient: --topics-per-conn is more than --topics\n");
+        return -1;
+    }
+    if (!o->topics_per_conn)
+        o->topics_per_conn = 1;
     if (!path)
         path = k_default_paths[o->proto];
     if (set_path(o, path))
@@ -559,4 +594,15 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
 unsigned long opts_uid_of(const struct client_opts *o, uint64_t g)
 {
     return o->uid_base + (unsigned long)(o->uids ? g % o->uids : g);
+}
+
+uint32_t opts_topic_of(const struct client_opts *o, uint64_t g, uint32_t j)
+{
+    return (uint32_t)((g * o->topics_per_conn + j) % o->topics);
+}
+
+uint32_t opts_topic_index(const struct client_opts *o, uint64_t g, uint32_t t)
+{
+    uint64_t first = g * o->topics_per_conn % o->topics;
+    return (uint32_t)((t + o->topics - first) % o->topics);
 }

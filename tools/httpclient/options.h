@@ -53,6 +53,8 @@ struct client_opts {
     int reconnect_on_signal;            /* wait for SIGUSR1 before that reconnection */
     uint32_t reconnect_lost_ms;         /* --reconnect-lost backoff base, 0: never */
     uint32_t reconnect_cap_ms;          /* the longest backoff wait */
+    uint32_t topics;                    /* --topics T: topics t:0 .. t:T-1, 0: none */
+    uint32_t topics_per_conn;           /* --topics-per-conn K */
 
     /* The request is req_pre + uid + req_post (the rest of the path), then
      * "since=" the last id for a resumption (ws, poll), then req_tail (the
@@ -75,5 +77,11 @@ void opts_usage(FILE *out);
 
 /* uid of global connection number g. */
 unsigned long opts_uid_of(const struct client_opts *o, uint64_t g);
+
+/* Topic j (< topics_per_conn) of global connection g: t:((g * K + j) mod T),
+ * so that each topic has conns * K / T subscribers; and back, the j of
+ * topic t for g (K or more: not one of its topics). */
+uint32_t opts_topic_of(const struct client_opts *o, uint64_t g, uint32_t j);
+uint32_t opts_topic_index(const struct client_opts *o, uint64_t g, uint32_t t);
 
 #endif

@@ -28,7 +28,7 @@ static void chunked_chunk(void *ctx, int has_ts, uint64_t ts)
         g_ev->welcome(c);
         return;
     }
-    struct msg_info m = {0, 0, 0, 0, has_ts, ts, 0, 0};
+    struct msg_info m = {0, 0, 0, 0, 0, has_ts, ts, 0, 0};
     g_ev->message(c, &m);
 }
 
@@ -68,8 +68,8 @@ static void sse_event(void *ctx, const struct sse_event *ev)
     if (ev->type == SSE_GAP) {
         g_ev->gap(c);
     } else if (ev->type == SSE_MESSAGE) {
-        struct msg_info m = {ev->has_id, ev->bad_id, ev->epoch, ev->seq, ev->has_ts, ev->ts,
-                             ev->has_n, ev->n};
+        struct msg_info m = {ev->has_id, ev->bad_id, ev->epoch, ev->seq, ev->topic, ev->has_ts,
+                             ev->ts, ev->has_n, ev->n};
         g_ev->message(c, &m);
     }
 }
@@ -94,7 +94,7 @@ static void poll_message_cb(void *ctx, const struct poll_message *pm)
     struct conn *c = ctx;
     if (c->flags & CF_DROP)
         return;
-    struct msg_info m = {pm->has_id, pm->bad_id, pm->epoch, pm->seq, pm->has_ts, pm->ts,
+    struct msg_info m = {pm->has_id, pm->bad_id, pm->epoch, pm->seq, 0, pm->has_ts, pm->ts,
                          pm->has_n, pm->n};
     g_ev->message(c, &m);
 }
@@ -145,8 +145,10 @@ static void ws_message_cb(void *ctx, const struct ws_message *wm)
         g_ev->reply(c, wm->has_ts, wm->ts);
         return;
     }
-    struct msg_info m = {wm->has_id, wm->bad_id, wm->epoch, wm->seq, wm->has_ts, wm->ts,
-                         wm->has_n, wm->n};
+    if (wm->other)
+        return;                       /* a topic's joined, refused or left */
+    struct msg_info m = {wm->has_id, wm->bad_id, wm->epoch, wm->seq, wm->topic, wm->has_ts,
+                         wm->ts, wm->has_n, wm->n};
     g_ev->message(c, &m);
 }
 

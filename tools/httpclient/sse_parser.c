@@ -45,6 +45,7 @@ static void dispatch(struct sse_parser *p, sse_event_fn on_event, void *ctx)
         ev.bad_id = (seen & SEEN_BAD_ID) != 0;
         ev.epoch = p->id.epoch;
         ev.seq = p->id.seq;
+        ev.topic = p->id.topic;
         ev.has_ts = stamp_found(&p->ts);
         ev.ts = p->ts.ts;
         ev.has_n = p->ts.has_n;

@@ -25,6 +25,7 @@ struct sse_event {
     int has_id;             /* a well-formed id field */
     int bad_id;             /* an id field that was not EPOCH:SEQ */
     uint32_t epoch, seq;
+    uint32_t topic;         /* a topic's id (t:N@...): N + 1; 0: the uid's */
     int has_ts;
     uint64_t ts;
     int has_n;              /* "n=N;" after the stamp */

@@ -95,19 +95,24 @@ static inline void stamp_byte(struct stamp_scan *s, unsigned c)
 }
 
 /* An id in the making. pos: hex digits of the epoch seen (0..8), then 9
- * after the ':', then 10 + decimal digits of the sequence. */
+ * after the ':', then 10 + decimal digits of the sequence. A topic's id
+ * (httpclient --topics) leads with its topic, "t:N@": topic is N + 1 then
+ * (0: a uid's id), read while pos is 0 (tpos: where in "t:N@"). */
 struct id_scan {
     uint32_t epoch;
     uint32_t seq;
-    uint8_t pos;
-    uint8_t bad;
+    unsigned topic : 24;    /* below 2^24: --topics at most 1,000,000 */
+    unsigned tpos : 2;      /* 1: after 't', 2: after "t:", 3: digits of N */
+    unsigned bad : 1;
+    unsigned pos : 5;       /* an id is at most 19 bytes: 31 is past any */
 };
 
 static inline void id_start(struct id_scan *s)
 {
-    s->epoch = s->seq = 0;
+    s->epoch = s->seq = s->topic = 0;
     s->pos = 0;
     s->bad = 0;
+    s->tpos = 0;
 }
 
 static inline int hex_digit(unsigned c)
@@ -125,6 +130,24 @@ static inline void id_byte(struct id_scan *s, unsigned c)
 {
     if (s->bad)
         return;
+    /* "t:N@" ahead of a topic's id ('t' is no hex digit) */
+    if (s->pos == 0 && (s->tpos || c == 't')) {
+        if (s->tpos == 0) {
+            s->tpos = 1;
+        } else if (s->tpos == 1) {
+            s->bad = c != ':';
+            s->tpos = 2;
+            s->topic = 1;
+        } else if (c == '@' && s->tpos == 3) {
+            s->tpos = 0;                 /* the id proper follows */
+        } else if (c >= '0' && c <= '9' && s->topic < (1u << 24) / 10) {
+            s->topic = (s->topic - 1) * 10 + (c - '0') + 1;
+            s->tpos = 3;
+        } else {
+            s->bad = 1;
+        }
+        return;
+    }
     if (s->pos < 8) {
         int h = hex_digit(c);
         if (h < 0)
@@ -135,7 +158,7 @@ static inline void id_byte(struct id_scan *s, unsigned c)
     } else if (s->pos == 8) {
         s->bad = c != ':';
         s->pos++;
-    } else if (c >= '0' && c <= '9' && s->seq <= (UINT32_MAX - (c - '0')) / 10 && s->pos < 255) {
+    } else if (c >= '0' && c <= '9' && s->seq <= (UINT32_MAX - (c - '0')) / 10 && s->pos < 31) {
         s->seq = s->seq * 10 + (c - '0');
         s->pos++;
     } else {

@@ -361,6 +361,7 @@ size_t ws_parser_close_frame(uint8_t out[WS_CLOSE_FRAME_LEN], uint16_t code)
 #define MSG_OP 0x0fu
 #define MSG_GAP 0x80u
 #define MSG_CONN 0x40u          /* "event: conn": the answer of a {conn, Conn, Data} */
+#define MSG_OTHER 0x20u         /* another "event:" (a topic's joined, refused, left) */
 
 /* The prefix of a data message, a line at a time: "id: " then the id,
  * "event:" then " gap" or " conn" (the space optional, as in SSE), other
@@ -504,6 +505,8 @@ static void meta_byte(struct ws_parser *p, unsigned c)
             p->msg |= MSG_GAP;
         else if (state == M_CONN_END)
             p->msg |= MSG_CONN;
+        else if (state == M_EVENT || state == M_CONN)
+            p->msg |= MSG_OTHER;        /* "ga", "co": a shorter name */
         p->meta = META(M_LINE, 0);
         return;
     }
@@ -533,7 +536,7 @@ static void meta_byte(struct ws_parser *p, unsigned c)
             break;
         }
         if (c != (unsigned char)gap[pos])
-            p->meta = META(M_SKIP, 0);
+            p->meta = META(M_SKIP, 0), p->msg |= MSG_OTHER;
         else
             p->meta = ++pos == sizeof gap - 1 ? META(M_EVENT_END, 0) : META(M_EVENT, pos);
         break;
@@ -542,13 +545,13 @@ static void meta_byte(struct ws_parser *p, unsigned c)
         break;
     case M_CONN:
         if (c != (unsigned char)conn[pos])
-            p->meta = META(M_SKIP, 0);
+            p->meta = META(M_SKIP, 0), p->msg |= MSG_OTHER;
         else
             p->meta = ++pos == sizeof conn - 1 ? META(M_CONN_END, 0) : META(M_CONN, pos);
         break;
     case M_EVENT_END:                   /* "gap" and more: another event */
     case M_CONN_END:
-        p->meta = META(M_SKIP, 0);
+        p->meta = META(M_SKIP, 0), p->msg |= MSG_OTHER;
         break;
     default:                            /* M_SKIP */
         break;
@@ -561,10 +564,12 @@ static void message_done(struct ws_parser *p, const struct ws_callbacks *cb, voi
     m.text = (p->msg & MSG_OP) == OP_TEXT;
     m.gap = (p->msg & MSG_GAP) != 0;
     m.reply = !m.gap && (p->msg & MSG_CONN) != 0;
-    m.has_id = !m.gap && !m.reply && id_ok(&p->u.fr.id) && p->meta >> 4 == M_BODY;
-    m.bad_id = !m.gap && !m.reply && !m.has_id;
+    m.other = !m.gap && !m.reply && (p->msg & MSG_OTHER) != 0;
+    m.has_id = !m.gap && !m.reply && !m.other && id_ok(&p->u.fr.id) && p->meta >> 4 == M_BODY;
+    m.bad_id = !m.gap && !m.reply && !m.other && !m.has_id;
     m.epoch = p->u.fr.id.epoch;
     m.seq = p->u.fr.id.seq;
+    m.topic = p->u.fr.id.topic;
     m.has_ts = stamp_found(&p->u.fr.ts);
     m.ts = p->u.fr.ts.ts;
     m.has_n = p->u.fr.ts.has_n;

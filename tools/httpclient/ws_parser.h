@@ -49,9 +49,11 @@ struct ws_message {
     int text;               /* opcode 1 (else 2, binary) */
     int gap;                /* "event: gap" in the prefix: a gap, not a message */
     int reply;              /* "event: conn": a {conn, Conn, Data} to this connection, no id */
+    int other;              /* another event ("event: joined", ...): no message */
     int has_id;
     int bad_id;             /* neither a gap nor an "id:" line with EPOCH:SEQ */
     uint32_t epoch, seq;
+    uint32_t topic;         /* a topic's id (t:N@...): N + 1; 0: the uid's */
     int has_ts;
     uint64_t ts;
     int has_n;              /* "n=N;" after the stamp */

@@ -361,12 +361,15 @@ static void the_gap_frame_is_a_gap(void **state)
     }
 }
 
-/* Other events are not gaps: without an id, messages with a bad one. */
+/* Other events are not gaps: another event (a topic's joined, refused,
+ * left) is no message; a line that is no event field leaves a message
+ * with a bad id. */
 static void only_event_gap_is_a_gap(void **state)
 {
     (void)state;
     static const char *const others[] = {"event: gaps\n\n{}", "event: ga\n\n{}",
-                                         "event: message\n\n{}", "x-event: gap\n\n{}"};
+                                         "event: message\n\n{}", "event: joined\n\n{}",
+                                         "x-event: gap\n\n{}"};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         uint8_t buf[64];
         size_t len = 0;
@@ -377,12 +380,34 @@ static void only_event_gap_is_a_gap(void **state)
         assert_int_equal(feed_steps(&p, &s, buf, len, len), WS_MORE);
         assert_int_equal(s.n, 1);
         assert_false(s.m[0].gap);
-        assert_true(s.m[0].bad_id);
+        int event = others[i][0] == 'e';   /* any other event's name */
+        assert_int_equal(s.m[0].other, event);
+        assert_int_equal(s.m[0].bad_id, !event);
     }
 }
 
+/* A topic's id (httpclient --topics): t:N@EPOCH:SEQ, N read beside the id. */
+static void a_topic_id_names_its_topic(void **state)
+{
+    (void)state;
+    static const char msg[] = "id: t:4093@0badc0de:17\n\nhello";
+    uint8_t buf[64];
+    size_t len = 0;
+    struct ws_parser p;
+    struct seen s = {0};
+    frame(buf, &len, 0x81, msg, strlen(msg));
+    ws_parser_init(&p);
+    assert_int_equal(feed_steps(&p, &s, buf, len, 1), WS_MORE);
+    assert_int_equal(s.n, 1);
+    assert_true(s.m[0].has_id);
+    assert_int_equal(s.m[0].topic, 4094);
+    assert_int_equal(s.m[0].epoch, 0x0badc0de);
+    assert_int_equal(s.m[0].seq, 17);
+}
+
 /* "event: conn" (the answer of a {conn, Conn, Data}) is a reply: no id
- * wanted, its body's stamp read; a near miss is a message without an id.
+ * wanted, its body's stamp read; a near miss is another event, or a
+ * gap if "event: gap" came first.
  * Fed whole and a byte at a time. */
 static void event_conn_is_a_reply(void **state)
 {
@@ -417,7 +442,7 @@ static void event_conn_is_a_reply(void **state)
             assert_int_equal(feed_steps(&p, &s, buf, len, step), WS_MORE);
             assert_int_equal(s.n, 1);
             assert_false(s.m[0].reply);
-            assert_true(s.m[0].gap || s.m[0].bad_id);
+            assert_true(i == 2 ? s.m[0].gap : s.m[0].other);
         }
     }
 }
@@ -512,6 +537,7 @@ int main(void)
         cmocka_unit_test(the_close_frame_is_masked),
         cmocka_unit_test(the_gap_frame_is_a_gap),
         cmocka_unit_test(only_event_gap_is_a_gap),
+        cmocka_unit_test(a_topic_id_names_its_topic),
         cmocka_unit_test(event_conn_is_a_reply),
         cmocka_unit_test(every_ping_gets_its_pong),
         cmocka_unit_test(a_close_is_answered_with_its_code),

@@ -325,6 +325,86 @@ static enum term_error parse_message(const char *msg, int len);
 
 /* Data tagged {binary, Data} or {text, Data} inside {Uid, _}, after x's
  * tuple header and uid: begins x up to there. */
+/* {Atom, Conn | Topic, Topic | Data [, Last]}: a topic term of 3 or 4
+ * elements, conn omitted (< 0) for {topic, Topic, Data}. */
+static enum term_error topic_term(const char *atom, long long conn, const char *topic,
+                                  const char *third, struct term_view *v)
+{
+    begin();
+    ei_x_encode_tuple_header(&x, 2 + (conn >= 0) + (third != NULL));
+    ei_x_encode_atom(&x, atom);
+    if (conn >= 0)
+        ei_x_encode_longlong(&x, conn);
+    ei_x_encode_binary(&x, topic, (long)strlen(topic));
+    if (third)
+        ei_x_encode_binary(&x, third, (long)strlen(third));
+    return parse_keep(v);
+}
+
+static void topic_terms(void **state)
+{
+    (void)state;
+    struct term_view v;
+    char name[64];
+
+    assert_int_equal(topic_term("topic", -1, "room:lobby", "hello", &v), TERM_OK);
+    assert_int_equal(v.kind, CMD_TOPIC);
+    assert_int_equal(v.topic_len, 10);
+    assert_int_equal(v.nuids, 3);              /* the words the name takes in the record */
+    assert_int_equal(v.payload_len, 5);
+    erl_term_copy_topic(x.buff, &v, name);
+    assert_memory_equal(name, "room:lobby", 10);
+    ei_x_free(&x);
+
+    assert_int_equal(topic_term("subscribe", 99, "a/b.c-d_e", NULL, &v), TERM_OK);
+    assert_int_equal(v.kind, CMD_SUBSCRIBE);
+    assert_true(v.conn == 99);
+    ei_x_free(&x);
+    assert_int_equal(topic_term("unsubscribe", 99, "t", NULL, &v), TERM_OK);
+    assert_int_equal(v.kind, CMD_UNSUBSCRIBE);
+    ei_x_free(&x);
+    /* the handler's answers: the id to resume from (maybe none), a reason */
+    assert_int_equal(topic_term("subscribe", 5, "t", "0badc0de:7", &v), TERM_OK);
+    assert_int_equal(v.kind, CMD_JOIN_ALLOWED);
+    assert_int_equal(v.payload_len, 10);
+    ei_x_free(&x);
+    assert_int_equal(topic_term("subscribe", 5, "t", "", &v), TERM_OK);
+    assert_int_equal(v.payload_len, 0);
+    ei_x_free(&x);
+    assert_int_equal(topic_term("refuse_join", 5, "t", "room full", &v), TERM_OK);
+    assert_int_equal(v.kind, CMD_JOIN_REFUSED);
+    ei_x_free(&x);
+
+    /* topics that are no names, reasons a client cannot be told, shapes */
+    char long_name[66];
+    memset(long_name, 'a', 65);
+    long_name[65] = '\0';
+    const char *bad_topics[] = {"", "with space", "a,b", "a@b", "caf\xc3\xa9", "\"q\"", long_name};
+    for (size_t i = 0; i < sizeof bad_topics / sizeof *bad_topics; i++) {
+        assert_int_equal(topic_term("topic", -1, bad_topics[i], "x", &v), TERM_BAD_TOPIC);
+        ei_x_free(&x);
+        assert_int_equal(topic_term("subscribe", 1, bad_topics[i], NULL, &v), TERM_BAD_TOPIC);
+        ei_x_free(&x);
+    }
+    assert_int_equal(topic_term("topic", -1, "t", "", &v), TERM_EMPTY);
+    ei_x_free(&x);
+    assert_int_equal(topic_term("refuse_join", 5, "t", "\"}, {\"x", &v), TERM_BAD_SHAPE);
+    ei_x_free(&x);
+    assert_int_equal(topic_term("subscribe", 5, "t", "0123456789012345678901234567890123", &v),
+                     TERM_BAD_SHAPE);            /* an id longer than any */
+    ei_x_free(&x);
+    assert_int_equal(topic_term("unsubscribe", 5, "t", "x", &v), TERM_BAD_SHAPE);
+    ei_x_free(&x);
+    assert_int_equal(topic_term("topic", 5, "t", "x", &v), TERM_BAD_SHAPE);   /* 4 elements */
+    ei_x_free(&x);
+    begin();                                    /* the topic an atom: not taken */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "topic");
+    ei_x_encode_atom(&x, "lobby");
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+}
+
 static void begin_tagged(const char *tag)
 {
     begin();
@@ -990,6 +1070,7 @@ int main(void)
         cmocka_unit_test(broadcast_kick_stats_and_acknowledged),
         cmocka_unit_test(drain_terms),
         cmocka_unit_test(conn_and_ack_terms),
+        cmocka_unit_test(topic_terms),
         cmocka_unit_test(data_says_binary_or_text),
         cmocka_unit_test(every_data_form_takes_the_tag),
         cmocka_unit_test(bad_uids),

@@ -13,9 +13,10 @@ defmodule Httpdcnode do
   A connection (`t:conn/0`) is `{c_node, id}`, as `handle_in/4` of a
   `Httpdcnode.Handler` gets it.
 
-  There is no `publish/2` yet: the server has no topics. `multicast/2`
-  sends to a list of uids, and the Erlang `httpdcnode_router` module to a uid and
-  its subscribers (docs/erlang.md).
+  A topic (`t:topic/0`) is a named channel streams subscribe to:
+  `publish/2` sends one Erlang message per C-node holding it, not a list
+  of uids (docs/erlang.md, Topics). `multicast/2` sends to a list of
+  uids.
   """
 
   # send/2 here is httpdcnode's, not Kernel's.
@@ -24,6 +25,7 @@ defmodule Httpdcnode do
   @type uid :: pos_integer
   @type msg :: iodata | String.t()
   @type conn :: {node, pos_integer}
+  @type topic :: binary | String.t() | atom
 
   @default_timeout 5000
 
@@ -60,6 +62,34 @@ defmodule Httpdcnode do
   @spec reply_sync(conn, msg, timeout) :: {:ok, 0 | 1}
   def reply_sync(conn, msg, timeout \\ @default_timeout),
     do: :httpdcnode.reply_sync(conn, msg, timeout)
+
+  @doc """
+  Sends `msg` to every stream subscribed to `topic` (1 to 64 of
+  `A-Z a-z 0-9 _ - . : /`), one message per C-node that holds it. Async.
+  """
+  @spec publish(topic, msg) :: :ok
+  def publish(topic, msg), do: :httpdcnode.publish(topic, msg)
+
+  @doc "Like `publish/2`, waiting for the C-nodes: `{:ok, n}`, the streams written to."
+  @spec publish_sync(topic, msg, timeout) :: {:ok, non_neg_integer}
+  def publish_sync(topic, msg, timeout \\ @default_timeout),
+    do: :httpdcnode.publish_sync(topic, msg, timeout)
+
+  @doc "The connection `conn` joins `topic`, live from now (its client is told). Async."
+  @spec subscribe(conn, topic) :: :ok
+  def subscribe(conn, topic), do: :httpdcnode.subscribe(conn, topic)
+
+  @doc "The connection `conn` leaves `topic` (its client is told). Async."
+  @spec unsubscribe(conn, topic) :: :ok
+  def unsubscribe(conn, topic), do: :httpdcnode.unsubscribe(conn, topic)
+
+  @doc "Streams subscribed to `topic` on every C-node, as their presence last told."
+  @spec topic_count(topic) :: non_neg_integer
+  def topic_count(topic), do: :httpdcnode.topic_count(topic)
+
+  @doc "`[{uid, conn}]` subscribed to `topic`: needs the C-nodes' `--presence-topics`."
+  @spec topic_members(topic) :: [{uid, conn}]
+  def topic_members(topic), do: :httpdcnode.topic_members(topic)
 
   @doc "Ends every stream of `uid`; its clients are told not to come back."
   @spec kick(uid) :: :ok

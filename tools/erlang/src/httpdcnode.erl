@@ -19,10 +19,13 @@
          broadcast/1, kick/1,
          online/1, online_uids/1, nodes/0, stats/0, stats/1, app_stats/0]).
 -export([reply/2, reply_sync/2, reply_sync/3]).
+-export([publish/2, publish_sync/2, publish_sync/3, subscribe/2, unsubscribe/2,
+         subscribe_sync/2, subscribe_sync/3, topic_count/1, topic_nodes/1, topic_members/1,
+         topics/0]).
 -export([token/2, token_url/3]).
 -export([to_binary/1, to_wire/1, group_by_node/2]).
 -export([relay_sync/3, peers/0]).
--export_type([uid/0, msg/0, conn/0]).
+-export_type([uid/0, msg/0, conn/0, topic/0]).
 
 -define(TIMEOUT, 5000).
 
@@ -33,6 +36,9 @@
 %% that C-node, never one of a later run; 0 names none (a POST /send/N
 %% without ?conn=): a reply to it is counted there (conn_dropped).
 -type conn() :: {node(), non_neg_integer()}.
+%% A topic: 1 to 64 bytes of A-Z a-z 0-9 _ - . : / ("room:lobby"), as a
+%% binary, a string or an atom (taken as its name); anything else is badarg.
+-type topic() :: binary() | string() | atom().
 
 %% Starts the application and everything it needs (mnesia included).
 start() ->
@@ -192,7 +198,9 @@ nodes() ->
 %% last_seen_entries and last_seen_bytes (the table now), last_seen_evicted
 %% (by its cap) and last_seen_expired (by its sweep); subscription_merges,
 %% subscription_merged_pairs, subscription_tombstones and tombstones_expired
-%% (httpdcnode_subs_heal). On a client node, the master's.
+%% (httpdcnode_subs_heal); topic_unheld (published to a topic no C-node
+%% held, nor reported within hold_ms) and topic_held_sent (held until
+%% one did). On a client node, the master's.
 -spec stats() -> #{node() | app => map() | {error, timeout | nodedown}}.
 stats() ->
     stats(?TIMEOUT).
@@ -232,6 +240,130 @@ token(Uid, TtlSeconds) ->
 -spec token_url(iodata(), uid(), pos_integer()) -> binary().
 token_url(BaseUrl, Uid, TtlSeconds) ->
     httpdcnode_token:token_url(BaseUrl, Uid, TtlSeconds).
+
+%%% Topics
+
+%% Sends Msg to every stream subscribed to Topic: one Erlang message to
+%% each C-node that holds the topic (as its topic presence says), which
+%% gives it the topic's next id there, keeps it in the topic's history and
+%% writes it to the topic's streams. Async. A topic held nowhere may be
+%% joined right now (its presence on its way): the message waits a moment
+%% for it (httpdcnode_topics, held messages), then is dropped and counted
+%% (stats/0, app, topic_unheld); a C-node whose last stream left the topic
+%% holds it for its history's TTL and keeps what comes for the clients
+%% coming back.
+-spec publish(topic(), msg()) -> ok.
+publish(Topic, Msg) ->
+    T = topic(Topic),
+    Bin = to_wire(Msg),
+    case client() of
+        true -> httpdcnode_client:cast(?MODULE, publish, [T, Bin]);
+        false ->
+            case httpdcnode_topics:nodes(T) of
+                [] -> httpdcnode_topics:hold(T, Bin);
+                Nodes -> [{any, N} ! {topic, T, Bin} || N <- Nodes]
+            end,
+            ok
+    end.
+
+%% Like publish/2, but waits for the C-nodes: N = streams written to (a
+%% C-node that does not answer within Timeout ms counts 0).
+-spec publish_sync(topic(), msg()) -> {ok, non_neg_integer()}.
+publish_sync(Topic, Msg) ->
+    publish_sync(Topic, Msg, ?TIMEOUT).
+
+publish_sync(Topic, Msg, Timeout) ->
+    T = topic(Topic),
+    Bin = to_wire(Msg),
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, publish_sync, [T, Bin, Timeout], Timeout);
+        false ->
+            case httpdcnode_topics:nodes(T) of
+                [] -> httpdcnode_topics:hold(T, Bin), {ok, 0};
+                Nodes ->
+                    Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, topic, T, Bin} end,
+                                      Nodes, Timeout),
+                    {ok, lists:sum([C || C <- maps:values(Replies), is_integer(C)])}
+            end
+    end.
+
+%% The connection Conn joins Topic (live from now), whatever its token or
+%% the handler would say: the application's word. Its client is told
+%% (SSE: the event joined; ws+meta: event: joined). Async; a bound of its
+%% C-node may refuse it (told to the client, counted there).
+-spec subscribe(conn(), topic()) -> ok.
+subscribe({CNode, Id}, Topic) when is_atom(CNode), is_integer(Id), Id >= 0 ->
+    {any, CNode} ! {subscribe, Id, topic(Topic)},
+    ok.
+
+%% Conn leaves Topic (its client is told: left).
+-spec unsubscribe(conn(), topic()) -> ok.
+unsubscribe({CNode, Id}, Topic) when is_atom(CNode), is_integer(Id), Id >= 0 ->
+    {any, CNode} ! {unsubscribe, Id, topic(Topic)},
+    ok.
+
+%% subscribe/2, waiting: ok, or {error, refused} when Conn is not open on
+%% its C-node or a bound refused it (or no answer came within Timeout).
+-spec subscribe_sync(conn(), topic()) -> ok | {error, refused}.
+subscribe_sync(Conn, Topic) ->
+    subscribe_sync(Conn, Topic, ?TIMEOUT).
+
+subscribe_sync({CNode, Id}, Topic, Timeout) when is_atom(CNode), is_integer(Id), Id >= 0 ->
+    T = topic(Topic),
+    Ref = make_ref(),
+    {any, CNode} ! {self(), Ref, subscribe, Id, T},
+    receive {Ref, 1} -> ok;
+            {Ref, _} -> {error, refused}
+    after Timeout -> {error, refused}
+    end.
+
+%% Streams subscribed to Topic on every C-node, as their topic presence
+%% last told (a window, 50 to 800 ms, behind).
+-spec topic_count(topic()) -> non_neg_integer().
+topic_count(Topic) ->
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, topic_count, [Topic], ?TIMEOUT);
+        false -> httpdcnode_topics:count(topic(Topic))
+    end.
+
+%% [{Node, Streams}] holding Topic (Streams 0: it lingers there for its
+%% clients' resumes).
+-spec topic_nodes(topic()) -> [{node(), non_neg_integer()}].
+topic_nodes(Topic) ->
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, topic_nodes, [Topic], ?TIMEOUT);
+        false -> httpdcnode_topics:node_counts(topic(Topic))
+    end.
+
+%% [{Uid, Conn}] subscribed to Topic: needs the C-nodes' --presence-topics
+%% (without it, []).
+-spec topic_members(topic()) -> [{uid(), conn()}].
+topic_members(Topic) ->
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, topic_members, [Topic], ?TIMEOUT);
+        false -> httpdcnode_topics:members(topic(Topic))
+    end.
+
+%% Every topic held on some C-node.
+-spec topics() -> [binary()].
+topics() ->
+    case client() of
+        true -> httpdcnode_client:call(?MODULE, topics, [], ?TIMEOUT);
+        false -> httpdcnode_topics:topics()
+    end.
+
+%% Topic as the C-nodes take it; badarg when it is no topic name.
+topic(T) when is_atom(T) -> topic(atom_to_binary(T, utf8));
+topic(T) when is_list(T) ->
+    case catch iolist_to_binary(T) of
+        B when is_binary(B) -> topic(B);
+        _ -> error(badarg, [T])
+    end;
+topic(T) ->
+    case httpdcnode_topics:valid(T) of
+        true -> T;
+        false -> error(badarg, [T])
+    end.
 
 %%% Building blocks (exported for tests and for httpdcnode_router)
 

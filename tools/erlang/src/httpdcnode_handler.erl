@@ -22,6 +22,18 @@
 %%       C-node), so a handler that frees on it checks again later
 %%       (httpdcnode:online/1). Sent by httpdcnode_presence to the inbox of
 %%       application env inbox (or env offline_events)
+%%   authorize_join(Uid, Topic, Meta, State) -> {allow | {deny, Reason}, State}
+%%       (optional) with the C-nodes' --topic-auth handler: may the stream
+%%       Meta's conn => Conn of Uid join Topic (a binary), a topic its
+%%       subscriber token does not list? Meta also holds since => Id (the
+%%       id the client resumes the topic from) or undefined. Reason (an
+%%       atom or binary of topic name characters and spaces) is told to the
+%%       client. Without this callback every such join is refused. The
+%%       subscription is made after it returns: a publish made in it does
+%%       not reach the joiner (the joiner is told `joined').
+%%   handle_leave(Uid, Conn, Topic, State) -> {ok, State}   (optional) the
+%%       same C-nodes: the client left Topic (it asked; a stream that ends
+%%       leaves its topics silently)
 %%   handle_info(Msg, State) -> {ok, State}     (optional) anything else
 %%
 %% With a pool (httpdcnode_inbox, workers => N) each worker has a state of
@@ -39,4 +51,11 @@
 -callback handle_conn_down(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Reason :: atom(),
                            State :: term()) -> {ok, NewState :: term()}.
 -callback handle_offline(Uid :: pos_integer(), State :: term()) -> {ok, NewState :: term()}.
--optional_callbacks([handle_info/2, handle_conn_down/4, handle_offline/2]).
+-callback authorize_join(Uid :: pos_integer(), Topic :: binary(),
+                         Meta :: #{conn := httpdcnode:conn(), since := binary() | undefined},
+                         State :: term()) ->
+    {allow | {deny, Reason :: atom() | binary()}, NewState :: term()}.
+-callback handle_leave(Uid :: pos_integer(), Conn :: httpdcnode:conn(), Topic :: binary(),
+                       State :: term()) -> {ok, NewState :: term()}.
+-optional_callbacks([handle_info/2, handle_conn_down/4, handle_offline/2, authorize_join/4,
+                     handle_leave/4]).

@@ -9,6 +9,17 @@
 %% it {httpdcnode, offline, [Uid]} when uids lost their last stream
 %% everywhere: the optional handle_offline(Uid, State) is called for each.
 %%
+%% Topic joins (C-nodes with --topic-auth handler): a join of a topic its
+%% token does not allow comes as {httpdcnode_join, CNode, Uid, Id, Topic,
+%% Since}, in order with that connection's messages: the handler's
+%% optional authorize_join(Uid, Topic, Meta, State) decides (without it,
+%% every such join is refused), and the answer goes back to the C-node
+%% ({subscribe, Id, Topic, Since} or {refuse_join, Id, Topic, Reason}; the
+%% client is told either way). A client's leave of a topic comes as
+%% {httpdcnode_leave, CNode, Uid, Id, Topic}: the optional
+%% handle_leave(Uid, Conn, Topic, State). Both are acknowledged as
+%% messages are (they count in the C-node's window).
+%%
 %% Before a client message of a stream is handled, the presence server is
 %% made to route its uid to its C-node (httpdcnode_presence:ensure_online/2):
 %% a reply sent by the handler right away reaches the client even when the
@@ -146,6 +157,10 @@ dispatch(Module, Workers) ->
             worker_of(Uid, Workers) ! M;
         {httpdcnode, _CNode, conn_down, Uid, _Id, _Reason} = M ->
             worker_of(Uid, Workers) ! M;
+        {httpdcnode_join, _CNode, Uid, _Id, _Topic, _Since} = M ->
+            worker_of(Uid, Workers) ! M;
+        {httpdcnode_leave, _CNode, Uid, _Id, _Topic} = M ->
+            worker_of(Uid, Workers) ! M;
         {httpdcnode, offline, Uids} when is_list(Uids) ->
             erlang:function_exported(Module, handle_offline, 2)
                 andalso offline_to_workers(Uids, Workers);
@@ -178,6 +193,18 @@ loop(Module, State, Unacked) ->
             State1 = handle(Module, handle_in, [Uid, {CNode, Id}, Data], State),
             N = maps:get(CNode, Unacked, 0) + 1,
             loop(Module, State1, ack(CNode, N, Unacked));
+        {httpdcnode_join, CNode, Uid, Id, Topic, Since} ->
+            Id =/= 0 andalso httpdcnode_presence:ensure_online(CNode, Uid),
+            State1 = join(Module, CNode, Uid, Id, Topic, Since, State),
+            N = maps:get(CNode, Unacked, 0) + 1,
+            loop(Module, State1, ack(CNode, N, Unacked));
+        {httpdcnode_leave, CNode, Uid, Id, Topic} ->
+            State1 = case erlang:function_exported(Module, handle_leave, 4) of
+                         true -> handle(Module, handle_leave, [Uid, {CNode, Id}, Topic], State);
+                         false -> State
+                     end,
+            N = maps:get(CNode, Unacked, 0) + 1,
+            loop(Module, State1, ack(CNode, N, Unacked));
         {httpdcnode, CNode, conn_down, Uid, Id, Reason} = Other ->
             State1 = case erlang:function_exported(Module, handle_conn_down, 4) of
                          true -> handle(Module, handle_conn_down, [Uid, {CNode, Id}, Reason], State);
@@ -197,6 +224,43 @@ loop(Module, State, Unacked) ->
         Other ->
             loop(Module, other(Module, Other, State), Unacked)
     end.
+
+%% The handler's word on a join, sent back to the C-node.
+join(Module, CNode, Uid, Id, Topic, Since, State) ->
+    Meta = #{conn => {CNode, Id}, since => case Since of <<>> -> undefined; _ -> Since end},
+    {Verdict, State1} =
+        case erlang:function_exported(Module, authorize_join, 4) of
+            false -> {{deny, no_authorize_join}, State};
+            true ->
+                try Module:authorize_join(Uid, Topic, Meta, State) of
+                    {allow, S} -> {allow, S};
+                    {{deny, Why}, S} -> {{deny, Why}, S};
+                    Bad ->
+                        logger:error("httpdcnode_inbox: ~p:authorize_join returned ~p",
+                                     [Module, Bad]),
+                        {{deny, handler_error}, State}
+                catch C:E:St ->
+                        logger:error("httpdcnode_inbox: ~p:authorize_join crashed: ~p:~p ~p",
+                                     [Module, C, E, St]),
+                        {{deny, handler_error}, State}
+                end
+        end,
+    case Verdict of
+        allow -> {any, CNode} ! {subscribe, Id, Topic, Since};
+        {deny, Why1} -> {any, CNode} ! {refuse_join, Id, Topic, reason(Why1)}
+    end,
+    State1.
+
+%% A refusal's reason as the client is told it: 1 to 64 of A-Z a-z 0-9
+%% _ - . : / and spaces, else "denied".
+reason(A) when is_atom(A) -> reason(atom_to_binary(A, utf8));
+reason(B) when is_binary(B), byte_size(B) >= 1, byte_size(B) =< 64 ->
+    case lists:all(fun(C) -> C =:= $\s orelse httpdcnode_topics:valid(<<C>>) end,
+                   binary_to_list(B)) of
+        true -> B;
+        false -> <<"denied">>
+    end;
+reason(_) -> <<"denied">>.
 
 %% To every C-node linked to this node: this process is Name's inbox now.
 announce(Name) ->

@@ -17,7 +17,12 @@
 %%                                           process of application env
 %%                                           conn_events (a name or pid) if
 %%                                           set, else ignored
-%% A C-node that disconnects (nodedown) loses all its uids.
+%%   {httpdcnode, Node, topics | topics_gone | topic_snapshot | ..., ...}
+%%                                           topic presence: handed to
+%%                                           httpdcnode_topics, which says what
+%%                                           each means (its tables are this
+%%                                           server's)
+%% A C-node that disconnects (nodedown) loses all its uids and topics.
 %%
 %% A uid's first stream is told at once, ahead of anything its client sends
 %% on the same link; but this server and the inbox are two processes, and a
@@ -117,7 +122,13 @@
 -define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
                         last_seen_expired, online_by_message, held_sent,
                         subscription_merges, subscription_merged_pairs, tombstones_expired,
-                        held_for_down_node, held_dropped, gap_in_doubt, resent]).
+                        held_for_down_node, held_dropped, gap_in_doubt, resent,
+                        topic_unheld, topic_held_sent]).
+%% What a C-node reports of its topics (httpdcnode_topics).
+-define(TOPIC_EVENT(E), (E =:= topics orelse E =:= topics_gone orelse E =:= topic_snapshot
+                         orelse E =:= topic_snapshot_more orelse E =:= topic_members
+                         orelse E =:= topic_members_more orelse E =:= topic_joins
+                         orelse E =:= topic_leaves)).
 %% Expired entries removed per sweep step; the next step follows at once.
 -define(SWEEP_BATCH, 10000).
 %% ms for epmd to say whether a hidden node is published.
@@ -355,6 +366,7 @@ init(Configured) ->
     ets:new(?UIDS, [bag, protected, named_table, {read_concurrency, true}]),
     ets:new(?BY_NODE, [ordered_set, protected, named_table]),
     ets:new(?NODES, [set, protected, named_table, {read_concurrency, true}]),
+    httpdcnode_topics:create_tables(),
     ok = net_kernel:monitor_nodes(true, [{node_type, all}]),
     [begin
          ets:insert(?NODES, {N, true}),
@@ -406,6 +418,10 @@ handle_info({httpdcnode, _Node, conn_up, _Uid, _Conn, _Transport, _Peer} = Msg, 
 handle_info({httpdcnode, _Node, conn_down, _Uid, _Conn, _Reason} = Msg, State) ->
     conn_event(Msg),
     {noreply, State};
+handle_info({httpdcnode, Node, Event, Arg}, State) when is_atom(Node), ?TOPIC_EVENT(Event) ->
+    known(Node, Event, State),
+    httpdcnode_topics:handle(Node, Event, Arg),
+    {noreply, State};
 handle_info({httpdcnode, Node, Event, Arg}, State) when is_atom(Node) ->
     known(Node, Event, State),
     State1 = settle(Node, Event, Arg, State),
@@ -426,6 +442,7 @@ handle_info(hold_sweep, State) ->
     N = ets:info(?HELD, size) > 0 andalso
         ets:select_delete(?HELD, [{{'_', '_', '$1', '_'}, [{'<', '$1', Now}], [true]}]),
     is_integer(N) andalso count_event(dropped_offline, N),
+    httpdcnode_topics:sweep_held(Now),
     erlang:send_after(?HOLD_SWEEP_MS, self(), hold_sweep),
     {noreply, State};
 handle_info({nodeup, Node, _Info}, State) ->
@@ -441,6 +458,7 @@ handle_info({nodedown, Node, _Info}, State0) ->
     %% its uids are remembered there meanwhile.
     State = settle(Node, snapshot, [], State0),
     went_offline(drop_node_uids(Node), Node, State),
+    httpdcnode_topics:node_down(Node),
     %% which run of the node is behind its next link, only its hello says
     %% (relayed/2)
     case ets:lookup(?INFO, Node) of
@@ -540,8 +558,9 @@ known(Node, Event, State) ->
         false ->
             learn(Node, State),
             %% a hello comes right before the snapshot, a snapshot_more
-            %% right after it
-            lists:member(Event, [snapshot, snapshot_more, hello])
+            %% and the topics' right after it
+            lists:member(Event, [snapshot, snapshot_more, hello, topic_snapshot,
+                                 topic_snapshot_more, topic_members, topic_members_more])
                 orelse ask_snapshot(self(), Node),
             ok
     end.

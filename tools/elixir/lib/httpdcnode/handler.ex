@@ -56,10 +56,31 @@ defmodule Httpdcnode.Handler do
   """
   @callback handle_offline(uid :: pos_integer, state :: term) :: {:ok, new_state :: term}
 
+  @doc """
+  With the C-nodes' `--topic-auth handler`: may `uid`'s stream
+  `meta.conn` join `topic` (a binary), a topic its subscriber token does
+  not list? `meta.since` is the id the client resumes the topic from, or
+  `:undefined`. `{:deny, reason}` (an atom or a binary of topic name
+  characters and spaces) is told to the client. Without this callback
+  every such join is refused. The subscription is made after it returns:
+  a publish made here does not reach the joiner.
+  """
+  @callback authorize_join(uid :: pos_integer, topic :: binary,
+              meta :: %{conn: Httpdcnode.conn(), since: binary | :undefined},
+              state :: term) :: {:allow | {:deny, atom | binary}, new_state :: term}
+
+  @doc """
+  The same C-nodes: `uid`'s connection `conn` left `topic` (it asked; a
+  stream that ends leaves its topics silently).
+  """
+  @callback handle_leave(uid :: pos_integer, conn :: Httpdcnode.conn(), topic :: binary,
+              state :: term) :: {:ok, new_state :: term}
+
   @doc "Any other message the inbox process gets."
   @callback handle_info(msg :: term, state :: term) :: {:ok, new_state :: term}
 
-  @optional_callbacks handle_conn_down: 4, handle_offline: 2, handle_info: 2
+  @optional_callbacks handle_conn_down: 4, handle_offline: 2, handle_info: 2,
+                      authorize_join: 4, handle_leave: 4
 
   defmacro __using__(_opts) do
     quote do
