@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # httpdcnode: comet push server with an Erlang C-node bridge.
 # `make` builds the server, the load client and the Erlang modules.
 # `make test` installs missing Debian packages first, then builds and runs every test.

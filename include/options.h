@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command-line options of the server: src/options.c's table, one row an
  * option, reads them into struct options; server.c hands each layer its
  * own config struct made from them (no layer includes this file). */

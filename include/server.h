@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's start-up and shut-down, in one order for all who run it
  * (main.c, tools/benchprocess): as nginx's ngx_cycle.c runs each module's
  * init in turn, server_start starts each part of its table in turn, and a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The cluster section of BENCHMARKS.md ("## 7. Cluster"): two masters running
 # the httpdcnode application (env `masters'), three C-nodes
 # (--master M1,M2 --presence httpdcnode_presence, each on its own ports), each
@@ -83,7 +84,7 @@ case "${1:-}" in
     [[ -s $t ]] && put_section "$t"
     rm -f "$t"
     exit 0 ;;
-  -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '3,46p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench-cluster: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make bench-million`: a million open streams over C-nodes routed by the
-# application, on loopback, measured end to end (issue 17). Needs `make all`.
+# application, on loopback, measured end to end. Needs `make all`.
 #
 # One Erlang master runs the httpdcnode application (bench/erlang/
 # million.erl samples its presence count every 50 ms); ceil(STREAMS /
@@ -26,7 +27,7 @@
 # (--takeover) under paced sends (no stream may close or reconnect, no
 # message be lost; the hand-over of each, the latency over the phase).
 # Checks print PASS/FAIL,
-# targets (issue 17) "TARGET met/missed". Writes $MILLION_DIR/report.md,
+# targets "TARGET met/missed". Writes $MILLION_DIR/report.md,
 # result.json, connect.png and memory.png; ends with "bench-million: P
 # passed, F failed" and exits non-zero when a check failed.
 #
@@ -55,7 +56,7 @@ cd "$ROOT" || exit 1
 
 case "${1:-}" in
   "") ;;
-  -h | --help) sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '3,/^set -uo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench-million: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -974,7 +975,7 @@ put broadcast_vs_write_floor_at_scale "$SCALE_RATIO"
 check "the kernel alone" $([[ $SCALE_S != null ]] && echo 1 || echo 0) "writefloor: one 40-byte write to each of $STREAMS sockets from $NODES processes, each with its reader, on the same $CORES cores: every byte read after $SCALE_S s (the broadcast: $SCALE_RATIO x that)$([[ $SCALE_S == null ]] && echo "; $(tail -n2 "$WORK/writefloor.err" | tr '\n' ' ')")"
 restore_sysctls
 
-# --- targets (issue 17) -----------------------------------------------------------------------
+# --- targets -----------------------------------------------------------------------
 target "a million open" $((OPEN_MAX >= 1000000)) "$OPEN_MAX open at once"
 target "connect <= 120 s" $([[ -n $CONNECT_S ]] && (($(calc "$CONNECT_S <= 120" %.0f))) && echo 1 || echo 0) "${CONNECT_S:-never} s"
 target "server <= 300 B/stream" $((SRV_MARG <= 300)) "$SRV_MARG B ($SRV_ALL with fixed costs)"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make bench-process`: the server's own code paths (open, register,
 # deliver, broadcast, presence snapshot, close) for 10,000, 100,000 and
 # 1,000,000 streams in one process, no network: build/benchprocess
@@ -28,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [[ ${1:-} == --help || ${1:-} == -h ]]; then
-  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 0
 fi
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make bench-takeover`: a hot upgrade under load (httpdcnode --takeover),
 # on loopback, in a network namespace of its own. Needs root (the
 # namespace) and `make all` done.
@@ -52,7 +53,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 RUN=takeover
 source scripts/lib-run.sh
-run_options 49 "$@"
+run_options "$@"
 
 # In a namespace of its own: its TCP buffers, its epmd.
 if [[ -z ${TAKEOVER_IN_NETNS:-} ]]; then

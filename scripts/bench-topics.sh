@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make bench-topics`: topics measured on loopback (BENCHMARKS.md, section
 # 14). Needs `make all` done. Four phases, each writing WORK/NAME.json
 # (default build/bench-topics), every load bounded in count and time:
@@ -36,7 +37,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 RUN=topics
 source scripts/lib-run.sh
-run_options 33 "$@"
+run_options "$@"
 
 PHASES=${TOPICS_PHASES:-memory fanout resume master_cpu}
 FAN_STREAMS=${TOPICS_FAN_STREAMS:-10000}

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make bench`: measures httpdcnode on loopback and writes BENCHMARKS.md and
 # bench/*.png at the repository root. Needs `make all` done.
 #
@@ -48,7 +49,7 @@ case "${1:-}" in
   "") ;;
   --smoke) mode=smoke ;;
   --inbox) mode=inbox ;;
-  -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '3,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 

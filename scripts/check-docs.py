@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks the documentation (README.md and docs/*.md):
   - every relative link resolves: its file exists and its #anchor is a
     heading of that file (GitHub's anchors: lower case, punctuation

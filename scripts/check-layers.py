@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks the layers of src/ and include/ from the symbols each object
 defines and uses and from the files each source and header includes.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Reads this host's limits and says how many httpdcnode connections it can
 # hold, and what to change (see sysctl.conf.example). Reads only; changes nothing.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The checker of scripts/cluster-sim.sh: what was sent against what every
 client received.
 

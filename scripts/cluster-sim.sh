@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make cluster-sim: the cluster across hosts simulated on this machine, with
 # the kernel's own network faults, and every message checked.
 #
@@ -53,7 +54,7 @@ RUN=cluster-sim
 
 case "${1:-}" in
   "") ;;
-  -h | --help) sed -n '2,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '3,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "$RUN: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 

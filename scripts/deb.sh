@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian package from the tree `make install` staged with
 # PREFIX=/usr UNITDIR=/lib/systemd/system in DIR/root (make deb does both),
 # then checks it with lintian: any error or warning fails.

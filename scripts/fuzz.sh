@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs each libFuzzer harness of tests/fuzz (built by `make fuzz` into
 # build/fuzz) for SECONDS (default 60), prints the runs each made, and
 # exits non-zero when one crashed. Inputs that crash are written to

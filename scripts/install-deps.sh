@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages that building and testing need, only those missing.
 # Idempotent: a machine that has everything runs no apt-get at all.
 set -euo pipefail

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Shared by scripts/soak.sh, scripts/storm.sh and scripts/bench-takeover.sh (sourced, not run; with
 # bench/lib/lib.sh for the processes, the server and the waits): the
@@ -5,14 +6,12 @@
 # the server and the clients. Expects RUN (the script's name: soak, storm),
 # ROOT and WORK to be set; SRV_PID once the server runs.
 
-# run_options HELP_LAST ARGS...: none, or --help (prints lines 2..HELP_LAST of
-# the script, its opening comment).
+# run_options ARGS...: none, or --help (prints the script's opening comment,
+# from its line 3, after the shebang and the licence line).
 run_options() {
-  local last=$1
-  shift
   case "${1:-}" in
     "") ;;
-    -h | --help) sed -n "2,${last}p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "$RUN: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 }

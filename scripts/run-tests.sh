@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every test, once everything is built (`make test` calls it from the
 # repository root): each cmocka binary build/tests/<layer>/test_* (they
 # mirror tests/unit/<layer>/), the layer check (scripts/check-layers.py),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make run`: epmd, the server in the background, and an Erlang master node
 # in the foreground with a shell. Quitting the shell (q(). or Ctrl-C twice)
 # stops the server.

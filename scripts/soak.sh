@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make soak`: a bounded soak test of httpdcnode with faults, on loopback only.
 # Needs `make all` done.
 #
@@ -36,7 +37,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 RUN=soak
 source scripts/lib-run.sh
-run_options 33 "$@"
+run_options "$@"
 
 SECONDS_RUN=${SOAK_SECONDS:-600}
 STREAMS=${SOAK_STREAMS:-18000}

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make storm`: a reconnect storm, on loopback only. Needs `make all` done.
 #
 # When a node restarts, all its clients come back at once. One server
@@ -50,7 +51,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 RUN=storm
 source scripts/lib-run.sh
-run_options 42 "$@"
+run_options "$@"
 
 STREAMS=${STORM_STREAMS:-18000}
 RATE=${STORM_RATE:-500}

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make ws-echo`: a WebSocket echo server to run a conformance suite
 # against (docs/testing.md, "An outside WebSocket conformance suite"):
 # scripts/run.sh with the example handler ws_echo as the inbox, so each

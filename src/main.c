@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* httpdcnode: the command line, signals and the loop; server.c starts
  * and stops the parts. */
 #include "core/drain.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command-line parsing: one row an option in `rows` below, which also
  * makes --help and --list-options (docs/configuration.md's table, written
  * by scripts/check-docs.py --fix). Every bad value is one clear line and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's parts started in one order and stopped in the reverse
  * (server.h). One row a part; a part's place is what it needs started
  * before it: the event loop before anything with an event, the rings

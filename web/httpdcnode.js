@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* httpdcnode browser client: a uid's messages, and its topics', over
  * WebSocket, Server-Sent Events or long-poll, whichever works first,
  * resuming after the last id seen (the uid's, and each topic's) on every

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The old name of httpdcnode_friends_graph, kept for one release: every function calls
 %% httpdcnode_friends_graph's (docs/erlang.md).
 -module(friends_graph).

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Friends graph generator: Barabasi-Albert preferential attachment.
 %%
 %% Users are 1..N. Users 1..M start without edges; user M+1 befriends all of

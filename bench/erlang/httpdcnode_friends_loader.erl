@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Loads a friends edge list ("A B" per line, as httpdcnode_friends_graph writes) into
 %% httpdcnode_subs. Friendship is mutual: each edge adds both A-subscribes-to-B
 %% and B-subscribes-to-A, so whatever either publishes reaches the other.

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The Erlang side of the "client -> Erlang" section of `make bench'
 %% (bench/lib/inbox.sh).
 %%

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The Erlang side of `make bench-million' (scripts/bench-million.sh).
 %%
 %% On the master (started with -eval 'million:master_cli()'): the httpdcnode

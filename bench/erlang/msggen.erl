@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Message publisher for load tests: sends timestamped messages to a C-node
 %% (or through httpdcnode_router:send/2) at a given rate, from one or more processes.
 %%

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The Erlang side of scripts/cluster-sim.sh: what its controller node (a
 %% hidden node on a host of its own) asks of the masters. One command per
 %% run, from the shell:

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Erlang side of scripts/soak.sh.
 %%
 %% publish: for a fixed time, sends {Uid, Data} to uniformly random uids at a

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The subscription table at scale: bulk load, memory, reads, and the merge
 %% after a partition between two masters.
 %%

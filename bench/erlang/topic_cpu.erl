@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The master's CPU per message to a topic's subscribers (make bench-topics):
 %% httpdcnode:publish/2 to a topic against httpdcnode:multicast/2 to the
 %% same uids, each K times, paced (GapMs between calls, so that the C-node

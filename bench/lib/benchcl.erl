@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The Erlang side of scripts/bench-cluster.sh (compiled by it into its work
 %% directory; not part of the application).
 %%

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What --history-file costs on the hot paths: build/benchprocess (make
 # bench-process's driver) with the history in memory and in a file under
 # /dev/shm, and optionally an older build of the driver, run in turns

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # The "client -> Erlang" section of scripts/bench.sh (sourced, not run):
 # WebSocket clients send messages up (httpclient --send-rate, each stream

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Shared helpers for scripts/bench.sh (sourced, not run): processes we start
 # and end by pid, bounded waits, the server, the load client, the publisher,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # The measurements of scripts/bench.sh (sourced). Each phase starts its own
 # server, records figures with put KEY VALUE into $WORK/results, notes every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # The PNGs of scripts/bench.sh (sourced): make_plots DATADIR OUTDIR turns
 # DATADIR/memory.dat and the latency figures in the results into

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # BENCHMARKS.md from the results of scripts/bench.sh (sourced): machine_facts
 # records the machine, write_report FILE writes the report. Every verdict is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # The per-transport parts of BENCHMARKS.md (sourced; write_report calls
 # them): target rows and section 6, from the figures of transports.sh.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Sourced by the scripts that write a section of BENCHMARKS.md
 # (bench-million.sh, cluster-sim.sh): the section between its markers.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Section 6 of scripts/bench.sh (sourced): the web transports against the
 # chunked stream, each on servers of its own. Per transport (sse, ws, poll;

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An example handler of client messages (httpdcnode_handler): chat rooms
 %% on topics, as the demo page (web/index.html) uses them. Shipped beside
 %% the application, not in its .app: `make` builds it into tools/erlang/ebin

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An example handler of client messages (httpdcnode_handler), the
 %% smallest there is: each message a WebSocket client sends goes back to
 %% that connection alone (httpdcnode:reply/2) as it came: a text message

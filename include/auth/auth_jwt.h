@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON Web Tokens (RFC 7519) for subscribers: HS256 only, signed with the
  * --auth-secret-file secret. The claims: "sub" the uid as a decimal string
  * (as in the path, no leading zero), "exp" Unix seconds (required, an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token secret as an HMAC-SHA256 key, keyed once: both token formats
  * (auth_token.c, auth_jwt.c) sign with it. */
 #ifndef HTTPDCNODE_AUTH_KEY_H

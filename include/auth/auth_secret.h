@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token secret from --auth-secret-file, read as erl reads its cookie. */
 #ifndef HTTPDCNODE_AUTH_SECRET_H
 #define HTTPDCNODE_AUTH_SECRET_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A token check's verdict (auth_token.h makes it). Apart, so that the JWT
  * check (auth_jwt.c), which auth_token.c calls, gives the same verdict
  * without including its caller. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed subscriber tokens. A request for uid N carries either a JWT
  * (auth_jwt.h) as token=JWT in its query or "Authorization: Bearer JWT",
  * or the older form: exp=EXP&sig=HEX in its query, or "Authorization:

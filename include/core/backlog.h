@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bytes a stream could not write yet. A stream that keeps up has none
  * (NULL): a backlog exists only while the kernel would not take a write.
  * All backlogs are listed, for --max-backlog-total to find the largest,

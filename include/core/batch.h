@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Write batching for one drain of the hand-off: deliveries are collected
  * (payloads stay in the ring, nothing is copied) and each stream then gets
  * all of its messages in one writev. Under load, when many messages for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client message up to Erlang's --inbox process, whichever way it came
  * (a WebSocket's frames, ws_reader.c; POST /send/N, client_post.c): the
  * one admission both take, after their own checks. Loop thread only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every way up to Erlang shares (WebSocket messages, POST /send/N):
  * the --client-rate bucket and the bound on bytes waiting for Erlang.
  * Loop thread only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The record a message becomes in the hand-off, from the C-node thread to
  * the event loop. Laid out once by the C-node thread, read in place by the
  * loop: header, then uids[nuids], then the payload, then reply bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection ids: a name for one stream that Erlang can address
  * ({conn, Conn, Data}), never reused by this run of the node nor by a
  * later one under the same name: an id is the CLOCK_REALTIME microsecond

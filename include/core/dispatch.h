@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The loop side of the hand-off: applies each message to the streams. */
 #ifndef HTTPDCNODE_DISPATCH_H
 #define HTTPDCNODE_DISPATCH_H

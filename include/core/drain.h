@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Draining: every stream ended, spread over some seconds, so that their
  * clients do not all come back in the same instant (docs/operations.md, "Draining").
  * SIGTERM drains, then the server exits; {drain, Seconds} from Erlang

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Token lifetime: a stream opened with a subscriber token is ended, with
  * the expired ending (framing.h), once the token's exp has passed (within
  * half a second), unless --no-token-expiry. Loop thread only.

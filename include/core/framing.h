@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How a message of a uid is put on the wire for one kind of stream, on
  * the per-message path (batch.c, replay): the prefix and body of each
  * framing, direct calls, no table. Everything else a transport writes is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every --heartbeat seconds, one walk over the open streams: an SSE stream
  * gets a comment line and a WebSocket a ping (it is closed when it answers
  * neither of two), so that proxies that cut idle connections keep them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Message ids and the recent messages of every uid, online or not, so that
  * a client coming back gets what it missed, or is told it cannot.
  *

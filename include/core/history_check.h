@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a restart checks in the history a previous run left in its
  * --history-file (history_layout.h), before using any of it: the published
  * positions, every entry from head to tail as it was written (its check),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How the history is laid out, the same in memory and in a --history-file:
  * a head (who made it, then the positions the loop published), the slots
  * (the uids', then the topics'), the topics' names, the arena of entries,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where the history lives (history_layout.h): in the process's memory, or
  * in a --history-file mapped shared, so that it outlives the process. The
  * file is locked while mapped: one process at a time. Loop thread only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Client bytes in flight: what clients sent that the server holds until it
  * is whole (HTTP requests being read, their bodies above all; WebSocket
  * messages in flight), all connections together, under one bound

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Closing a socket its client may still be writing to. close() with
  * unread input makes the kernel reset the connection at once and throw
  * away what it had not sent yet: a goodbye just written (a WebSocket's

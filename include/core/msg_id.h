@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A message's id as a client sees it: EPOCH:SEQ for a uid's message
  * (history.h), NAME@EPOCH:SEQ for a topic's, NAME its topic (topic_name.h:
  * never an '@'), EPOCH the topic's own. The same text is what a client

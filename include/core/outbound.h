@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the event loop asks the C-node thread to send to Erlang: replies
  * ({Ref, N}, {Ref, Stats}) and presence, through the outbox ring (the
  * inbox is erl_inbound.h's, the other way); the loop never waits on it: when full, the record is dropped and

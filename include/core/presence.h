@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Presence: which uids came online or went offline, batched on the loop
  * thread (net changes per window) and sent to each master's --presence
  * process. */

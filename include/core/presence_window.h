@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The window presence changes wait in before they go to the masters as
  * their net effect (presence.c: uids, topic_presence.c: topics). It opens
  * at its first change and lasts PRESENCE_WINDOW_MS; one that saw

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The replay's record (replay.h says how a replay runs). Apart, so that
  * the backlog, which carries it, needs the type and none of the replay's
  * functions. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replays: what a resuming client missed, sent from the history as its
  * socket takes it. A replay is a cursor into the uid's history riding on
  * the stream's backlog (backlog.h), or into one of its topics' (each a

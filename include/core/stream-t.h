@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stream's types: its states and its record (stream.h says how it
  * lives). Apart, so that a file that only keeps streams (uidtable.c)
  * needs the type and none of the stream's functions. */

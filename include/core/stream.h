@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stream: one client's open response, to which every message for its
  * uid is written. stream.c is the one place that creates, registers in
  * the uid table, unregisters and frees a stream.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topics: named channels a stream subscribes to, beside its uid. A
  * message published to a topic goes to every stream subscribed to it on
  * this node (core/topic_fanout.h), gets the topic's next id and is kept

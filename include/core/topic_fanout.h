@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A message to a topic: its id (the topic's), kept in the topic's history,
  * then to every stream subscribed here, through the write batch. Every
  * stream of a topic gets the same bytes, so the message is framed once per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who may subscribe to what (--topic-auth), and the ways in:
  *   - a request names topics (?topics=a,b@EPOCH:SEQ): checked at the door,
  *     before the stream exists (topic_requests_admit), subscribed when it

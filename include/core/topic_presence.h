@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topic presence: which topics this node holds and how many streams each
  * has, told to the masters (each master's --presence process) so that a
  * publish goes only to the nodes that hold its topic, once per node. As

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the core asks of a transport, one table per framing: the core
  * (stream.c, batch.c, heartbeat.c) calls transport_ops[s->framing] and
  * never names a transport. Each transport registers its table for its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The table of streams by uid: preallocated, one pointer per uid. Each
  * slot heads a list of that uid's streams, newest first. */
 #ifndef HTTPDCNODE_UIDTABLE_H

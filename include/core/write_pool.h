@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writer threads for large batches (--writers): the event loop hands each
  * helper a slice of a batch's writes, writes the first slice itself and
  * waits for all of them (fork and join). A helper only calls writev on the

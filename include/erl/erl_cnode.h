@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Erlang C-node thread: takes the connections erl_setup.c makes (to
  * the master, from other nodes), decodes their messages and hands them to
  * the event loop. Once a connection is established, it is its only user. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the C-node is configured with: server.c makes it from the options
  * once. Apart (a header with no source) so that erl_cnode.c and
  * erl_send.c share it without including each other. Strings point into

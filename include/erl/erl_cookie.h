@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where the Erlang cookie comes from: --cookie-file, $ERLANG_COOKIE or
  * ~/.erlang.cookie. */
 #ifndef HTTPDCNODE_ERL_COOKIE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small client of epmd (the Erlang port mapper), written here rather
  * than ei's: ei's epmd exchange either waits without limit (a hung epmd
  * holds the caller for ever) or, with a timeout, waits with select(),

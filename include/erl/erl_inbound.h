@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the C-node thread hands the event loop: each Erlang message, decoded
  * (erl_term.c) into a command record (cmd.h) in the inbox ring. The mirror of
  * outbound.h. When the inbox is full, the C-node thread waits here (that

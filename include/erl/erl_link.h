@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Erlang connections of the C-node thread (only that thread uses them). */
 #ifndef HTTPDCNODE_ERL_LINK_H
 #define HTTPDCNODE_ERL_LINK_H

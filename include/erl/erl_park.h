@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Records of the outbox parked on one master link while its --inbox's
  * window is full (erl_send.c): copies, in a FIFO per link, so that the
  * rest of the outbox (presence, replies, the other masters' client

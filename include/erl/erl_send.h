@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* C-node side of the outbox: encodes and sends to Erlang the replies and
  * presence messages. C-node thread only. */
 #ifndef HTTPDCNODE_ERL_SEND_H

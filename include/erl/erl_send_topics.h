@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How the C-node tells Erlang of topics (core/topic_presence.h,
  * core/topic_join.h): the terms, encoded into an ei_x_buff for
  * erl_send.c to send. C-node thread only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The numbered streams of the masters ({httpdcnode_seq, Master, Inc, Seq,
  * Inner}, erl_term.h): each master numbers what it sends this node, per
  * run of its own (Inc), and keeps a copy until acknowledged; it may send a

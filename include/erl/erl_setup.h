@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Setting up Erlang connections, off the C-node thread: a setup thread
  * accepts nodes' connections, keeps the name registered with epmd and
  * decides when to connect out to each master; ERL_SETUP_WORKERS handshake

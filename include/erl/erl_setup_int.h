@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the connection setup (erl_setup.h): what its files share. Each
  * file has one job, and they use each other in one direction only:
  *   erl_setup_state.c   the lock, the eventfds, the cnode copy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The socket layer under ei (its "user supplied socket implementation").
  *
  * ei's own layer waits with select(), whose fd_set cannot hold a descriptor

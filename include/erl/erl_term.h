@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decoding of the Erlang terms the C-node accepts. Pure: no I/O, no
  * allocation, so every accepted and rejected shape is unit-tested.
  *

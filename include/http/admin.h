@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The private admin listener (--admin-listen, default 127.0.0.1:8001):
  * GET /stats (JSON counters), /metrics (Prometheus) and /probe (the latency
  * probe). The public listener answers these only when --admin-listen is the

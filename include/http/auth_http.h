@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The subscriber-token gate of every transport that opens a stream. */
 #ifndef HTTPDCNODE_AUTH_HTTP_H
 #define HTTPDCNODE_AUTH_HTTP_H

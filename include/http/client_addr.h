@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The address of the client a request comes from: the socket's peer, or,
  * when that peer is a proxy listed with --trusted-proxy, the address the
  * proxy says it forwards for (X-Forwarded-For, else X-Real-IP). Nobody

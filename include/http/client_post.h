@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POST /send/N: a client message up to Erlang over plain HTTP, for clients
  * on SSE, long-poll or chunked (a WebSocket sends its own frames). The
  * message goes to the --inbox process as a WebSocket's does:

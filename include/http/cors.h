@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cross-origin reads of the streams (CORS). Without --allow-origin, only a
  * plain EventSource without credentials may read /sse/N from another
  * origin (Access-Control-Allow-Origin: *); with it, the listed origins (or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the HTTP door is configured with: server.c makes it from the
  * options once; http_front.c hands each of its files its part. Apart (a
  * header with no source) so that those files share it without including

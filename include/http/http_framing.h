@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a request's body ends must be read one way only: a proxy in front
  * that reads it another way (the last Content-Length, or Transfer-Encoding
  * over Content-Length) would take the rest of the body for a request of

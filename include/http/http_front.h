@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP front door: evhttp accepts and parses requests, answers errors,
  * and starts streams for the routes the transports registered
  * (/stats and the like are admin.c's). */

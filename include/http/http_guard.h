@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bounds on a connection while evhttp still reads its requests: how much
  * it may read ahead, and how long one request may take to arrive. */
 #ifndef HTTPDCNODE_HTTP_GUARD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole replies through evhttp, for errors and small bodies: the one
  * place that sets a reply's type and sends its body. Loop thread only. */
 #ifndef HTTPDCNODE_HTTP_REPLY_H

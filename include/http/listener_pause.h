@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A listener that cannot accept (descriptors ran out) stops for a moment
  * rather than spin on the connection it cannot take. */
 #ifndef HTTPDCNODE_LISTENER_PAUSE_H

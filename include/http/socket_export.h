@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Taking a connection's socket away from evhttp, which keeps ~2 KB per
  * connection, once the reply's head is out (h2o's h2o_socket_export is
  * the model: afterwards the old owner holds no descriptor of the socket). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The topics a stream's request names: ?topics=a,b@EPOCH:SEQ (comma
  * separated, percent-decoded; each a topic name, topic_name.h, and after
  * an '@' the id its client saw there last, to resume from), checked at the

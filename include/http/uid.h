@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parsing of the user id in a request path such as /test/123. */
 #ifndef HTTPDCNODE_UID_H
 #define HTTPDCNODE_UID_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GET / (the demo page) and GET /httpdcnode.js (the browser client), both
  * from web/ and built into the binary (the Makefile generates
  * build/web_assets.c), so a running server needs no files beside it. */

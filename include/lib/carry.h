@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* State carried from a running process to the one taking over from it
  * (a hot upgrade): a byte buffer of records, each [tag u32][version u16]
  * [pad u16][length u32][payload], plus the descriptors the records name

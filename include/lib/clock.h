@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Time for timeouts and deadlines, in one place. */
 #ifndef HTTPDCNODE_CLOCK_H
 #define HTTPDCNODE_CLOCK_H

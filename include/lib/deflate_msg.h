@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One message at a time through zlib's raw deflate, as permessage-deflate
  * (RFC 7692) carries it with no context takeover either way: each message
  * compressed or inflated on its own, so one deflater and one inflater

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one hand-off from the C-node thread to the event loop: a bounded
  * byte ring of records under a mutex, with an eventfd to wake the loop
  * (memcached's thread.c pattern). Single producer, single consumer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Latency histogram with log-linear buckets (the HdrHistogram layout), in
  * microseconds from 1 us to 10 s, with ~1.6 % precision. Fixed size (9.3 KB),
  * so the load client's workers can send it whole to their parent and merging

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Payloads as JSON strings: exact for text (valid UTF-8), base64 for
  * binary. */
 #ifndef HTTPDCNODE_JSON_TEXT_H

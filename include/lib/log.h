@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging to stderr with levels, and a rate limiter for noisy events. */
 #ifndef HTTPDCNODE_LOG_H
 #define HTTPDCNODE_LOG_H

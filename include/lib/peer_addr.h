@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A peer's address (IPv4 or IPv6, with its port when known), read from a
  * socket address or from text (an X-Forwarded-For entry, an option), and
  * networks (ADDR/BITS) to test it against. An IPv4-mapped IPv6 address

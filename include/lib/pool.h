@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A pool of fixed-size records carved from large blocks. Stream records
  * come from here: no malloc header per record, and records sit together
  * instead of between the short-lived blocks evhttp allocates and frees for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A map from a pointer to a 64-bit value: open addressing, linear
  * probing, deletion by backward shift (no tombstones), grown to twice its
  * size past three quarters full. 16 bytes an entry, so 21 to 43 bytes a

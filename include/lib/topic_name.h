@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a topic name may be: 1 to TOPIC_NAME_MAX bytes, each a letter,
  * a digit or one of _ - . : / (so "room:lobby", "news/eu.sport" are
  * names). None of them needs escaping in a query value, an SSE field, a

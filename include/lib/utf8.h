@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Strict UTF-8 validation (RFC 3629: no overlong forms, no surrogates,
  * nothing above U+10FFFF), whole or piece by piece. A WebSocket text frame
  * must hold valid UTF-8: the server's own frames choose text or binary by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* httpdcnode_delivery_seconds: how long a message spent inside the server,
  * from the C-node thread's receipt to the write of the batch that carried
  * it. Fixed Prometheus buckets, plain counters: observing allocates nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Why a stream ended, carried from the call that ends it to everything
  * that reports it: the counter of stats.h it moves, the label /metrics
  * (httpdcnode_streams_closed_total{reason="..."}) and a master's

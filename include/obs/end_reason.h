@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What reports why a stream ended: its label, its word, its counter. The
  * reasons themselves, their table and enum, are end_reason-t.h's (which
  * stats.h includes for the counters the table declares). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GET /metrics: the counters of stats.h and the delivery-time histogram in
  * the Prometheus text exposition format (version 0.0.4), every name
  * prefixed httpdcnode_. Loop thread only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --probe-latency: how old a message is at each hop inside the server, for
  * benchmarks. A publisher that starts a payload with "t=<ns since the epoch>;"
  * (as msggen does) gets, in GET /probe, the age of its messages when the

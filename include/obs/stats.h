@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Counters of the server. Loop-thread counters are plain; the C-node
  * thread's are atomics. The field lists below feed both GET /stats (JSON)
  * and the {Pid, Ref, stats} reply (an Erlang map), so they cannot drift.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The head of a stream's reply: evhttp sends the headers and the welcome
  * chunk; once they are flushed the socket leaves evhttp (socket_export.c)
  * for a lean stream (stream.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GET /poll/N?since=EPOCH:SEQ: long-poll. The socket leaves evhttp as a
  * lean stream with its head written, counted in the uid's streams like any
  * other. Answered at once when anything newer than since is kept (or since

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GET /sse/N: Server-Sent Events (text/event-stream). The socket leaves
  * evhttp at once: the head, the retry advice, a gap event when the client
  * missed more than is kept, and what it missed (after the id it gives in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one way a transport opens a stream. Loop thread only.
  *
  *   transport_reserve   the stream's own descriptor of the socket

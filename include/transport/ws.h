@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GET /ws/N: WebSocket (RFC 6455, version 13). The handshake is checked
  * (ws_handshake.c), then the socket leaves evhttp at once, as for SSE: the
  * 101 head, a gap frame when the client missed more than is kept, and what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What each WebSocket client sent in the current second of the monotonic
  * clock (bytes, frames, pings), against which ws_reader.c judges a flood.
  * A side table, so that an idle stream costs nothing: an entry (24 bytes)

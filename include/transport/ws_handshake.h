@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The WebSocket opening handshake (RFC 6455 section 4.2), checked on the
  * request evhttp parsed: what to answer, and the Sec-WebSocket-Accept. */
 #ifndef HTTPDCNODE_WS_HANDSHAKE_H

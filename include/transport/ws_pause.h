@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* WebSockets not read while Erlang is behind: while more than
  * CLIENT_IN_PENDING_MAX (client_rate.h) of client messages wait for it,
  * a WebSocket that becomes readable is paused, not read (TCP pushes back

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a WebSocket client sends: frames read through wslay's frame parser
  * (wslay_frame_*), checked, and answered: a read's pings get one pong, of
  * the last of them (RFC 6455 5.5.3), a close its close; a data message

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hot upgrade: a new process (possibly a new binary), started with
  * --takeover and the same options, takes over from the running one on the
  * same host, every stream kept open (docs/operations.md, "Upgrading

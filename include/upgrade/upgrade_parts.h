@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside a hot upgrade (upgrade.h): what both sides share. The records a
  * hand-over carries, each of its module and version, and the hello in
  * which the new process says what it reads and with what options it runs.

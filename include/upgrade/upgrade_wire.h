@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control socket of a hot upgrade: a Unix SOCK_SEQPACKET socket in the
  * abstract namespace, named after the node (two nodes on a host never
  * share a name: epmd sees to it), which the running process listens on

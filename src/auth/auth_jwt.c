@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Subscriber JWTs: HS256 under the token secret, checked in this order so
  * that unauthenticated bytes reach as little as possible: the shape and
  * the length, the header (only "alg": "HS256" is taken, so neither "none"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token secret as an HMAC-SHA256 key. */
 #include "auth/auth_key.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading --auth-secret-file. Its bytes are never logged. */
 #include "auth/auth_secret.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed subscriber tokens: finding the token in a request, checking it. */
 #include "auth/auth_token.h"
 #include "auth/auth_jwt.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backlogs: see backlog.h. */
 #include "core/backlog.h"
 #include "lib/carry.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Batching of deliveries: entries in arrival order, grouped per stream
  * at flush time by a stable sort (a stream's messages keep their order). */
 #include "core/batch.h"

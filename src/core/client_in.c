@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client message up to Erlang: see client_in.h. */
 #include "core/client_in.h"
 #include "core/client_rate.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection ids: see conn.h. Two open-addressing tables (linear probing,
  * deletion by backward shift, so no tombstones): stream -> entry, and
  * id -> stream. Each grows to twice its size past half full. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Applies hand-off records to streams, on the event-loop thread only. */
 #include "core/dispatch.h"
 #include "core/batch.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Draining: see drain.h. A timer every DRAIN_TICK_MS ends the next
  * per_tick streams in uid order: a cursor on the uid table, so the whole
  * drain walks the online uids once (no work quadratic in streams). New

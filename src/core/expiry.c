@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Token lifetime: see expiry.h.
  *
  * Cost per tracked stream: a 24-byte entry and a 4-byte hash head (both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Message framings: see framing.h. */
 #include "core/framing.h"
 #include "core/history.h"

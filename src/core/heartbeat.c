@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Heartbeats: see heartbeat.h. */
 #include "core/heartbeat.h"
 #include "lib/log.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Message ids and history: see history.h.
  *
  * The arena is a ring of entries at monotonic byte positions (offset =

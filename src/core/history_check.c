@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a restart checks in a history file: see history_check.h.
  *
  * A file written only by this code and left by a process killed at any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where the history lives: see history_map.h.
  *
  * One mapping, laid out as history_layout.h says: the head's page, the

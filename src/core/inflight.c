@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Client bytes in flight: see inflight.h.
  *
  * The holders are a compact table (a holder's `at` is its index + 1,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Message ids as text: see msg_id.h. */
 #include "core/msg_id.h"
 #include "core/history.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loop side of the outbox: replies and presence for Erlang. */
 #include "core/outbound.h"
 

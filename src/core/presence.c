@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Presence batching. A uid's first stream is told at once: an `up` of its
  * own, queued to the outbox before anything that stream can send, so the
  * masters know the uid before its first client message reaches an inbox,

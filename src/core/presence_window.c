@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The windows of presence changes: see presence_window.h. */
 #include "core/presence_window.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replays: see replay.h. */
 #include "core/replay.h"
 #include "core/backlog.h"

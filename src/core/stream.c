@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Streams: their life (see stream.h) and their writes. One writev per
  * message batch when the socket takes it; a backlog, and EV_WRITE, only
  * while it does not. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topics and their subscriptions: see topic.h. */
 #include "core/topic.h"
 #include "core/history.h"

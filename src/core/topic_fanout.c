@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Publishing to a topic: see topic_fanout.h. */
 #include "core/topic_fanout.h"
 #include "core/batch.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Joining topics: see topic_join.h. */
 #include "core/topic_join.h"
 #include "core/conn.h"

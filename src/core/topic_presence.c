@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topic presence: see topic_presence.h. What the masters were told of a
  * topic is a number a topic (its streams + 1, 0 when nothing or gone),
  * so a window's changes go out as their net effect: a topic joined and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transports' tables: see transport_ops.h. */
 #include "core/transport_ops.h"
 #include "obs/end_reason.h"

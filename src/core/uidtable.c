@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Uid table: max_users + 1 pointers, allocated once. calloc leaves the
  * pages untouched until a uid in them connects, so a large table costs
  * memory only where uids are used. A bitmap of the online uids (1 bit per

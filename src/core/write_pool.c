@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fork-join writer threads: see write_pool.h. */
 #include "core/write_pool.h"
 #include "obs/probe.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The C-node thread. One poll loop over: a stop eventfd, the queue of new
  * connections (erl_setup.c makes them on other threads), the replies from
  * the loop and every Erlang connection. Nothing here waits on a peer that

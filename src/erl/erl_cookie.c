@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Erlang cookie: --cookie-file, else $ERLANG_COOKIE, else ~/.erlang.cookie.
  * A cookie file is refused, as erl refuses ~/.erlang.cookie, when group or
  * others have any permission on it. The cookie itself is never printed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The two epmd requests the C-node needs: ALIVE2_REQ and PORT_PLEASE2_REQ
  * (OTP's "Distribution Protocol", EPMD section). Each request is a 2-byte
  * big-endian length and the body; the answers are not length-prefixed. */

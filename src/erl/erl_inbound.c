@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* C-node side of the inbox: Erlang messages become command records. */
 #include "erl/erl_inbound.h"
 #include "lib/clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small table of Erlang connections: a handful of nodes at most. */
 #include "erl/erl_link.h"
 #include "erl/erl_socket.h"

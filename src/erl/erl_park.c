@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The parking FIFOs of erl_park.h: a malloc per record parked, none while
  * nothing is (the usual case: inboxes that keep up). */
 #include "erl/erl_park.h"

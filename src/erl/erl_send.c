@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Encoding and sending of what the loop queued for Erlang. Replies go to
  * the asker's node; presence goes to every master link, each on its own:
  * a master asked for a snapshot (it connected, or sent {Pid, Ref,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topic terms for Erlang: see erl_send_topics.h. */
 #include "erl/erl_send_topics.h"
 

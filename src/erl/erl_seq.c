@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The masters' numbered streams: see erl_seq.h. */
 #include "erl/erl_seq.h"
 #include "lib/carry.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection setup for the C-node (see erl_setup.h): the setup thread,
  * start and stop. The setup thread polls the listen socket, the epmd
  * registration and its timers; it never waits on a peer. Handshakes and

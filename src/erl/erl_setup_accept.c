@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Accepting nodes' connections: each goes to a free handshake thread, or
  * is closed at once and counted (erl_refused) when every one is busy.
  * Setup thread only. See erl_setup_int.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The name's registration with epmd: made when due, kept while the epmd
  * socket stays open, made again when epmd forgets it. Setup thread only.
  * See erl_setup_int.h. */

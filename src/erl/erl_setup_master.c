@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The masters: each has its own state, backoff and connect thread, so
  * one that is down costs the others nothing. See erl_setup_int.h. */
 #include "erl/erl_setup_int.h"

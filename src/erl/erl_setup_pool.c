@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The handshake pool: ERL_SETUP_WORKERS threads for the handshakes of
  * accepted connections, one more per master for its connects, counted
  * apart so that masters being dialled never starve nodes dialling in,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The new-link queue: established connections wait here, under the
  * lock, for the C-node thread, which an eventfd wakes. See
  * erl_setup_int.h. */

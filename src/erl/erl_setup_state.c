@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the setup files share: see erl_setup_int.h. */
 #include "erl/erl_setup_int.h"
 

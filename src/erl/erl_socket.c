@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* poll()-based, buffered sockets for ei. Each context is one TCP socket,
  * non-blocking, with a read buffer (a few Erlang connections at most, so
  * 64 KB each is cheap). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation and extraction of the message terms listed in erl_term.h. */
 #include "erl/erl_term.h"
 #include "core/cmd.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The admin listener: see admin.h. A second evhttp on the same loop, with
  * no streams: every request is answered at once. */
 #include "http/admin.h"

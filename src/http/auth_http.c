@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Subscriber tokens at the HTTP door: the request's query and Authorization
  * header go to the pure check (auth_token.c); a refusal is a 403. */
 #include "http/auth_http.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client's address behind a trusted proxy: see client_addr.h. */
 #include "http/client_addr.h"
 #include "obs/stats.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* POST /send/N: see client_post.h.
  *
  * A request is checked in the order a client can act on: its origin, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CORS: see cors.h. */
 #include "http/cors.h"
 #include "http/http_reply.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A request's framing headers: see http_framing.h.
  *
  * evhttp has read the body by then, as it understood it (the first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Request routing and error replies. Streams start in the transports,
  * which register their routes here (http_front_route). */
 #include "http/http_front.h"

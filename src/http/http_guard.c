@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Read-ahead bound, request deadlines and the bytes of requests being
  * read, for connections still in evhttp.
  *

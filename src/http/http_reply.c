@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole replies: see http_reply.h. */
 #include "http/http_reply.h"
 

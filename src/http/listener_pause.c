@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pausing a listener: see listener_pause.h. */
 #include "http/listener_pause.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The socket leaves evhttp. Why each step:
  *   1. disable the bufferevent, so its epoll registration goes before the
  *      descriptor number changes meaning (the epoll changelist, which would

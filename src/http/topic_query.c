@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topics at the door: see topic_query.h. */
 #include "http/topic_query.h"
 #include "core/topic_join.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* User id parsing: a plain positive decimal and nothing else. */
 #include "http/uid.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The built-in files: see web.h. */
 #include "http/web.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Carried state: see carry.h. */
 #include "lib/carry.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* permessage-deflate's messages through zlib: see deflate_msg.h. */
 #include "lib/deflate_msg.h"
 #include "lib/log.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bounded byte ring from the C-node thread (producer) to the event loop
  * (consumer). Records are written in place, so a message is copied once
  * from the Erlang buffer into the ring and read there by the loop.

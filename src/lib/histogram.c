@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Log-linear latency histogram: see histogram.h. No libm: the unit test links
  * it without -lm. */
 #include "lib/histogram.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON text of messages: see json_text.h. */
 #include "lib/json_text.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging to stderr. Lines are short and carry a timestamp; nothing on the
  * per-message or per-connection paths logs at the default level. */
 #include "lib/log.h"

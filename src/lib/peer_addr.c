@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peer addresses: see peer_addr.h. */
 #include "lib/peer_addr.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fixed-size record pool: a free list, then the rest of the newest block. */
 #include "lib/pool.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pointer maps: see ptrmap.h. */
 #include "lib/ptrmap.h"
 

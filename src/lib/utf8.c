@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* UTF-8 validation: see utf8.h. */
 #include "lib/utf8.h"
 

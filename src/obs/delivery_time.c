@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The delivery-time histogram: see delivery_time.h. */
 #include "obs/delivery_time.h"
 

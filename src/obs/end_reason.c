@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Why a stream ended: see end_reason.h. */
 #include "obs/end_reason.h"
 #include "obs/stats.h"

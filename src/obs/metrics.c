@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus exposition of the counters: see metrics.h. Which counter
  * feeds which metric is one table; a new reason is one line in it (a
  * stream's ending: one in end_reason.h's). */

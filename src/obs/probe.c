@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-hop message ages for --probe-latency: see probe.h. All
  * histograms belong to the loop thread; the C-node thread only stamps the
  * receive time into the hand-off record. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Counters and their collection into name/value pairs. */
 #include "obs/stats.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stream's welcome through evhttp, then its socket leaves evhttp. */
 #include "transport/chunked.h"
 #include "transport/transport.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Long-poll: see poll.h. */
 #include "transport/poll.h"
 #include "core/backlog.h"

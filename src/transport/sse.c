@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Server-Sent Events: see sse.h. */
 #include "transport/sse.h"
 #include "core/backlog.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Opening a stream: see transport.h. */
 #include "transport/transport.h"
 #include "core/presence.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* WebSocket streams: see ws.h. */
 #include "transport/ws.h"
 #include "core/backlog.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A WebSocket client's budget of a second: see ws_budget.h.
  *
  * Open addressing, linear probing; an entry of an earlier second is free,

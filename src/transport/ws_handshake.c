@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The WebSocket opening handshake: see ws_handshake.h. */
 #include "transport/ws_handshake.h"
 #include "http/cors.h"

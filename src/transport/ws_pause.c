@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* WebSockets not read while Erlang is behind: see ws_pause.h. */
 #include "transport/ws_pause.h"
 #include "core/client_rate.h"

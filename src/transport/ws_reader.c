@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* WebSocket client frames: see ws_reader.h.
  *
  * wslay's frame context reads into its own 4 KB buffer as much as its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hot upgrade, the running side: see upgrade.h. A hand-over runs in
  * one loop callback, from the hello to the exit (or back to serving):
  * nothing else of the loop runs meanwhile, so no stream is read or

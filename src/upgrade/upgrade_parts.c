@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The records of a hot upgrade: see upgrade_parts.h. */
 #include "upgrade/upgrade_parts.h"
 #include "core/backlog.h"

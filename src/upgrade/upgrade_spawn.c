@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hot upgrade started by a signal (systemctl reload): see upgrade.h.
  * And the new process telling systemd it is the service's main process
  * now, once it serves. */

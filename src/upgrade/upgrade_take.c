@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hot upgrade, the taking side: see upgrade.h. */
 #include "upgrade/upgrade.h"
 #include "upgrade/upgrade_parts.h"

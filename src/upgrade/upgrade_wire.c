@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control socket of a hot upgrade: see upgrade_wire.h. */
 #include "upgrade/upgrade_wire.h"
 #include "lib/clock.h"

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The admin listener (--admin-listen): /stats, /metrics and /probe there,
 %% not on the public port; both on one listener when the addresses are the
 %% same; an explicit address in use is exit 2, the default one in use is

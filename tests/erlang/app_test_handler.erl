@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An httpdcnode_handler for the tests that run the application: every
 %% client message goes to Dest as {in, Uid, Conn, Data}, then
 %%   "echo TEXT"  is answered to that connection alone with TEXT, which may

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Subscriber tokens against the real binary: one server started with
 %% --auth-secret-file for the token cases, one without for the eviction
 %% attack in open mode, and bad command lines.

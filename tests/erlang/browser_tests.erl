@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The demo page (GET /) and its client (GET /httpdcnode.js) in a real
 %% browser: headless Chromium driven by tests/js/browser_page.mjs, which
 %% reports every row the page shows as a JSON line. Messages come from

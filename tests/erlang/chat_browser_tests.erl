@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The demo page's chat, end to end: a real master running the httpdcnode
 %% application with the example handler chat_room as its inbox (env inbox,
 %% as `make run` sets it), a real server with --inbox and --presence, and

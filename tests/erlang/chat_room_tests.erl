@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The example handler chat_room (examples/erlang) against hostile
 %% and odd input: a real master running the application with chat_room as
 %% its inbox (a pool of 4, as `make run` has it), a real server with

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% GET /sse/N read by an independent, WHATWG-conformant EventSource (npm
 %% "eventsource", pinned in tests/js/package-lock.json): it reconnects by
 %% itself and sends Last-Event-ID; what it was sent meanwhile must reach it

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% GET /ws/N read by an independent, strict WebSocket client (npm "ws",
 %% pinned in tests/js/package-lock.json): it fails the connection on any
 %% framing error of the server, answers pings by itself, and checks text

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Nothing sent through the httpdcnode application is lost without the
 %% client being told: two real masters with the application (env masters,
 %% net_ticktime 4), real C-nodes (./httpdcnode --master A,B --presence

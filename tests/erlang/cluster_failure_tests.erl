@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The cluster around the httpdcnode application survives losing any of its
 %% parts: two real masters with the application (env masters), three real
 %% C-nodes (./httpdcnode --master A,B --presence httpdcnode_presence), real

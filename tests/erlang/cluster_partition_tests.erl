@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Masters cut from each other while both run, then let back: the
 %% subscription tables converge. Real masters with the application (env
 %% masters), a real C-node started with --master for all of them, real SSE

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The httpdcnode application loses no message for a uid offline for a
 %% moment: a real master node with the application, real C-nodes
 %% (./httpdcnode --presence httpdcnode_presence) and real SSE and long-poll

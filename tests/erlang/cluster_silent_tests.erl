@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A master link that goes silent: the master node is frozen (SIGSTOP), so
 %% it sends no tick and no reset while its kernel still acknowledges, as a
 %% partition that drops packets looks from the C-node. A real master with

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The httpdcnode application on a real master node with three real
 %% C-nodes (./httpdcnode --presence httpdcnode_presence) and real HTTP
 %% streams: routing, acknowledged sends, presence through a C-node's death,

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An httpdcnode_handler for the tests with handle_conn_down: every client
 %% message goes to the test's process as {in, Uid, Conn, Data}, every
 %% connection's end as {conn_down, Uid, Conn, Reason}.

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The Erlang cookie stays secret: --cookie-file and its permission check,
 %% the same check on ~/.erlang.cookie, the warning for --cookie, and
 %% `make run` (scripts/run.sh) keeping the cookie out of ps and its epmd and

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Terms the server must refuse, each a test, on one server started with
 %% --max-users 1000 --max-message 1024: after each, nothing reached the
 %% streams, a good message still arrives, and the refusal counters

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A message's type, said by Erlang: httpdcnode:send(Uid, {binary, Bin})
 %% (and multicast, broadcast, the _sync forms, reply) reaches the client as
 %% binary whatever Bin's bytes, valid UTF-8 too: a WebSocket binary frame

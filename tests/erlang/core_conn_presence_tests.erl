@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Connection presence (--presence-conns): the --presence process on the
 %% master gets {httpdcnode, Node, conn_up, Uid, Conn, Transport, Peer} when
 %% a stream opens and {httpdcnode, Node, conn_down, Uid, Conn, Reason} when

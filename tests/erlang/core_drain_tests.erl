@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Draining and the endings that tell a client whether to come back: SIGTERM
 %% ends the streams spread over --drain-seconds while messages still reach
 %% the ones left, each transport says why its stream ended (drain, kicked),

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% --history-file: a node killed with SIGKILL and started again with the same
 %% name and file keeps its epoch, ids and history, so that its SSE,
 %% WebSocket (ws+meta) and long-poll clients resume with no gap, given what

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Erlang peers that are hostile or broken must not stop the C-node:
 %% - a reply-form message as large as the decoder accepts, with a pid and a
 %%   ref on a node named by 255 four-byte UTF-8 characters;

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% HTTP clients that try to exhaust the server: each test is an attack that
 %% hurt an earlier version (memory, descriptors or CPU) and the bound that
 %% now stops it.

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The HTTP requests the server refuses, each a test, on one server
 %% started with --max-users 1000.
 -module(core_http_errors_tests).

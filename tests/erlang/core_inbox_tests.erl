@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Clients talk back: what WebSocket clients send reaches the --inbox
 %% process on the master (httpdcnode_inbox calling inbox_test_handler,
 %% which passes each message to the test), in order, within the bounds

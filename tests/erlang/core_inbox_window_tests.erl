@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An inbox whose window is full (256 client messages it has not
 %% acknowledged) holds back its own client messages only: presence, the
 %% replies to send_sync and stats, and the other masters' client messages

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% --max-input-total: what clients sent that the server holds until it is
 %% whole (POST bodies being read, WebSocket messages in flight) is bounded
 %% all together. Hostile clients start many large messages and never end

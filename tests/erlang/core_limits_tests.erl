@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Running out of descriptors, and requests pipelined behind a stream.
 -module(core_limits_tests).
 -include_lib("eunit/include/eunit.hrl").

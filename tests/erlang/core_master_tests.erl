@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The link to the Erlang master: the server works without one, finds one
 %% that starts late, survives one killed under it and finds it again;
 %% presence messages go to the master.

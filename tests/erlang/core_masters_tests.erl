@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A C-node with two masters (--master a@localhost,b@localhost): each gets
 %% the hello and a snapshot of its own, every change, and a new hello and
 %% snapshot when it comes back, while the other goes on undisturbed; a

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Numbered messages ({httpdcnode_seq, Master, Inc, Seq, Inner}) straight to a
 %% real C-node from this node, its --master, and real SSE clients on plain
 %% sockets: each number applied once and in order, acknowledged; a master's

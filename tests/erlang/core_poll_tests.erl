@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% GET /poll/N: long-poll with ids, resume from since=, gaps and the
 %% timeout; and the cross-origin rules (CORS) of the web transports.
 -module(core_poll_tests).

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% POST /send/N: a client on SSE, long-poll or chunked talks back over
 %% plain HTTP. What it posts reaches the --inbox process (httpdcnode_inbox
 %% calling inbox_test_handler, which passes each message to the test) in

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Defects of replay and backlog accounting, on plain sockets against the
 %% real binary: long-poll answers bounded by --max-backlog and counted
 %% like streams; the backlog caps checked before bytes are copied; a

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% GET /sse/N: Server-Sent Events with message ids, history, resume and
 %% gaps, read on plain sockets so that every byte is checked.
 -module(core_sse_tests).

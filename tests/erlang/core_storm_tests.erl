@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A push storm: 5,000 streams (uids 1..5000), 50,000 messages spread
 %% over them at random (fixed seed); every message must reach its uid's
 %% stream exactly once and in order, and the server must stay up.

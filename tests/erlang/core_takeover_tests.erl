@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Hot upgrade (--takeover): a new server process takes over from the
 %% running one while a real master sends through the application, and no
 %% client sees anything: every stream (chunked, SSE, WebSocket, ws+meta, a

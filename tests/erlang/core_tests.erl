@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Black-box tests of the server: a real ./httpdcnode per test, a real
 %% Erlang master node, raw HTTP clients, messages sent from this node.
 %% The HTTP error cases, the rejected terms, the master's comings and

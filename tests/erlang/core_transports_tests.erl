@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Every transport at once: a multicast and a broadcast reach the chunked
 %% stream, SSE, WebSocket and a waiting long-poll alike; and a client that
 %% comes back to a restarted server (a new epoch) is told of a gap.

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% --writers: large fan-outs are written by several threads. Whatever the
 %% threads, every live stream gets every message once and in order, a
 %% client that vanished is ended and counted, and one that does not read is

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% permessage-deflate (RFC 7692) on GET /ws/N with --ws-deflate: the
 %% offers taken and declined, the answer (no context takeover either way);
 %% a message compressed once for all its receivers (the same compressed

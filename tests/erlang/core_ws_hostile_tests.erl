@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% GET /ws/N against WebSocket clients that mean harm, on plain sockets: a
 %% pinger that never reads its pongs, messages that never end, ping and
 %% data-frame floods; and a polite client that none of the bounds touches.

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A gap a master tells ({httpdcnode_gap, Last, Uids} in its numbered stream)
 %% reaches a live WebSocket client with ids (ws+meta.httpdcnode) at once,
 %% whether or not the stream agreed permessage-deflate (--ws-deflate): both

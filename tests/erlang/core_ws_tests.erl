@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% GET /ws/N: WebSocket on plain sockets, so that every byte is checked,
 %% and everything a good client would never send: bad handshakes, unmasked,
 %% oversized, fragmented control and reserved frames, invalid UTF-8, a

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A seed always gives the same friends graph: on every run, every machine
 %% and every OTP release (rand's exsss and erlang:phash2 are both fixed), and
 %% the file written holds exactly the edges generated. Pure: no server, no

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Barabasi-Albert friends graph: shape, invariants, reproducibility.
 -module(friends_graph_tests).
 -include_lib("eunit/include/eunit.hrl").

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Loading an edge list into subsmanager (mnesia in RAM on this node).
 -module(friends_loader_tests).
 -include_lib("eunit/include/eunit.hrl").

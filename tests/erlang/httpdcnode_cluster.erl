@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Shared by the cluster test modules (cluster_tests, cluster_reliability_tests,
 %% cluster_failure_tests, cluster_delivery_tests): masters started for a
 %% set-up, the application started on a master node, the wait until a master

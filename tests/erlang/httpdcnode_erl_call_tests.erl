@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% erl_call driving a real master that runs httpdcnode, with a real C-node
 %% connected to it. erl_call is a hidden node that takes the first message
 %% it gets for the answer it waits for: the presence server must not send

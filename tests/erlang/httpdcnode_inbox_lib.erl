@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% What the tests of client messages share: a raw WebSocket to /ws/N (the
 %% upgrade sent, the 101 read), the masked frames a client sends and the
 %% frames the server sends back, the {in, Uid, Conn, Data} an inbox passes

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The application's inbox against a real server and a real master: a
 %% reply sent with httpdcnode:send/2 by the handler of a WebSocket's first
 %% message reaches it, also when the message went the moment the socket

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The inbox window through the application (httpdcnode_inbox under its
 %% supervisor, calling app_test_handler; a real server): a handler that
 %% holds fills the window (256 client messages not acknowledged) and the

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A page in a real browser for the black-box tests: a driver script of
 %% tests/js (browser_page.mjs, proxy_page.mjs) run by node, which starts
 %% headless Chromium and says what happens as one JSON line each.

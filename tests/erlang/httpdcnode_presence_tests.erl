@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Presence server fed with fake C-node reports, in this node.
 -module(httpdcnode_presence_tests).
 -include_lib("eunit/include/eunit.hrl").

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Raw client pieces over gen_tcp for the black-box tests: the bytes up to a
 %% separator, SSE events, WebSocket frames both ways, long polls.
 %%

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% httpdcnode:reply/2 and reply_sync/2 through the application: a master
 %% running it, its inbox calling app_test_handler, a real server.
 %%   - A Conn kept from before the C-node was killed and started again

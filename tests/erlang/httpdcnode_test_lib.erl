@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Helpers for the black-box tests of httpdcnode.
 %%
 %% - OS processes (the server, Erlang master nodes) run under a holder

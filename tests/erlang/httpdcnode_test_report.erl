@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Runs every EUnit module named *_tests found in the test beam directory
 %% (scripts/run-tests.sh calls main/0) and counts the results with an
 %% EUnit listener, so that the script gets exact numbers: a cancelled

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Pure functions of the API module: message encoding and grouping by node.
 -module(httpdcnode_tests).
 -include_lib("eunit/include/eunit.hrl").

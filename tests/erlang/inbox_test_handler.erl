@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An httpdcnode_handler for the tests: every client message goes to the
 %% test's process as {in, Uid, Conn, Data}.
 -module(inbox_test_handler).

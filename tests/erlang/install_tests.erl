@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% make install and make deb, and the systemd unit they install: what lands
 %% where (a scratch DESTDIR, the package's own file list), that each piece
 %% works from there (the binary, its manual, the Erlang application found

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The publisher's pure parts (payload, pacing schedule, splitting, uid
 %% choice, command line, JSON) and run/1 and once/1 against a local
 %% process registered as `any', which stands in for the C-node.

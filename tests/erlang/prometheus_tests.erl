@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% A real Prometheus (Debian's /usr/bin/prometheus) scrapes the server's
 %% admin port every second; its query API must come to show the server's
 %% streams, deliveries, drops and delivery-time histogram, and follow a

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The front door: Debian's nginx in front of two C-nodes, run with
 %% examples/nginx.conf.example itself, rendered with this test's ports and
 %% paths (its placeholders) into a temporary directory: TLS with a

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An httpdcnode_handler for the tests, run by the application's inbox: a
 %% client message comes back to its uid through httpdcnode:send/2 (the
 %% presence of the master routes it), as "back DATA"; "hold TAG" holds its

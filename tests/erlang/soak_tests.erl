@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The soak publisher (bench/erlang/soak.erl): its command line, what it
 %% counts as sent to the stable uids, and publish/1 against a local process
 %% registered as `any', which stands in for the C-node and counts what it got.

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% An httpdcnode_handler for the topic tests: a join of a topic that starts
 %% "ok:" is allowed, any other refused with the reason not_allowed; every
 %% join asked and every leave goes to the test's process as {join, Uid,

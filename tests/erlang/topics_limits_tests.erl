@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Topics' bounds and who may join, on real servers: --max-topics,
 %% --max-topics-per-stream and --max-streams-per-topic at the door and for
 %% a WebSocket's joins, each refusal counted; a client joining as fast as

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Topics through the application: two real masters (A and B, env masters)
 %% and two real C-nodes (--presence httpdcnode_presence --presence-topics)
 %% with real streams on every transport: publish once per C-node, joins by

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% WebSocket conformance (RFC 6455) of GET /ws/N, grouped as the RFC is:
 %% the opening handshake (4.1, 4.2), framing (5.2), fragmentation (5.4),
 %% pings and pongs (5.5.2, 5.5.3), the close handshake and its codes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the history (src/core/history.c, included for its clock),
  * driven by a program of random operations and checked against a simple
  * model. Each input byte pair is one operation: append to a uid, a

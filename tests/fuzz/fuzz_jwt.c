@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: subscriber tokens (src/auth/auth_token.c, auth_jwt.c).
  * The first byte picks what the rest is:
  *   0  a JWT, given by length (auth_jwt_check), its last byte before a

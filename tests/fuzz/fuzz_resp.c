@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the load client's response parser
  * (tools/httpclient/resp_parser.c), driven as tests/unit/client/test_client_parser.c
  * drives it. The first byte picks the size of the pieces the rest arrives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the Erlang term decoder (src/erl/erl_term.c), driven as
  * src/erl/erl_cnode.c's handle_message drives it: version byte, erl_term_parse, then
  * the copies into a record of exactly cmd_size() bytes. Each input is tried

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: uid_parse (src/http/uid.c), the text after "/test/".
  * Checked against the rule it implements: a plain positive decimal
  * without leading zero, at most max. */

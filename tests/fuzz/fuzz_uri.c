@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: a request URI as src/http/http_front.c sees it. evhttp
  * parses the request line's URI with evhttp_uri_parse_with_flags(...,
  * EVHTTP_URI_NONCONFORMANT); on_request routes on its path and hands the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Input copied so that its last byte ends a page and the next page is
  * unmapped: a read past the end faults at once, also inside libraries
  * built without the sanitizers (libei). */

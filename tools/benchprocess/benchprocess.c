@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* benchprocess: the server's own code paths for N streams in one process,
  * with no network (make bench-process; scripts/bench-process.sh runs it at
  * 10,000, 100,000 and 1,000,000 streams and checks that each figure per

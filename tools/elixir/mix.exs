@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # httpdcnode for Elixir: a thin wrapper over the httpdcnode Erlang
 # application (docs/elixir.md). As a dependency of your project, by path:
 #   {:httpdcnode_ex, path: "/path/to/httpdcnode/tools/elixir"}

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The httpdcnode Erlang application as a Mix project, so that an Elixir
 # project can depend on it ({:httpdcnode, path: ...} or git with sparse:
 # "tools/erlang") without rebar3. Its metadata is read from

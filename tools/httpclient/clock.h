@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Clock readings in nanoseconds, and this process's CPU time. */
 #ifndef HTTPCLIENT_CLOCK_H
 #define HTTPCLIENT_CLOCK_H

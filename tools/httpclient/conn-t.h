@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A connection's record and what a parser says of a message (conn.h says
  * how a connection lives). Apart, so that the parsers' dispatch (proto.c),
  * which conn.c calls, needs the type and none of conn.c's functions. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection lifecycle: see conn.h. */
 #include "conn.h"
 #include "record.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One streaming connection: socket, connect, request, reading the response
  * through its transport's parser (proto.h), counting into the worker's
  * stats, checking its message ids. Raw sockets and one libevent event each;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parent process: see coordinator.h. */
 #include "coordinator.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The parent process: forks the workers, adds up their reports, prints a
  * progress line every second, decides when the run ends (--until-msgs,
  * --hold, every connection ended, SIGINT/SIGTERM, --max-time) and prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Id order per connection: see ids.h. */
 #include "ids.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checks the message ids one connection (or one poll loop) receives: within
  * an epoch each id is the previous one + 1, except right after a reported
  * gap, which allows any jump, also to another epoch. The last id seen is

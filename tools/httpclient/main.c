@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* httpclient: load client for streaming (chunked) HTTP servers. */
 #include "coordinator.h"
 #include "options.h"

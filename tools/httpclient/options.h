@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command line of the load client. */
 #ifndef HTTPCLIENT_OPTIONS_H
 #define HTTPCLIENT_OPTIONS_H

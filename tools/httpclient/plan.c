@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Resource plan: see plan.h. */
 #include "plan.h"
 

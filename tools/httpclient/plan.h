@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checks that a run fits this host before anything is opened: sockets per
  * process under the open-files limit, connections per source address within
  * the local port range. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A long-poll answer, a byte at a time: see poll_parser.h. */
 #include "poll_parser.h"
 

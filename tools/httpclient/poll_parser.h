@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Incremental parser for one long-poll answer, a JSON object such as
  *   {"messages":[{"id":"4fb91385:8","data":"t=1;hello"}],"gap":false}
  * It walks any well-formed JSON (strings with escapes, numbers, literals,

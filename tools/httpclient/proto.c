@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-transport parsing of a connection's bytes: see proto.h. */
 #include "proto.h"
 

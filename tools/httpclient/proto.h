@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What each --proto does with the bytes of a connection: the chunked
  * stream through resp_parser; Server-Sent Events through resp_parser's head
  * and sse_parser; WebSocket through ws_parser; long-poll answers through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --record: see record.h. */
 #include "record.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --record FILE: what each connection received, one line each, for a
  * checker that compares it with what was sent (scripts/cluster-sim.sh):
  *   m UID EPOCH:SEQ N   a message (its id; N from "n=N;" after the stamp,

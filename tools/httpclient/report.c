@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Totals and their printing: see report.h. */
 #include "report.h"
 

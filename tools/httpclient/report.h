@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Adding up the workers' stats and printing them: progress lines and the
  * final summary (text or one JSON line). */
 #ifndef HTTPCLIENT_REPORT_H

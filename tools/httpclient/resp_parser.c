@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Byte-at-a-time HTTP response state machine; chunk data is skipped in bulk
  * once its "t=<ns>;" prefix is settled. See resp_parser.h. */
 #include "resp_parser.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Incremental parser for one streaming HTTP/1.x response: status line,
  * headers, then a chunked body (or a Content-Length / read-until-close body).
  * Its whole state is 24 bytes per connection: it never buffers input, bytes

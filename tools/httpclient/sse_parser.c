@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* text/event-stream, a byte at a time: see sse_parser.h. */
 #include "sse_parser.h"
 

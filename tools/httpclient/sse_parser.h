@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Incremental parser for a text/event-stream body (WHATWG HTML, "Server-sent
  * events"): lines ending in LF, CRLF or CR; "field: value" (one space after
  * the colon dropped); ':' starts a comment; a blank line dispatches the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Incremental scanners shared by the transport parsers: the publisher's
  * "t=<ns>;" stamp at the start of a payload (and the "n=<number>;" that
  * may follow it), and a message id

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What one worker process counts. A worker sends the whole struct to the
  * parent as one SOCK_SEQPACKET message (cumulative values, so a lost progress
  * report costs nothing). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker process main loop: see worker.h. */
 #include "worker.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A worker process: opens its share of the connections at its share of the
  * rate, keeps them, and reports its stats to the parent over a SOCK_SEQPACKET
  * socket every second (every 100 ms with --until-msgs) until SIGTERM (the

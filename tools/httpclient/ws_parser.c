@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* WebSocket handshake answer and server frames: see ws_parser.h. */
 #include "ws_parser.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client side of a WebSocket (RFC 6455) over the ws+meta.httpdcnode
  * subprotocol, incrementally, never buffering a data frame:
  *   - the handshake answer: "HTTP/1.x 101", Upgrade: websocket, Connection:

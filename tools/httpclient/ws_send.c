@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Client frames and payloads sent up: see ws_send.h. */
 #include "ws_send.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the load client sends up a WebSocket (--send-rate, --request-rate):
  * client frames masked as RFC 6455 section 5.3 wants, and the payload
  * "q=SEQ;t=NS;" (a message) or "r=SEQ;t=NS;" (a request, which the bench's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* netdelay: the latency of a network link for scripts/cluster-sim.sh on a
  * kernel without sch_netem (tc qdisc ... netem). Packets that iptables sends
  * to an NFQUEUE queue (-j NFQUEUE --queue-num N) are held DELAY ms, plus or

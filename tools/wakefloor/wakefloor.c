@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wakefloor: how late a sleeping thread wakes on this host when another
  * thread signals it, as the server's C-node thread wakes its event loop (an
  * eventfd watched by epoll) and as a write wakes a client. Every PERIOD_US a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* writefloor: what one small write to a loopback TCP socket costs on this
  * host, with a reader process watching all the sockets with epoll, as a
  * browser-side client does. No server can deliver messages to distinct

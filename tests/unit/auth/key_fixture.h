@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The signing key both token tests share: a cmocka group setup and teardown
  * that make it from SECRET and free it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Subscriber JWTs (auth_jwt.c), through the same entry as the older tokens
  * (auth_token_check: token=JWT in the query, Authorization: Bearer JWT).
  * Tokens are made here from JSON text with OpenSSL's one-shot HMAC() and a

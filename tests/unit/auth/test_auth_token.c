@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Subscriber tokens: the pure check (auth_token.c) and the secret file
  * (auth_secret.c). Expected signatures come from OpenSSL's one-shot HMAC(),
  * not from the code under test, and one from `openssl dgst -hmac`. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The load client's id checks (tools/httpclient/ids.c): +1 within an epoch,
  * any jump right after a gap, duplicates, and the id a reconnection gives. */
 #include <setjmp.h>

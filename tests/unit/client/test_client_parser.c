@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The load client's HTTP response parser (tools/httpclient/resp_parser.c):
  * status, headers, chunk framing and the "t=<ns>;" stamp, fed in pieces of
  * every size. */

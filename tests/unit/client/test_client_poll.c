@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The load client's long-poll answer parser (tools/httpclient/poll_parser.c):
  * the messages of a JSON answer, their ids and stamps, the gap flag, fed in
  * pieces of every size; what is not one JSON object of that shape is an

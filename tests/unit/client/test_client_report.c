@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The load client's progress line (tools/httpclient/report.c): the fields
  * scripts read by name, the last message's time on the wall clock, and the
  * --hist-out file (two clients' files add up to the histogram of both). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The load client's Server-Sent Events parser (tools/httpclient/sse_parser.c):
  * fields, line endings, ids, the gap event and the stamp (with its message
  * number), fed in pieces of

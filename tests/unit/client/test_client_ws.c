@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The load client's WebSocket parser (tools/httpclient/ws_parser.c, frames
  * through wslay): the handshake answer, then frames (lengths, fragments,
  * control frames between them, the id prefix, the gap frame, the stamp, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the load client sends up a WebSocket (tools/httpclient/ws_send.c):
  * client frames, masked as RFC 6455 section 5.3 wants, in each length
  * form, read back by wslay's frame parser as a server reads them (it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The --client-rate bucket (client_rate.h) that a WebSocket's messages and
  * POST /send/N share: a full burst at first, refilled at the rate, never
  * above the burst, and never refilled by a clock that went back. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection ids: unique, never reused, found while the stream lives and
  * not after; the tables stay right through growth and deletions (their
  * backward shifts); taken from the wall clock, so that a later run of the

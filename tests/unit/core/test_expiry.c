@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token expiry side table (src/core/expiry.c, included to reach its
  * statics): streams tracked from the exp their request gave, found again
  * through the hash when they close (past its growth), and ended by the

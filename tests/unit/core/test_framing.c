@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framings that look at the payload (WebSocket: frame headers of each
  * length form, text or binary by UTF-8 validity, the ws+meta id prefix;
  * SSE bodies: data: lines, or base64 for a

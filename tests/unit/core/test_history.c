@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Message ids and history (src/core/history.c, included for its clock): ids,
  * what a returning client is replayed, and when it is told of a gap. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The history in a --history-file (src/core/history.c, included for its
  * clock; history_map.c and history_check.c as built): a child process
  * writing messages is killed with SIGKILL, at random times and at chosen

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* inflight: past the bound the largest holders are shed, largest first,
  * until the rest fit; the holder that asked is told when it is one of
  * them; a doomed holder's bytes no longer count against the bound until

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Uid presence: a first up is queued at once (a few a window, none in a
  * storm), ahead of whatever waits in the window; the rest nets out per
  * window against what the masters were told; a client message of a uid

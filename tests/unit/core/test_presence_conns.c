@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connection presence (--presence-conns): off, a stream gets no conn id
  * and nothing is queued; on, its open and end are one record each, the
  * end's reason the one its ending gave, told once; past

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stream core (src/core/stream.c) and the write batch (src/core/batch.c), on
  * real sockets and a real event loop: a stream's life, the deferred free
  * that lets a batch hold a stream closed under it, the welcome-ending case,

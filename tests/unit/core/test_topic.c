@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The topic index (core/topic.c): both sides agree after any sequence of
  * joins and leaves, the bounds refuse what they should, a topic no stream
  * holds is given up (its index taken again, a new epoch), and a topic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The uid table: lists per uid, counts, oldest, presence transitions. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The writer threads (src/core/write_pool.c): every job written once, results
  * and errors reported, and a restarted pool never replays an old batch. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* erl_cnode_trim_xbuf: the C-node's receive buffer is given back after a large
  * message and kept after a small one. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* erl_link_tick_all: a tick the socket takes only in part must be
  * completed, or the link shut down and marked broken; never half a tick
  * followed by other bytes. The socket's short count is made by the send()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* erl_park: records come out in the order parked, byte for byte, per
  * link; the total over every link stops at ERL_PARK_MAX (a push past it
  * keeps nothing) and comes back down as records are taken. */

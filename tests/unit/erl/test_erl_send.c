@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The inbox window of a master link (erl_send.c): past ERL_SEND_IN_WINDOW
  * unacknowledged client messages the rest are parked; a window full with
  * no acknowledgement for ERL_SEND_IN_STUCK_MS shows in in_windows_stuck;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* erl_seq: a master's numbered messages applied once, in order; held
  * until their turn, holes given up, acknowledgements once the loop has
  * applied, a new run of the master. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* erl_term_parse: every accepted and rejected message shape. Terms are built
  * with ei's own encoder, as Erlang would send them. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* uid_parse: the user id in /test/N. */
 #include <setjmp.h>
 #include <stdarg.h>

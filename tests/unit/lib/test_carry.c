@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Carried state (lib/carry.c): records written are read back, found by
  * tag; a read past a record's end, a length past the buffer, never reads
  * out of bounds: it fails, with zeros. */

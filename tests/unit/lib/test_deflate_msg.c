@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* permessage-deflate's messages: compressed and inflated back, one after
  * another through the same contexts (each on its own); inflating stops at
  * its bound however much the input would make; data that is not deflate,

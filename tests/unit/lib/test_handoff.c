@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hand-off ring: order, wrap-around, backpressure, a real second thread. */
 #include <setjmp.h>
 #include <stdarg.h>

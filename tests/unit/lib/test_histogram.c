@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The latency histogram (src/lib/histogram.c) of the load client and the
  * server's latency probe:
  * bucket layout, precision, percentiles, merging. */

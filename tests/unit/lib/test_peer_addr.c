@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peer addresses from text (X-Forwarded-For entries, --trusted-proxy)
  * and networks: the forms accepted, those refused, IPv4-mapped IPv6. */
 #include <setjmp.h>

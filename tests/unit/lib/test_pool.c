@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The record pool: reuse, distinct records, blocks as needed. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus exposition of /metrics, the delivery-time histogram and
  * its observation at a batch flush. */
 #include <setjmp.h>

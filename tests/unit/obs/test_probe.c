@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The --probe-latency stamp parser and its /probe JSON. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Why a stream ended, as each transport's goodbye tells its client (the
  * WebSocket close code, the long-poll's "ended", the SSE end event, the
  * last chunk), and as the reasons' one table names and counts it. */

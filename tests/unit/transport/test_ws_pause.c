@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A WebSocket not read because Erlang is behind (ws_reader.c's pause) is
  * not judged dead for the pongs it could not read: the pause, and its
  * end, restart the count of unanswered pings; after it two heartbeats

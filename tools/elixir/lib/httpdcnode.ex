@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 defmodule Httpdcnode do
   @moduledoc """
   Push messages to the users connected to httpdcnode C-nodes, from Elixir.

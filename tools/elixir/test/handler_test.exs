@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 defmodule Httpdcnode.HandlerTest do
   use ExUnit.Case, async: true
 

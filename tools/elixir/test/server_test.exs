@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 defmodule Httpdcnode.ServerTest do
   # Against the real binary: a C-node whose --master is this node, with
   # tokens (--auth-secret-file) and an inbox whose handler is Elixir.

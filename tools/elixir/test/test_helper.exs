@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The tests run against the real server binary, with the project's own test
 # helpers (tests/erlang/httpdcnode_test_lib.erl and friends, built into
 # build/tests/ebin by make test), on a node that runs the httpdcnode

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Public API: push messages to users connected to httpdcnode C-nodes.
 %%
 %% Call these on a node running the httpdcnode application: a master the

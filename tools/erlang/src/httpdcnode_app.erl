@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Application callback: starts mnesia (with the bulk-load tuning below unless
 %% configured otherwise), makes sure the subscription table exists, then the
 %% supervision tree. A node of role client (httpdcnode_client) needs neither

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Client role: a node of the cluster that runs the httpdcnode application
 %% without presence of its own (application env `{role, client}') and
 %% forwards every routing call to a master (env `masters', tried in order:

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The behaviour of a module that handles what clients send: the inbox
 %% process (httpdcnode_inbox, registered as the C-nodes' --inbox name)
 %% calls it for each message a WebSocket client sent, in the order that

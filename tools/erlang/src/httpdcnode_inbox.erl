@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The inbox process: registered under the name the C-nodes were started
 %% with (--inbox NAME), it takes {httpdcnode_in, CNode, Uid, Id, Data} and
 %% calls the handler module's handle_in(Uid, {CNode, Id}, Data, State)

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% What this master sends each C-node, numbered and kept until the node
 %% acknowledges it, so that nothing is lost without the client being told.
 %%

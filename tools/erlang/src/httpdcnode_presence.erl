@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Presence server: which C-node holds which uid, and which C-nodes exist.
 %%
 %% Registered as `httpdcnode_presence', the name C-nodes are started with

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Pubsub publish: httpdcnode_router:send(Id, Msg) reaches Id and everyone subscribed to
 %% Id who is online, with one Erlang message per C-node carrying the fan-out.
 %% A subscriber offline for a moment gets it on resume, as with

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Subscription database (who receives whose events), as in the 2008 comet
 %% pubsub design: a mnesia bag `subscription' keyed by subscriber, indexed on
 %% subscribee, so "who is subscribed to User" is one index read.

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Merges the subscription copies of masters that were cut from each other.
 %%
 %% mnesia keeps running on each side of a partition, each side taking

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Top supervisor: the presence server, httpdcnode_outq (what the C-nodes
 %% did not acknowledge) and the subscriptions' merger (httpdcnode_subs_heal)
 %% are the long-lived processes; the API and pubsub modules run in their

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Subscriber tokens for C-nodes started with --auth-secret-file.
 %%
 %% A client opens /sse/Uid?token=Jwt (or sends "Authorization: Bearer

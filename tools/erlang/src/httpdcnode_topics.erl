@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% Topic presence on a master: which C-nodes hold a topic and how many
 %% streams each has subscribed, and (with the C-nodes' --presence-topics)
 %% who: every subscription's uid and conn. The presence server

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The old name of httpdcnode_router, kept for one release so that code calling
 %% router:... and nodes of the release before go on working: every
 %% function calls httpdcnode_router's. It goes in the next release (docs/erlang.md).

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The old name of httpdcnode_subs, kept for one release so that code calling
 %% subsmanager:... and nodes of the release before go on working: every
 %% function calls httpdcnode_subs's. It goes in the next release (docs/erlang.md).

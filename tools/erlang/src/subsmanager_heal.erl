@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The old name of httpdcnode_subs_heal, kept for one release so that code calling
 %% subsmanager_heal:... and nodes of the release before go on working: every
 %% function calls httpdcnode_subs_heal's. It goes in the next release (docs/erlang.md).

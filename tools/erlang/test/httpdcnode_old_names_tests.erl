@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The old module names (router, subsmanager, subsmanager_heal; beside the
 %% application, friends_graph and friends_loader, checked when built: not
 %% under rebar3), kept for one release, have every function of the modules

@@ -1,3 +1,4 @@
+%% SPDX-License-Identifier: Apache-2.0
 %% The merge rule of subsmanager for one pair, given its state on each copy
 %% ({LiveClocks, TombstoneClock | none}): the latest add or removal wins, a
 %% removal on a tie, a copy that knows nothing loses. Pure: no mnesia, no

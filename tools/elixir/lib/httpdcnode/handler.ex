@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 defmodule Httpdcnode.Handler do
   @moduledoc """
   What clients send: the behaviour of a module the inbox process calls

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 defmodule Httpdcnode.Inbox do
   @moduledoc """
   The inbox process for a supervision tree of your own: registered as
