@@ -255,16 +255,7 @@ off(_) ->
 open(S, Uid, Headers) when is_integer(Uid) ->
     open(S, "/ws/" ++ integer_to_list(Uid), Headers);
 open(S, Path, Headers) ->
-    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, httpdcnode_test_lib:port_of(S),
-                                 [binary, {active, false}]),
-    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes(
-                              "GET", Path, "HTTP/1.1",
-                              ["Upgrade: websocket", "Connection: Upgrade",
-                               "Sec-WebSocket-Version: 13",
-                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" | Headers])),
-    {Head, Rest} = httpdcnode_raw:read_until(Sock, <<"\r\n\r\n">>, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
+    {Sock, Head} = httpdcnode_raw:ws_upgrade(S, Path, Headers),
     Ext = [V || L <- tl(binary:split(Head, <<"\r\n">>, [global])),
                 [K, V] <- [binary:split(L, <<": ">>)],
                 string:lowercase(K) =:= <<"sec-websocket-extensions">>],

@@ -36,16 +36,7 @@ live_gap(S) ->
     [gen_tcp:close(Sock) || Sock <- [Deflate, Plain]].
 
 open(S, Uid, Headers) ->
-    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, ?L:port_of(S), [binary, {active, false}]),
-    ok = gen_tcp:send(Sock, ?L:request_bytes(
-                              "GET", "/ws/" ++ integer_to_list(Uid), "HTTP/1.1",
-                              ["Upgrade: websocket", "Connection: Upgrade",
-                               "Sec-WebSocket-Version: 13",
-                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" | Headers])),
-    {Head, Rest} = httpdcnode_raw:read_until(Sock, <<"\r\n\r\n">>, <<>>),
-    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
-    put({buf, Sock}, Rest),
-    Sock.
+    element(1, httpdcnode_raw:ws_upgrade(S, "/ws/" ++ integer_to_list(Uid), Headers)).
 
 %% The next frame as a message or a gap (short frames: never compressed).
 event(Sock) ->

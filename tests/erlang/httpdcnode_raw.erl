@@ -11,7 +11,7 @@
 
 -include_lib("eunit/include/eunit.hrl").
 
--export([read_until/3, read_all/2, take/2, read_event/1, ws_meta_upgrade/2,
+-export([read_until/3, read_all/2, take/2, read_event/1, ws_upgrade/3, ws_meta_upgrade/2,
          recv_frame/1, meta_frame/1, frame/2, frame/3, mask/2,
          poll_raw/2, spawn_poll/2, sync/1]).
 
@@ -51,6 +51,22 @@ read_event(Sock) ->
     {Event, Rest} = read_until(Sock, <<"\n\n">>, get({buf, Sock})),
     put({buf, Sock}, Rest),
     <<Event/binary, "\n\n">>.
+
+%% A new connection to S, GET Path upgraded to a WebSocket with Headers
+%% besides the handshake's own: {Sock, the 101's head}, the 101 asserted,
+%% the bytes past its head kept.
+ws_upgrade(S, Path, Headers) ->
+    {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, httpdcnode_test_lib:port_of(S),
+                                 [binary, {active, false}]),
+    ok = gen_tcp:send(Sock, httpdcnode_test_lib:request_bytes(
+                              "GET", Path, "HTTP/1.1",
+                              ["Upgrade: websocket", "Connection: Upgrade",
+                               "Sec-WebSocket-Version: 13",
+                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" | Headers])),
+    {Head, Rest} = read_until(Sock, <<"\r\n\r\n">>, <<>>),
+    ?assertMatch(<<"HTTP/1.1 101 ", _/binary>>, Head),
+    put({buf, Sock}, Rest),
+    {Sock, Head}.
 
 %% GET Path on Sock upgraded to a WebSocket with the subprotocol that carries
 %% ids (ws+meta.httpdcnode): the 101 asserted, the bytes past its head kept.

@@ -95,7 +95,7 @@
 -export([start_link/0, start_link/1, stop/0]).
 -export([online/1, online_uids/1, nodes/0, count/0, add_node/1, resync/0, sync/0,
          each_cnode/1]).
--export([ensure_online/2, hold/2, held_count/0]).
+-export([ensure_online/2, hold/2, held_count/0, table_size/1]).
 -export([route/1, last_seen/1, node_info/1, last_seen_info/0, sweep/0,
          create_tables/1, counters/0, count_event/2, counter_values/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -234,8 +234,12 @@ take_n(N, [U | Rest], Acc) -> take_n(N - 1, Rest, [U | Acc]).
 
 %% Messages held now.
 -spec held_count() -> non_neg_integer().
-held_count() ->
-    case ets:info(?HELD, size) of
+held_count() -> table_size(?HELD).
+
+%% Rows of the ETS table Tab, 0 when it is not there (yet).
+-spec table_size(atom()) -> non_neg_integer().
+table_size(Tab) ->
+    case ets:info(Tab, size) of
         N when is_integer(N) -> N;
         undefined -> 0
     end.

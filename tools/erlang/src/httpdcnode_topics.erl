@@ -84,11 +84,7 @@ sweep_held(Now) ->
     end.
 
 -spec held_count() -> non_neg_integer().
-held_count() ->
-    case ets:info(?HELD, size) of
-        N when is_integer(N) -> N;
-        undefined -> 0
-    end.
+held_count() -> httpdcnode_presence:table_size(?HELD).
 
 %% What was held for Topic, to Node, in the order it was published.
 release(Topic, Node) ->
