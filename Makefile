@@ -213,11 +213,12 @@ build/fuzz/fuzz_uri: tests/fuzz/fuzz_uri.c src/http/uid.c include/http/uid.h | b
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(EV_CFLAGS) -o $@ $< src/http/uid.c $(EV_LIBS)
 
 # The history against a model; history.c is included for its clock, the
-# file it may live in (map, checks) is built beside it.
-HISTORY_SRC := src/core/history.c src/core/history_map.c src/core/history_check.c
+# file it may live in (map, checks) and the records of a hand-over (carry)
+# are built beside it.
+HISTORY_SRC := src/core/history.c src/core/history_map.c src/core/history_check.c src/lib/carry.c
 build/fuzz/fuzz_history: tests/fuzz/fuzz_history.c $(HISTORY_SRC) $(wildcard include/core/history*.h) | build
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< src/core/history_map.c src/core/history_check.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(filter-out src/core/history.c,$(HISTORY_SRC))
 
 # Both token forms, JWTs through jansson; signed JSON reaches the claims.
 FUZZ_AUTH_SRC := src/auth/auth_token.c src/auth/auth_jwt.c src/auth/auth_key.c
