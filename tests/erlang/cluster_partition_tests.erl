@@ -396,9 +396,11 @@ ws(S, U) ->
     ws_meta_upgrade(Sock, "/ws/" ++ integer_to_list(U)),
     {ws, Sock}.
 
-next_message({sse, Sock}) ->
-    [<<"id: ", _/binary>> | Rest] = binary:split(read_event(Sock), <<"\n">>, [global, trim_all]),
-    iolist_to_binary([D || <<"data: ", D/binary>> <- Rest]);
+next_message({sse, Sock} = C) ->
+    case binary:split(read_event(Sock), <<"\n">>, [global, trim_all]) of
+        [<<":", _/binary>> | _] -> next_message(C);      % a heartbeat (--heartbeat)
+        [<<"id: ", _/binary>> | Rest] -> iolist_to_binary([D || <<"data: ", D/binary>> <- Rest])
+    end;
 next_message({ws, Sock}) ->
     {_, _, Payload} = meta_frame(Sock),
     Payload.

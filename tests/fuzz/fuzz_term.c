@@ -12,6 +12,7 @@
 #include "core/cmd.h"
 #include "guarded.h"
 #include "erl/erl_term.h"
+#include "lib/topic_name.h"
 #include "lib/utf8.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -35,7 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* What an accepted view promises the loop thread. */
 static void check_view(const struct term_view *v, const struct term_limits *lim)
 {
-    if (v->kind < CMD_UNICAST || v->kind > CMD_IN_ACK)
+    if (v->kind < CMD_UNICAST || v->kind > CMD_JOIN_REFUSED)
         abort();
     if (v->payload_len > lim->max_message || v->nuids > lim->max_uids)
         abort();
@@ -59,7 +60,13 @@ static void copy_like_handle_message(const char *buf, const struct term_view *v,
     c->reply_len = (uint16_t)reply_len;
     c->nuids = v->nuids;
     c->payload_len = v->payload_len;
-    if (v->nuids) {
+    if (cmd_is_topic((uint8_t)v->kind)) {
+        /* the topic's name where the uids go, a name as topic_name.h says */
+        c->uid = v->topic_len;
+        erl_term_copy_topic(buf, v, cmd_topic(c));
+        if (!topic_name_ok(cmd_topic(c), v->topic_len))
+            abort();
+    } else if (v->nuids) {
         erl_term_copy_uids(buf, v, cmd_uids(c));
         for (uint32_t i = 0; i < v->nuids; i++)
             if (cmd_uids(c)[i] < 1 || cmd_uids(c)[i] > lim->max_users)
