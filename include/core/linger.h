@@ -9,7 +9,7 @@
  * LINGER_MS pass or LINGER_BYTES came; then it is closed (nginx's
  * lingering close). Bounded : LINGER_MAX sockets at once (their records
  * LINGER_MAX x ~160 B, made at the first use); past that a socket is closed
- * at once. Loop thread only. */
+ * at once, counted (linger_full; lingering: how many now). Loop thread only. */
 #ifndef HTTPDCNODE_LINGER_H
 #define HTTPDCNODE_LINGER_H
 
@@ -28,7 +28,5 @@ void linger_configure(struct event_base *base);
 void linger_close(int fd, int client_may_send);
 /* Closes every lingering socket now (the loop's end). */
 void linger_close_all(void);
-/* Sockets lingering now. */
-uint32_t linger_count(void);
 
 #endif

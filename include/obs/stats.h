@@ -86,7 +86,9 @@
     X(topic_asks_refused) /* of them, refused */                              \
     X(topic_asks_dropped) /* joins and leaves not sent to the handler: the outbox was full */ \
     X(topic_conn_unknown) /* subscribe, unsubscribe, answers for a Conn not open here */ \
-    X(topic_presence_dropped) /* topic presence entries lost: the outbox was full (repaired) */
+    X(topic_presence_dropped) /* topic presence entries lost: the outbox was full (repaired) */ \
+    X(lingering)        /* closed sockets read to their end now (linger.h) */ \
+    X(linger_full)      /* closed at once: every lingering slot was busy (the peer may see a reset) */
 
 #define CNODE_STATS(X)                                                        \
     X(msgs_in)          /* messages received from Erlang */                   \

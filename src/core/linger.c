@@ -2,6 +2,7 @@
 #include "core/linger.h"
 
 #include "lib/clock.h"
+#include "obs/stats.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -23,7 +24,6 @@ struct lingering {
 static struct event_base *base;
 static struct lingering *slots;      /* LINGER_MAX, made at the first use */
 static int free_head = -1;
-static uint32_t in_use;
 
 void linger_configure(struct event_base *b) { base = b; }
 
@@ -41,7 +41,7 @@ static int take_slot(void)
     if (i >= 0) {
         free_head = slots[i].next_free;
         slots[i].busy = 1;
-        in_use++;
+        loop_stats.lingering++;
     }
     return i;
 }
@@ -51,7 +51,7 @@ static void give_slot(struct lingering *l)
     l->busy = 0;
     l->next_free = free_head;
     free_head = (int)(l - slots);
-    in_use--;
+    loop_stats.lingering--;
 }
 
 static void finish(struct lingering *l)
@@ -92,6 +92,8 @@ void linger_close(int fd, int client_may_send)
         return;
     }
     int i = base ? take_slot() : -1;
+    if (i < 0)
+        loop_stats.linger_full++;
     if (i < 0 || shutdown(fd, SHUT_WR) != 0) {
         if (i >= 0)
             give_slot(&slots[i]);
@@ -117,7 +119,6 @@ void linger_close_all(void)
     free(slots);
     slots = NULL;
     free_head = -1;
-    in_use = 0;
+    loop_stats.lingering = 0;
 }
 
-uint32_t linger_count(void) { return in_use; }

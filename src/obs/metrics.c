@@ -22,7 +22,7 @@ enum family {
     NUMBERED_SKIPPED, NUMBERED_ACKS, GAP_UIDS, PROXY_BAD_FORWARDED,
     WS_DEFLATED, WS_DEFLATE_IN, WS_DEFLATE_OUT, WS_INFLATED, WS_INFLATE_TOO_BIG,
     TOPICS, TOPIC_SUBSCRIPTIONS, TOPIC_JOINS, TOPIC_LEAVES, TOPICS_GIVEN_UP, TOPIC_PUBLISHED,
-    TOPIC_REFUSED, TOPIC_ASKS, TOPIC_PRESENCE_DROPPED, FAMILIES
+    TOPIC_REFUSED, TOPIC_ASKS, TOPIC_PRESENCE_DROPPED, LINGERING, LINGER_FULL, FAMILIES
 };
 
 static const struct {
@@ -133,6 +133,11 @@ static const struct {
     [TOPIC_PRESENCE_DROPPED] = {"topic_presence_dropped_total", "counter",
                                 "Topic presence entries lost to a full outbox (repaired by a "
                                 "snapshot)."},
+    [LINGERING] = {"lingering_sockets", "gauge",
+                   "Closed connections whose last input is read before the close, so that the "
+                   "client gets the last bytes."},
+    [LINGER_FULL] = {"linger_full_total", "counter",
+                     "Connections closed at once: every lingering slot was busy."},
 };
 
 /* Each sample: its family, its reason label (NULL for none) and the
@@ -242,6 +247,8 @@ static const struct sample {
     {TOPIC_ASKS, "refused", "topic_asks_refused"},
     {TOPIC_ASKS, "not_sent", "topic_asks_dropped"},
     {TOPIC_PRESENCE_DROPPED, NULL, "topic_presence_dropped"},
+    {LINGERING, NULL, "lingering"},
+    {LINGER_FULL, NULL, "linger_full"},
 };
 #define NSAMPLES (sizeof samples / sizeof samples[0])
 

@@ -61,7 +61,7 @@ static int is_gauge(const char *name)
     static const char *const gauges[] = {
         "streams_open", "uids_online", "backlog_bytes", "input_bytes", "history_bytes",
         "history_entries", "erl_nodes", "erl_masters", "in_windows_stuck", "topics",
-        "topic_subscriptions"};
+        "topic_subscriptions", "lingering"};
     for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++)
         if (strcmp(name, gauges[i]) == 0)
             return 1;

@@ -42,6 +42,10 @@ hostile_test_() ->
      httpdcnode_test_lib:server_test("a flooder that has not read what was sent to it: closed "
                                      "with 1008, its close frame after every message, no reset",
                                      #{}, 30, fun close_behind_unread/1),
+     httpdcnode_test_lib:server_test("300 WebSockets ended at once, their clients silent: 256 "
+                                     "linger, 44 closed at once and counted, every client gets "
+                                     "its close frame; the slots free as the clients close",
+                                     #{}, 60, fun linger_bound/1),
      httpdcnode_test_lib:server_test("a flood of 4 KB data frames: closed with 1008, counted",
                                      #{}, 30, fun data_flood/1),
      httpdcnode_test_lib:server_test("a client that pings once a second and sends a few "
@@ -235,6 +239,28 @@ close_behind_unread(S) ->
                  {[F || F = {_, Op, _} <- Frames, Op =/= 10 andalso Op =/= 8],
                   case lists:last(Frames) of {1, 8, <<C:16, _/binary>>} -> C; Last -> Last end}),
     gen_tcp:close(Sock).
+
+%% A drain of 0 s ends every stream in one turn of the loop, so no
+%% lingering slot frees before the last is taken: exactly 300 - 256 are
+%% closed at once. A client that sent nothing has no unread input, so
+%% those get a FIN, not a reset: their close frame arrives too.
+linger_bound(S) ->
+    N = 300,
+    Socks = [open(S, 100 + I) || I <- lists:seq(1, N)],
+    wait_stat(S, streams_open, fun(V) -> V =:= N end, ?T),
+    #{linger_full := 0, lingering := 0} = stats(S),
+    send(S, {drain, 0}),
+    St = wait_stat(S, streams_open, fun(V) -> V =:= 0 end, ?T),
+    ?assertEqual(N - 256, maps:get(linger_full, St)),
+    ?assert(maps:get(lingering, St) =< 256),
+    [begin
+         ?assertMatch({1, 8, _}, recv_frame(Sock)),
+         ?assertEqual({error, closed}, gen_tcp:recv(Sock, 0, ?T))
+     end || Sock <- Socks],
+    [gen_tcp:close(Sock) || Sock <- Socks],
+    wait_stat(S, lingering, fun(V) -> V =:= 0 end, ?T),
+    ?assertMatch(#{<<"httpdcnode_linger_full_total">> := 44},
+                 httpdcnode_test_lib:metrics(S)).
 
 read_to_close(Sock, Acc) ->
     case catch recv_frame(Sock) of

@@ -22,7 +22,6 @@
 #include "core/stream.h"
 #include "lib/handoff.h"
 #include "obs/stats.h"
-#include "options.h"
 #include "transport/chunked.h"
 #include "transport/poll.h"
 #include "transport/sse.h"
@@ -158,8 +157,8 @@ static void a_storm_is_bounded(void **state)
 int main(void)
 {
     /* The transports name themselves (transport_ops.h). */
-    static struct options opts;
-    if (chunked_init() != 0 || sse_init() != 0 || poll_init(30, 65536) != 0 || ws_init(&opts) != 0)
+    static struct ws_config ws;
+    if (chunked_init() != 0 || sse_init() != 0 || poll_init(30, 65536) != 0 || ws_init(&ws) != 0)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(off_costs_nothing, setup, teardown),

@@ -14,7 +14,6 @@
 #include "core/transport_ops.h"
 #include "obs/end_reason.h"
 #include "obs/stats.h"
-#include "options.h"
 #include "transport/chunked.h"
 #include "transport/poll.h"
 #include "transport/sse.h"
@@ -74,8 +73,8 @@ static void one_table_names_and_counts(void **state)
 
 int main(void)
 {
-    static struct options opts;
-    if (chunked_init() != 0 || sse_init() != 0 || poll_init(30, 65536) != 0 || ws_init(&opts) != 0)
+    static struct ws_config ws;
+    if (chunked_init() != 0 || sse_init() != 0 || poll_init(30, 65536) != 0 || ws_init(&ws) != 0)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(websocket_close_codes),
