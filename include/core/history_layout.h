@@ -56,7 +56,9 @@ static inline uint32_t topic_name_check(uint32_t index, const struct topic_name 
  * uid's entry holds its position instead (8 bytes): such an entry is kept
  * while the shared one is, which is older and leaves first. A uid's entries
  * are chained both ways: back for a resume's start, forward for a replay
- * cursor to step in O(1). A link is the distance to the entry it names in
+ * cursor to step in O(1); links are kept mutual between entries still kept
+ * (a multicast's entry goes with its payload: once that is pushed out,
+ * links to it and from it are no longer mended). A link is the distance to the entry it names in
  * 8-byte units, so that it fits 4 bytes (an arena is at most 16 GiB) and
  * the entry has room for its check. Whether a message is binary is a bit of
  * len in the entry holding its payload (its own, or the shared one): no

@@ -129,7 +129,11 @@ static int payload_kept(const struct entry *e)
     return shared - 1 >= checked_head;
 }
 
-/* The uid entry e at pos: its links agree with those they name. */
+/* The uid entry e at pos: its links agree with those they name. history.c
+ * mends links only between entries still kept (kept_entry): a multicast's
+ * entry whose payload is gone is never read again, so a neighbour that
+ * moved ahead since may name it while it still names where the neighbour
+ * was, either way round. */
 static const char *uid_links(const struct history_view *v, uint64_t pos, const struct entry *e)
 {
     uint64_t p = entry_link(pos, e->prev), n = entry_link(pos, e->next);
@@ -139,7 +143,8 @@ static const char *uid_links(const struct history_view *v, uint64_t pos, const s
     if (q && (q->uid != e->uid || q->seq >= e->seq ||
               (payload_kept(q) && entry_link(p - 1, q->next) != pos + 1)))
         return "its previous message does not link back to it";
-    if (r && (r->uid != e->uid || r->seq <= e->seq || entry_link(n - 1, r->prev) != pos + 1))
+    if (r && (r->uid != e->uid || r->seq <= e->seq ||
+              (payload_kept(r) && entry_link(n - 1, r->prev) != pos + 1)))
         return "its next message does not link back to it";
     if (e->seq > v->uids[e->uid].seq)
         return "its id is past its uid's last";
