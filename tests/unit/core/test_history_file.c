@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "../../../src/core/history.c"
+#include "kill_steps.h"
 
 #define UIDS 12
 #define PER_UID 12
@@ -357,13 +358,6 @@ static void wait_ready(void)
     assert_true(atomic_load(&page->ready));
 }
 
-static void reap(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -385,13 +379,6 @@ static int teardown(void **state)
     free(model);
     munmap(page, sizeof *page);
     return 0;
-}
-
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 static void killed_at_random_times_resumes_between_two_calls(void **state)
@@ -424,22 +411,6 @@ static void killed_at_random_times_resumes_between_two_calls(void **state)
         check_resumed(seed, atomic_load(&page->done), page->epoch);
     }
     printf("%d kills, each resumed between two calls\n", runs);
-}
-
-/* Single-steps the stopped child n instructions, or until it stops again
- * (the op done): the instructions stepped. */
-static long step(pid_t pid, long n)
-{
-    long i = 0;
-    for (; i < n; i++) {
-        int st;
-        assert_int_equal(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
-        assert_int_equal(waitpid(pid, &st, 0), pid);
-        assert_true(WIFSTOPPED(st));
-        if (WSTOPSIG(st) == SIGSTOP)
-            break;
-    }
-    return i;
 }
 
 /* A child at the stop before op k + 1 of seed's program. */
