@@ -181,6 +181,7 @@ build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
 core/test_stream_INCLUDES := core/stream core/batch
 core/test_history_INCLUDES := core/history
 core/test_history_file_INCLUDES := core/history
+core/test_history_origins_INCLUDES := core/history
 core/test_expiry_INCLUDES := core/expiry
 $(BUILD)/tests/%: tests/unit/%.c $(SRV_LIB_OBJ) | $(BUILD)
 	@mkdir -p $(@D)

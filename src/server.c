@@ -10,6 +10,7 @@
 #include "core/drain.h"
 #include "core/expiry.h"
 #include "core/heartbeat.h"
+#include "core/history_origins.h"
 #include "core/inflight.h"
 #include "core/outbound.h"
 #include "core/presence.h"
@@ -124,8 +125,21 @@ static int transports_start(struct server *sv)
            poll_init(sv->opts->poll_timeout, sv->opts->max_backlog) != 0;
 }
 
-static int history_start(struct server *sv) { return history_init(&sv->history) != 0; }
-static void history_stop(struct server *sv) { (void)sv; history_free(); }
+/* The history, then where the masters' numbered streams stand in it. */
+static int history_start(struct server *sv)
+{
+    if (history_init(&sv->history) != 0)
+        return 1;
+    history_origins_start(sv->history.max_users);
+    return 0;
+}
+
+static void history_stop(struct server *sv)
+{
+    (void)sv;
+    history_origins_stop();
+    history_free();
+}
 
 static int probe_part_start(struct server *sv)
 {

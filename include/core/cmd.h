@@ -31,6 +31,8 @@ enum cmd_kind {
     CMD_JOIN_ALLOWED,  /* {subscribe, Conn, Topic, Since}: the handler allowed a join;
                           the payload is the id to resume from (maybe none) */
     CMD_JOIN_REFUSED,  /* {refuse_join, Conn, Topic, Reason}: it did not; the payload is why */
+    CMD_SEQ_RUN,       /* the C-node thread's: origin slot uid of the masters' numbered
+                          streams is now the run the payload (struct cmd_seq_run) names */
 };
 
 static inline int cmd_is_topic(uint8_t kind) { return kind >= CMD_TOPIC && kind <= CMD_JOIN_REFUSED; }
@@ -46,7 +48,28 @@ struct cmd {
     uint32_t nuids;        /* CMD_MULTICAST */
     uint32_t payload_len;
     uint64_t received_ns;  /* when the C-node decoded it: clock_now_ns() (monotonic) */
-    uint64_t conn;         /* CMD_CONN, CMD_SUBSCRIBE ... CMD_JOIN_REFUSED: conn.h's id */
+    union {
+        uint64_t conn;     /* CMD_CONN, CMD_SUBSCRIBE ... CMD_JOIN_REFUSED: conn.h's id */
+        uint64_t mark;     /* a numbered message (erl/erl_seq.h): cmd_mark(), 0: none */
+    };
+};
+
+/* A numbered message's origin slot and last number, as the loop keeps them
+ * with the history (core/history_origins.h); numbers from 2^56 are not
+ * marked (a master counts from 1: never reached). */
+#define CMD_MARK_LAST_MAX ((1ull << 56) - 1)
+static inline uint64_t cmd_mark(uint32_t origin, uint64_t last)
+{
+    return last <= CMD_MARK_LAST_MAX ? (uint64_t)(origin + 1) << 56 | last : 0;
+}
+static inline uint32_t cmd_mark_origin(uint64_t mark) { return (uint32_t)(mark >> 56) - 1; }
+static inline uint64_t cmd_mark_last(uint64_t mark) { return mark & CMD_MARK_LAST_MAX; }
+
+/* CMD_SEQ_RUN's payload. */
+struct cmd_seq_run {
+    uint64_t name_hash;    /* XXH3 of the master's node name */
+    uint64_t inc;          /* its run */
+    uint64_t base;         /* every number up to this is settled */
 };
 
 static inline size_t cmd_size(uint32_t nuids, uint32_t payload_len, uint32_t reply_len)

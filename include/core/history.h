@@ -141,6 +141,13 @@ uint32_t history_slot_epoch(uint32_t slot);
 /* Whether this run goes on with a file an earlier run left (its topics'
  * names are read back with history_topic_name). */
 int history_resumed(void);
+
+/* The masters' numbered streams kept in the file, one record per origin
+ * slot (core/history_origins.h); NULL without a file. */
+#define HISTORY_ORIGINS 16
+struct history_origin;
+struct history_origin *history_origin_records(void);
+
 /* Whether this process took the history over from the running one (a hot
  * upgrade): its topics' names are there too, each topic as it was. */
 int history_taken_over(void);

@@ -114,8 +114,41 @@ static inline uint32_t entry_check(const struct entry *e)
     return (uint32_t)XXH3_64bits_withSeed(e + 1, e->len & LEN_BYTES, seed);
 }
 
+/* Where a master's numbered stream (erl/erl_seq.h) stands in the history,
+ * one per origin slot of the C-node (core/history_origins.c writes them,
+ * and says in what order): the last number all of whose messages are in,
+ * and how far the command being applied went, so that a restart tells the
+ * master where to go on from and applies nothing twice. 64 bytes. */
+struct history_origin {
+    uint64_t name_hash;         /* XXH3 of the master's node name */
+    uint64_t inc;               /* its run */
+    uint32_t check;             /* history_origin_check(); 0: no stream */
+    uint32_t kind;              /* the command being applied (core/cmd.h) */
+    uint32_t nuids;             /* and the uids it lists */
+    uint32_t unused;
+    _Atomic uint64_t applied;   /* every number up to this is in */
+    _Atomic uint64_t applying;  /* the last number of the command being
+                                   applied; counts only while past applied */
+    _Atomic uint64_t at;        /* how far it went: uid << 32 | index << 1 | bit,
+                                   the uid at index of its list being given it,
+                                   bit the low bit of its last id before */
+    uint64_t unused2;
+};
+
+_Static_assert(sizeof(struct history_origin) == 64, "an origin's record is 64 bytes");
+
+static inline uint32_t history_origin_check(uint32_t k, const struct history_origin *o)
+{
+    uint64_t key[2] = {o->name_hash, o->inc};
+    uint32_t c = (uint32_t)XXH3_64bits_withSeed(key, sizeof key, k);
+    return c ? c : 1;
+}
+
 #define HISTORY_MAGIC "httpdhst"    /* 8 bytes, the file's first */
-#define HISTORY_VERSION 2u          /* of this layout; another is refused */
+#define HISTORY_VERSION 3u          /* of this layout; another is refused */
+/* The oldest read: 2 had no origins (the page is zero there), which is all
+ * that changed; a file of it is taken as 3 (history_map.c). */
+#define HISTORY_VERSION_OLDEST 2u
 #define HISTORY_NODE_MAX 256
 #define HISTORY_HEAD_BYTES 4096     /* the head's page; the slots follow */
 
@@ -141,6 +174,7 @@ struct history_head {
     _Atomic uint64_t move_from;     /* a move under way: the entry in the room goes */
     _Atomic uint64_t move_to;       /* from the head at move_from to the tail at move_to */
     _Atomic uint32_t move_on;
+    _Alignas(64) struct history_origin origins[HISTORY_ORIGINS];   /* version 3 */
 };
 
 _Static_assert(sizeof(struct history_head) <= HISTORY_HEAD_BYTES, "the head fits its page");

@@ -22,10 +22,19 @@
  * back; from then, ERL_SEQ_HOLE_MS. Whose they
  * were nobody knows: every uid is told a gap (CMD_GAP_ALL, erl_inbound.c).
  * A message of a master's older run, late, is told as a gap to its uids.
+ *
+ * With a --history-file the loop keeps where each origin's stream stands
+ * with the messages (core/history_origins.h), in the record of the same
+ * slot: it is told each slot's master and run (CMD_SEQ_RUN) before the
+ * first message of it, and each message carries its slot and number
+ * (cmd_mark). A restart takes back what the file held (erl_seq_restore):
+ * each master found there has its slot again, its numbers going on after
+ * the last the file holds all of, which its hello tells it.
  * C-node thread only. */
 #ifndef HTTPDCNODE_ERL_SEQ_H
 #define HTTPDCNODE_ERL_SEQ_H
 
+#include "core/cmd.h"
 #include "lib/carry.h"
 
 #include <ei.h>
@@ -64,6 +73,7 @@ struct erl_seq_held {
 /* One origin: about 900 bytes, ERL_SEQ_ORIGINS of them. */
 struct erl_seq_origin {
     char master[MAXATOMLEN];    /* the master's node name, "" for a free slot */
+    uint64_t name_hash;         /* XXH3 of it (history_origins.h) */
     char ack_to[MAXATOMLEN];    /* where acknowledgements go there, "" before the base */
     char path[MAXNODELEN + 1];  /* the link its last message came by */
     uint64_t inc;               /* its run */
@@ -78,6 +88,9 @@ struct erl_seq_origin {
     int64_t used_ms;            /* last heard of */
     int ack_again;              /* a duplicate came: its master has not heard */
     int ack_failed;             /* the last try found no way to it */
+    int run_told;               /* the loop knows this slot's master and run */
+    int restored;               /* master "": a restart's, for the master of
+                                   name_hash when it is heard of */
     struct erl_seq_held *head, *tail;   /* waiting, by number */
 };
 
@@ -94,8 +107,13 @@ typedef int (*erl_seq_linked_fn)(const char *master);
 void erl_seq_init(erl_seq_ack_fn send_ack, erl_seq_linked_fn linked);
 void erl_seq_free(void);
 
+/* Slot k as a restart found it in the history file (history_origin_found):
+ * the stream of the master whose name hashes to name_hash, run inc, every
+ * number up to applied in. After erl_seq_init, before the thread starts. */
+void erl_seq_restore(uint32_t k, uint64_t name_hash, uint64_t inc, uint64_t applied);
+
 /* This run's number, drawn at start: a master that sees another knows the
- * node kept nothing of its streams. */
+ * node kept nothing of its streams (but what its hello says applied). */
 uint64_t erl_seq_instance(void);
 /* Whether any master's stream is tracked (else nothing below has work). */
 int erl_seq_active(void);
@@ -114,6 +132,13 @@ enum erl_seq_verdict {
 enum erl_seq_verdict erl_seq_admit(const char *master, uint64_t inc, uint64_t seq, uint64_t last,
                                    const char *from, const char *term, uint32_t len,
                                    struct erl_seq_origin **o, int64_t now_ms);
+/* Before o's first message goes to the loop, and after a base: 1 and what
+ * to tell the loop of o's run (CMD_SEQ_RUN) when it does not know it yet,
+ * which it then does; 0 when it does. */
+int erl_seq_run_untold(struct erl_seq_origin *o, struct cmd_seq_run *run);
+/* o's slot, for cmd_mark. */
+uint32_t erl_seq_slot(const struct erl_seq_origin *o);
+
 /* What erl_seq_admit said to apply is record rec of the inbox (handoff_committed);
  * up to last is applied. */
 void erl_seq_committed(struct erl_seq_origin *o, uint64_t last, uint64_t rec);
@@ -141,7 +166,8 @@ struct erl_seq_origin *erl_seq_hole_expired(int64_t now_ms, uint64_t *skipped);
 /* Milliseconds until erl_seq_ack or erl_seq_hole_expired has work; -1: none. */
 int erl_seq_wait_ms(int64_t now_ms);
 /* For the hello to master: *inc and *seq of the last applied number of its
- * stream; 0 when it has none here. */
+ * stream (0: none yet), a restart's taken as master's; 0 when it has no
+ * base here. */
 int erl_seq_applied_for(const char *master, uint64_t *inc, uint64_t *seq);
 
 /* A hot upgrade (upgrade/): every master's stream goes to the process
@@ -152,7 +178,7 @@ int erl_seq_applied_for(const char *master, uint64_t *inc, uint64_t *seq);
  * after erl_seq_init, before the thread starts. -1 when out of memory or
  * malformed. */
 #define ERL_SEQ_CARRY_TAG CARRY_TAG('E', 'S', 'E', 'Q')
-#define ERL_SEQ_CARRY_VERSION 1
+#define ERL_SEQ_CARRY_VERSION 2       /* 2: each origin's slot, kept ones too */
 struct carry_out;
 struct carry_in;
 int erl_seq_carry_export(struct carry_out *out);

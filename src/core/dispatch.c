@@ -7,6 +7,7 @@
 #include "core/drain.h"
 #include "core/framing.h"
 #include "core/history.h"
+#include "core/history_origins.h"
 #include "obs/probe.h"
 #include "lib/log.h"
 #include "core/outbound.h"
@@ -20,6 +21,7 @@
 #include "core/uidtable.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Records applied per wakeup before the loop serves sockets again. Large,
  * so that under backlog a stream's many messages leave in one writev. */
@@ -62,20 +64,41 @@ static uint32_t deliver(uint32_t uid, const char *data, uint32_t len, int binary
 static uint64_t *multicast_seen;
 static uint32_t max_uid;           /* --max-users */
 
+/* A numbered command's origin slot (history_origins.h), -1 for none, and
+ * the index in its list of uids it is applied from (0 but after a restart
+ * that found it cut short: those before have it). */
+struct numbered {
+    int origin;
+    uint32_t from;
+};
+
+/* Whether the uid at index i of a command's list is to be given it, which
+ * a uid listed before it (seen: counted in *repeats unless NULL) or a
+ * restart (n->from) says not. */
+static int first_time(uint32_t uid, uint32_t i, const struct numbered *n, uint64_t *repeats)
+{
+    uint64_t bit = 1ull << (uid % 64);
+    int seen = (multicast_seen[uid / 64] & bit) != 0;
+    multicast_seen[uid / 64] |= bit;
+    if (i < n->from)
+        return 0;
+    if (n->origin >= 0)
+        history_origin_at((uint32_t)n->origin, i, uid);
+    if (seen && repeats)
+        (*repeats)++;
+    return !seen;
+}
+
 /* The same for each of uids (a multicast), the payload kept once. */
 static uint32_t deliver_many(const uint32_t *uids, uint32_t nuids, const char *data,
-                             uint32_t len, int binary)
+                             uint32_t len, int binary, const struct numbered *num)
 {
     uint64_t shared = history_share(data, len, binary);
     uint32_t n = 0;
     for (uint32_t i = 0; i < nuids; i++) {
         uint32_t uid = uids[i];
-        uint64_t bit = 1ull << (uid % 64);
-        if (multicast_seen[uid / 64] & bit) {
-            loop_stats.multicast_repeats++;
+        if (!first_time(uid, i, num, &loop_stats.multicast_repeats))
             continue;
-        }
-        multicast_seen[uid / 64] |= bit;
         uint32_t k = queue(uid, data, len, binary, history_append_shared(uid, shared));
         if (k == 0 && !uidtable_first(uid))
             loop_stats.dropped_no_conn++;
@@ -114,17 +137,12 @@ static void gap_for_uid(uint32_t uid)
     }
 }
 
-static void tell_gap(const uint32_t *uids, uint32_t nuids)
+static void tell_gap(const uint32_t *uids, uint32_t nuids, const struct numbered *num)
 {
     batch_flush();
-    for (uint32_t i = 0; i < nuids; i++) {
-        uint32_t uid = uids[i];
-        uint64_t bit = 1ull << (uid % 64);
-        if (multicast_seen[uid / 64] & bit)
-            continue;
-        multicast_seen[uid / 64] |= bit;
-        gap_for_uid(uid);
-    }
+    for (uint32_t i = 0; i < nuids; i++)
+        if (first_time(uids[i], i, num, NULL))
+            gap_for_uid(uids[i]);
     for (uint32_t i = 0; i < nuids; i++)
         multicast_seen[uids[i] / 64] = 0;
 }
@@ -187,6 +205,29 @@ static uint32_t topic_change(struct cmd *c)
     }
 }
 
+/* A numbered message's place in its master's stream, kept with the
+ * history (history_origins.h). */
+static struct numbered numbered_begin(const struct cmd *c)
+{
+    struct numbered num = {.origin = -1};
+    if (!c->mark || (c->kind != CMD_UNICAST && c->kind != CMD_MULTICAST && c->kind != CMD_GAP) ||
+        !history_origins_kept())
+        return num;
+    num.origin = (int)cmd_mark_origin(c->mark);
+    num.from = history_origin_begin((uint32_t)num.origin, cmd_mark_last(c->mark), c->kind,
+                                    c->kind == CMD_UNICAST ? 1 : c->nuids);
+    return num;
+}
+
+static void seq_run(const struct cmd *c)
+{
+    struct cmd_seq_run r;
+    if (c->payload_len != sizeof r)
+        return;
+    memcpy(&r, cmd_payload((struct cmd *)c), sizeof r);
+    history_origin_run(c->uid, r.name_hash, r.inc, r.base);
+}
+
 static int apply(void *body, size_t size, void *ctx)
 {
     (void)size;
@@ -194,17 +235,26 @@ static int apply(void *body, size_t size, void *ctx)
     struct cmd *c = body;
     uint32_t n = 0;
 
+    if (c->kind == CMD_SEQ_RUN) {
+        seq_run(c);
+        return 0;
+    }
     loop_stats.msgs_applied++;
     if (probe_enabled)
         probe_applied(cmd_payload(c), c->payload_len, c->received_ns);
+    struct numbered num = numbered_begin(c);
     switch (c->kind) {
     case CMD_UNICAST:
+        if (num.from)
+            break;                     /* in before a restart */
+        if (num.origin >= 0)
+            history_origin_at((uint32_t)num.origin, 0, c->uid);
         n = deliver(c->uid, cmd_payload(c), c->payload_len, c->binary);
         if (n == 0 && !uidtable_first(c->uid))
             loop_stats.dropped_no_conn++;
         break;
     case CMD_MULTICAST:
-        n = deliver_many(cmd_uids(c), c->nuids, cmd_payload(c), c->payload_len, c->binary);
+        n = deliver_many(cmd_uids(c), c->nuids, cmd_payload(c), c->payload_len, c->binary, &num);
         break;
     case CMD_BROADCAST:
         n = deliver_all(cmd_payload(c), c->payload_len, c->binary);
@@ -213,7 +263,7 @@ static int apply(void *body, size_t size, void *ctx)
         kick(c->uid);
         break;
     case CMD_GAP:
-        tell_gap(cmd_uids(c), c->nuids);
+        tell_gap(cmd_uids(c), c->nuids, &num);
         break;
     case CMD_GAP_ALL:
         tell_gap_all();
@@ -253,6 +303,8 @@ static int apply(void *body, size_t size, void *ctx)
     default:
         break;
     }
+    if (num.origin >= 0)
+        history_origin_end((uint32_t)num.origin, cmd_mark_last(c->mark));
     loop_stats.deliveries += n;
     loop_stats.bytes_out += (uint64_t)n * c->payload_len;
     if (n)

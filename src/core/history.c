@@ -678,6 +678,8 @@ uint32_t history_slot_epoch(uint32_t slot)
 
 int history_resumed(void) { return map.resumed; }
 
+struct history_origin *history_origin_records(void) { return hd && map.file ? hd->origins : NULL; }
+
 int history_taken_over(void) { return taken_over; }
 
 /* A topic's epoch: any number but 0 (a uid's slot holds 0), drawn from a

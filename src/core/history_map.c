@@ -100,9 +100,9 @@ static int read_boot_id(char out[40])
 static const char *foreign(const struct history_head *h)
 {
     static char why[600];
-    if (h->version != HISTORY_VERSION)
-        snprintf(why, sizeof why, "it is of another format (version %u; this build reads %u)",
-                 h->version, HISTORY_VERSION);
+    if (h->version < HISTORY_VERSION_OLDEST || h->version > HISTORY_VERSION)
+        snprintf(why, sizeof why, "it is of another format (version %u; this build reads %u "
+                 "to %u)", h->version, HISTORY_VERSION_OLDEST, HISTORY_VERSION);
     else if (h->check != history_head_check(h))
         snprintf(why, sizeof why, "its head is damaged");
     else if (strncmp(h->node, want.node, sizeof h->node) != 0)
@@ -120,6 +120,19 @@ static const char *foreign(const struct history_head *h)
     else
         return NULL;
     return why;
+}
+
+/* A file of an older version this build reads is taken as this one
+ * (history_layout.h: what it lacks is zero in it): its version, then its
+ * check. A process killed in between leaves a head found damaged. */
+static void upgrade_head(struct history_head *h)
+{
+    if (h->version == HISTORY_VERSION)
+        return;
+    h->version = HISTORY_VERSION;
+    atomic_signal_fence(memory_order_seq_cst);
+    h->check = history_head_check(h);
+    atomic_signal_fence(memory_order_seq_cst);
 }
 
 static void *map_file(int fd, size_t bytes)
@@ -227,6 +240,7 @@ static int open_file(struct history_map *m)
         return -1;
     }
     point(m, base);
+    upgrade_head(m->head);
     m->resumed = 1;
     return 0;
 }
@@ -296,6 +310,7 @@ int history_map_adopt(struct history_map *m, int fd, const char *file, const cha
         return -1;
     }
     point(m, base);
+    upgrade_head(m->head);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "erl/erl_cnode.h"
 #include "lib/clock.h"
 #include "core/cmd.h"
+#include "core/history_origins.h"
 #include "erl/erl_link.h"
 #include "lib/carry.h"
 #include "erl/erl_send.h"
@@ -467,6 +468,23 @@ static int master_linked(const char *node)
     return l && l->is_master && !l->broken;
 }
 
+/* A restart with a --history-file: each master's numbered stream goes on
+ * after the last number the file holds all of (erl_seq.h). */
+static void restore_streams(void)
+{
+    int n = 0;
+    for (uint32_t k = 0; k < ERL_SEQ_ORIGINS; k++) {
+        uint64_t hash, inc, applied;
+        if (history_origin_found(k, &hash, &inc, &applied)) {
+            erl_seq_restore(k, hash, inc, applied);
+            n++;
+        }
+    }
+    if (n)
+        log_msg(LOG_INFO, "history: where %d masters' numbered streams stood is in the file: "
+                          "each hello tells its master, which sends again only what it lacks", n);
+}
+
 int erl_cnode_prepare(const struct erl_config *opts, struct handoff *in, struct handoff *out)
 {
     options = opts;
@@ -483,6 +501,7 @@ int erl_cnode_prepare(const struct erl_config *opts, struct handoff *in, struct 
     ei_x_new(&xbuf);
     erl_send_init(&ec, outbox, opts);
     erl_seq_init(erl_send_seq_ack, master_linked);
+    restore_streams();
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hold_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hold_ack_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

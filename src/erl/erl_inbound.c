@@ -66,9 +66,10 @@ static struct cmd *reserve(size_t size)
     return rec;
 }
 
-/* The message's view into a record of the inbox; its kind, 0 when not
- * (we are stopping). */
-static int commit(const char *buf, const struct term_view *v)
+/* The message's view into a record of the inbox, with its mark (cmd.h:
+ * a numbered one's slot and number, else 0); its kind, 0 when not (we are
+ * stopping). */
+static int commit(const char *buf, const struct term_view *v, uint64_t mark)
 {
     uint32_t reply_len = v->has_reply ? (uint32_t)v->reply_len : 0;
     struct cmd *c = reserve(cmd_size(v->nuids, v->payload_len, reply_len));
@@ -82,7 +83,7 @@ static int commit(const char *buf, const struct term_view *v)
         .nuids = v->nuids,
         .payload_len = v->payload_len,
         .received_ns = clock_now_ns(),     /* for httpdcnode_delivery_seconds */
-        .conn = v->conn,
+        .conn = mark ? mark : v->conn,     /* a numbered message is never to a conn */
     };
     if (cmd_is_topic((uint8_t)v->kind)) {
         c->uid = v->topic_len;             /* the topic where the uids go */
@@ -115,6 +116,32 @@ static int atom_at(const char *buf, int index, char out[MAXATOMLEN])
     return out[0] ? 0 : -1;
 }
 
+/* The loop keeps where o's stream stands with the history: it is told
+ * o's master and run before the first message of it (erl_seq.h). 0 when
+ * we are stopping. */
+static int tell_run(struct erl_seq_origin *o)
+{
+    struct cmd_seq_run run;
+    if (!erl_seq_run_untold(o, &run))
+        return 1;
+    struct cmd *c = reserve(cmd_size(0, sizeof run, 0));
+    if (!c)
+        return 0;
+    *c = (struct cmd){.kind = CMD_SEQ_RUN, .uid = erl_seq_slot(o), .payload_len = sizeof run};
+    memcpy(cmd_payload(c), &run, sizeof run);
+    handoff_commit(inbox);
+    return 1;
+}
+
+/* A numbered message of o that erl_seq said to apply, to the loop. */
+static int commit_numbered(struct erl_seq_origin *o, const char *buf, const struct term_view *v)
+{
+    int kind = tell_run(o) ? commit(buf, v, cmd_mark(erl_seq_slot(o), v->seq_last)) : 0;
+    if (kind)
+        erl_seq_committed(o, v->seq_last, handoff_committed(inbox));
+    return kind;
+}
+
 /* Applies o's held messages whose turn came, in order. */
 static void apply_due(struct erl_seq_origin *o)
 {
@@ -122,8 +149,8 @@ static void apply_due(struct erl_seq_origin *o)
     struct term_view v;
     while ((h = erl_seq_take_due(o)) != NULL) {
         /* it was parsed when it came */
-        if (parse(h->term, (int)h->len, &v) == TERM_OK && commit(h->term, &v))
-            erl_seq_committed(o, v.seq_last, handoff_committed(inbox));
+        if (parse(h->term, (int)h->len, &v) == TERM_OK)
+            commit_numbered(o, h->term, &v);
         free(h);
     }
 }
@@ -158,7 +185,7 @@ static int numbered(const char *buf, int len, const struct term_view *v, const c
     switch (erl_seq_admit(master, v->seq_inc, v->seq, v->seq_last, from, buf, (uint32_t)len, &o,
                           clock_now_ms())) {
     case ERL_SEQ_UNTRACKED:
-        return commit(buf, v);
+        return commit(buf, v, 0);
     case ERL_SEQ_DUPLICATE:
         if (v->has_reply)               /* no connection written by this copy */
             erl_send_count_reply(buf + v->reply_index, v->reply_len, 0);
@@ -171,11 +198,9 @@ static int numbered(const char *buf, int len, const struct term_view *v, const c
     case ERL_SEQ_APPLY:
         break;
     }
-    int kind = commit(buf, v);
-    if (kind) {
-        erl_seq_committed(o, v->seq_last, handoff_committed(inbox));
+    int kind = commit_numbered(o, buf, v);
+    if (kind)
         apply_due(o);
-    }
     return kind;
 }
 
@@ -189,7 +214,7 @@ static void base(const char *buf, const struct term_view *v, const char *from)
     }
     struct erl_seq_origin *o = erl_seq_base(master, v->seq_inc, v->seq, ack_to, from,
                                             clock_now_ms());
-    if (o)
+    if (o && tell_run(o))              /* a new run: the loop knows it from its base */
         apply_due(o);
 }
 
@@ -215,7 +240,7 @@ int erl_inbound_message(const char *buf, int len, const char *from, uint32_t *ac
     }
     if (v.numbered)
         return numbered(buf, len, &v, from);
-    return commit(buf, &v);    /* erl_cnode.c routes a snapshot asked for to the asker */
+    return commit(buf, &v, 0);    /* erl_cnode.c routes a snapshot asked for to the asker */
 }
 
 void erl_inbound_seq_tick(void)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The masters' numbered streams: see erl_seq.h. */
 #include "erl/erl_seq.h"
+#include "core/history.h"
 #include "lib/carry.h"
 #include "lib/log.h"
 #include "obs/stats.h"
@@ -9,6 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+_Static_assert(ERL_SEQ_ORIGINS == HISTORY_ORIGINS, "the history keeps a record per origin slot");
 
 static struct erl_seq_origin origins[ERL_SEQ_ORIGINS];
 static size_t held_bytes;          /* all origins */
@@ -80,40 +86,97 @@ static void set_name(char *to, size_t size, const char *from)
     to[n] = '\0';
 }
 
-/* The slot of master, or a free one, or the one heard of longest ago with
- * nothing held; NULL when all hold messages. */
+static uint64_t name_hash(const char *master) { return XXH3_64bits(master, strlen(master)); }
+
+static struct erl_seq_origin *named(const char *master)
+{
+    for (int i = 0; i < ERL_SEQ_ORIGINS; i++)
+        if (origins[i].master[0] && strcmp(origins[i].master, master) == 0)
+            return &origins[i];
+    return NULL;
+}
+
+/* The slot a restart kept for the master of hash h, or NULL. */
+static struct erl_seq_origin *restored_for(uint64_t h)
+{
+    for (int i = 0; i < ERL_SEQ_ORIGINS; i++)
+        if (origins[i].restored && origins[i].name_hash == h)
+            return &origins[i];
+    return NULL;
+}
+
+/* The slot a restart kept for master, now named. */
+static struct erl_seq_origin *claim(struct erl_seq_origin *o, const char *master)
+{
+    set_name(o->master, sizeof o->master, master);
+    o->restored = 0;
+    in_use++;
+    return o;
+}
+
+/* The slot of master: its own, the one a restart kept for it, a free one,
+ * one a restart kept for a master not heard of since, or the one heard of
+ * longest ago with nothing held; NULL when all hold messages. */
 static struct erl_seq_origin *slot_of(const char *master)
 {
-    struct erl_seq_origin *free_slot = NULL, *oldest = NULL;
+    struct erl_seq_origin *o = named(master);
+    if (o)
+        return o;
+    uint64_t h = name_hash(master);
+    if ((o = restored_for(h)) != NULL)
+        return claim(o, master);
+    struct erl_seq_origin *free_slot = NULL, *kept = NULL, *oldest = NULL;
     for (int i = 0; i < ERL_SEQ_ORIGINS; i++) {
-        struct erl_seq_origin *o = &origins[i];
-        if (strcmp(o->master, master) == 0)
-            return o;
-        if (!o->master[0]) {
+        struct erl_seq_origin *s = &origins[i];
+        if (!s->master[0] && !s->restored) {
             if (!free_slot)
-                free_slot = o;
-        } else if (!o->head && (!oldest || o->used_ms < oldest->used_ms)) {
-            oldest = o;
+                free_slot = s;
+        } else if (!s->master[0]) {
+            if (!kept)
+                kept = s;
+        } else if (!s->head && (!oldest || s->used_ms < oldest->used_ms)) {
+            oldest = s;
         }
     }
-    struct erl_seq_origin *o = free_slot ? free_slot : oldest;
+    o = free_slot ? free_slot : kept ? kept : oldest;
     if (o) {
-        in_use += o == free_slot;
-        *o = (struct erl_seq_origin){0};
+        in_use += !o->master[0];
+        *o = (struct erl_seq_origin){.name_hash = h};     /* the loop is told of it */
         set_name(o->master, sizeof o->master, master);
     }
     return o;
 }
 
-/* o becomes master's run inc, knowing nothing of it yet. */
+void erl_seq_restore(uint32_t k, uint64_t hash, uint64_t inc, uint64_t applied)
+{
+    if (k >= ERL_SEQ_ORIGINS || origins[k].master[0])
+        return;
+    origins[k] = (struct erl_seq_origin){.name_hash = hash, .inc = inc, .next = applied + 1,
+                                         .applied = applied, .last_seq = applied,
+                                         .run_told = 1, .restored = 1};
+}
+
+int erl_seq_run_untold(struct erl_seq_origin *o, struct cmd_seq_run *run)
+{
+    if (o->run_told)
+        return 0;
+    *run = (struct cmd_seq_run){.name_hash = o->name_hash, .inc = o->inc,
+                                .base = o->next ? o->next - 1 : 0};
+    o->run_told = 1;
+    return 1;
+}
+
+uint32_t erl_seq_slot(const struct erl_seq_origin *o) { return (uint32_t)(o - origins); }
+
+/* o becomes master's run inc, knowing nothing of it yet (nor the loop). */
 static void new_run(struct erl_seq_origin *o, uint64_t inc)
 {
     drop_held(o);
     char master[MAXATOMLEN];
     memcpy(master, o->master, sizeof master);
-    *o = (struct erl_seq_origin){0};
+    uint64_t h = o->name_hash;
+    *o = (struct erl_seq_origin){.name_hash = h, .inc = inc};
     memcpy(o->master, master, sizeof master);
-    o->inc = inc;
 }
 
 /* Keeps a copy of the message in o's list, by number; 0 when kept. A copy
@@ -374,15 +437,14 @@ int erl_seq_wait_ms(int64_t now_ms)
 
 int erl_seq_applied_for(const char *master, uint64_t *inc, uint64_t *seq)
 {
-    for (int i = 0; i < ERL_SEQ_ORIGINS; i++) {
-        const struct erl_seq_origin *o = &origins[i];
-        if (o->master[0] && strcmp(o->master, master) == 0 && o->next > 1) {
-            *inc = o->inc;
-            *seq = o->next - 1;
-            return 1;
-        }
-    }
-    return 0;
+    struct erl_seq_origin *o = named(master);
+    if (!o && (o = restored_for(name_hash(master))) != NULL)
+        claim(o, master);                /* a restart kept it: the hello tells it */
+    if (!o || !o->next)
+        return 0;                        /* no base yet: nothing known */
+    *inc = o->inc;
+    *seq = o->next - 1;
+    return 1;
 }
 
 /* ---------------------------------------------------------------- hand-over */
@@ -408,14 +470,20 @@ int erl_seq_carry_export(struct carry_out *out)
 {
     uint32_t n = 0;
     for (int i = 0; i < ERL_SEQ_ORIGINS; i++)
-        n += origins[i].master[0] != 0;
+        n += origins[i].master[0] || origins[i].restored;
     size_t at = carry_begin(out, ERL_SEQ_CARRY_TAG, ERL_SEQ_CARRY_VERSION);
     carry_u64(out, instance);
     carry_u32(out, n);
     for (int i = 0; i < ERL_SEQ_ORIGINS; i++) {
         const struct erl_seq_origin *o = &origins[i];
-        if (!o->master[0])
+        if (!o->master[0] && !o->restored)
             continue;
+        /* 2: the slot (the history file's record of it), and one a restart
+         * kept for a master not heard of since. */
+        carry_u8(out, (uint8_t)i);
+        carry_u8(out, (uint8_t)o->restored);
+        carry_u8(out, (uint8_t)o->run_told);
+        carry_u64(out, o->name_hash);
         put_name(out, o->master);
         put_name(out, o->ack_to);
         put_name(out, o->path);
@@ -445,18 +513,35 @@ int erl_seq_carry_export(struct carry_out *out)
     return out->failed ? -1 : 0;
 }
 
+/* The slot of a version 2 record, as it was; NULL when malformed. */
+static struct erl_seq_origin *carried_slot(struct carry_in *in)
+{
+    uint8_t k = carry_get_u8(in), restored = carry_get_u8(in), told = carry_get_u8(in);
+    uint64_t h = carry_get_u64(in);
+    char master[MAXATOMLEN];
+    if (in->failed || k >= ERL_SEQ_ORIGINS || origins[k].master[0] || origins[k].restored ||
+        get_name(in, master, sizeof master) != 0 || !master[0] == !restored)
+        return NULL;
+    struct erl_seq_origin *o = &origins[k];
+    *o = (struct erl_seq_origin){.name_hash = h, .run_told = told, .restored = restored};
+    if (!restored)
+        claim(o, master);
+    return o;
+}
+
 int erl_seq_carry_take(struct carry_in *in, uint16_t version)
 {
-    (void)version;                   /* 1: the only one yet */
     instance = carry_get_u64(in);
     uint32_t n = carry_get_u32(in);
     if (in->failed || instance == 0 || n > ERL_SEQ_ORIGINS)
         return -1;
     for (uint32_t k = 0; k < n; k++) {
         char master[MAXATOMLEN];
-        if (get_name(in, master, sizeof master) != 0 || !master[0])
-            return -1;
-        struct erl_seq_origin *o = slot_of(master);
+        struct erl_seq_origin *o;
+        if (version >= 2)
+            o = carried_slot(in);
+        else                         /* 1: no slot, the loop is told each run again */
+            o = get_name(in, master, sizeof master) == 0 && master[0] ? slot_of(master) : NULL;
         if (!o || get_name(in, o->ack_to, sizeof o->ack_to) != 0 ||
             get_name(in, o->path, sizeof o->path) != 0)
             return -1;

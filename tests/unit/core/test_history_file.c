@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../../../src/core/history.c"
+#include "kill_steps.h"
 
 #define UIDS 12
 #define TOPICS 2                /* slots UIDS + 1.. */
@@ -414,13 +415,6 @@ static void wait_ready(void)
     assert_true(atomic_load(&page->ready));
 }
 
-static void reap(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -447,13 +441,6 @@ static int teardown(void **state)
     free(model);
     munmap(page, sizeof *page);
     return 0;
-}
-
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 static void killed_at_random_times_resumes_between_two_calls(void **state)
@@ -487,17 +474,6 @@ static void killed_at_random_times_resumes_between_two_calls(void **state)
         check_resumed(seed, atomic_load(&page->done), page->epoch);
     }
     printf("%d kills, each resumed between two calls\n", runs);
-}
-
-/* Single-steps the stopped child one instruction: 0 when it stopped
- * again instead (the op done). */
-static int step(pid_t pid)
-{
-    int st;
-    assert_int_equal(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFSTOPPED(st));
-    return WSTOPSIG(st) != SIGSTOP;
 }
 
 /* A child at the stop before op k + 1 of seed's program. */
@@ -636,7 +612,7 @@ static void killed_at_every_instruction(uint64_t seed, uint32_t k, long *instruc
         }
         if (done)
             break;
-        done = !step(pid);
+        done = !step(pid, 1);
         *instructions += !done;
     }
     reap(pid);

@@ -12,7 +12,11 @@
 #include <string.h>
 
 #include "erl/erl_seq.h"
+#include "lib/carry.h"
 #include "obs/stats.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 static struct {
     int calls;
@@ -301,6 +305,113 @@ static void slots(void **state)
     assert_non_null(erl_seq_base("late@h", 1, 0, "outq", "late@h", now));
 }
 
+static uint64_t hash_of(const char *name) { return XXH3_64bits(name, strlen(name)); }
+
+/* A restart with a --history-file: each stream the file kept goes on from
+ * it, in its slot (the file's record), before any base; the hello tells
+ * the master; a master not in the file, or a new run, is told to the loop. */
+static void a_restart_goes_on_where_the_file_stood(void **state)
+{
+    (void)state;
+    struct erl_seq_origin *o;
+    struct cmd_seq_run run;
+    uint64_t inc, seq;
+    erl_seq_restore(3, hash_of("m@h"), 7, 10);
+    erl_seq_restore(5, hash_of("r@h"), 3, 20);
+    erl_seq_restore(6, hash_of("gone@h"), 1, 4);
+    assert_int_equal(erl_seq_active(), 0);           /* none heard of yet */
+    assert_int_equal(erl_seq_applied_for("m@h", &inc, &seq), 1);
+    assert_true(inc == 7 && seq == 10);
+    assert_int_equal(admit("m@h", 7, 10, 10, &o), ERL_SEQ_DUPLICATE);
+    assert_int_equal(admit("m@h", 7, 11, 11, &o), ERL_SEQ_APPLY);
+    assert_int_equal(erl_seq_slot(o), 3);
+    assert_int_equal(erl_seq_run_untold(o, &run), 0);  /* the file's record is its own */
+    /* Passed on by another master before its own hello: the file's numbers go on. */
+    assert_int_equal(admit("r@h", 3, 22, 22, &o), ERL_SEQ_HELD);
+    assert_int_equal(admit("r@h", 3, 20, 20, &o), ERL_SEQ_DUPLICATE);
+    assert_int_equal(admit("r@h", 3, 21, 21, &o), ERL_SEQ_APPLY);
+    assert_int_equal(apply(o, 21), 2);
+    assert_int_equal(erl_seq_slot(o), 5);
+    /* An older base changes nothing. */
+    assert_non_null(erl_seq_base("r@h", 3, 15, "outq", "r@h", now));
+    assert_int_equal(o->next, 23);
+    /* A master the file does not know: a free slot, not one kept; told to the loop once. */
+    assert_int_equal(erl_seq_applied_for("new@h", &inc, &seq), 0);
+    o = erl_seq_base("new@h", 2, 40, "outq", "new@h", now);
+    assert_non_null(o);
+    assert_true(erl_seq_slot(o) != 3 && erl_seq_slot(o) != 5 && erl_seq_slot(o) != 6);
+    assert_int_equal(erl_seq_run_untold(o, &run), 1);
+    assert_true(run.name_hash == hash_of("new@h") && run.inc == 2 && run.base == 40);
+    assert_int_equal(erl_seq_run_untold(o, &run), 0);
+    /* The kept master's next run: told to the loop, from its base. */
+    assert_int_equal(admit("m@h", 8, 1, 1, &o), ERL_SEQ_HELD);
+    assert_non_null(erl_seq_base("m@h", 8, 0, "outq", "m@h", now));
+    assert_int_equal(erl_seq_slot(o), 3);
+    assert_int_equal(erl_seq_run_untold(o, &run), 1);
+    assert_true(run.name_hash == hash_of("m@h") && run.inc == 8 && run.base == 0);
+    assert_int_equal(erl_seq_active(), 3);
+}
+
+/* Slots kept for masters not heard of since the restart go before any in use. */
+static void kept_slots_go_first(void **state)
+{
+    (void)state;
+    struct erl_seq_origin *o;
+    char name[32];
+    erl_seq_restore(0, hash_of("gone@h"), 1, 4);
+    for (int i = 1; i < ERL_SEQ_ORIGINS; i++) {
+        snprintf(name, sizeof name, "m%d@h", i);
+        assert_non_null(erl_seq_base(name, 1, 0, "outq", name, now));
+    }
+    o = erl_seq_base("late@h", 1, 0, "outq", "late@h", now);
+    assert_non_null(o);
+    assert_int_equal(erl_seq_slot(o), 0);
+    assert_int_equal(erl_seq_applied_for("gone@h", &(uint64_t){0}, &(uint64_t){0}), 0);
+}
+
+/* A hot upgrade: each origin in its slot (its record in the history file),
+ * kept ones too, as they were. */
+static void handed_over_in_their_slots(void **state)
+{
+    (void)state;
+    struct erl_seq_origin *o;
+    struct cmd_seq_run run;
+    uint64_t inc, seq;
+    erl_seq_restore(2, hash_of("m@h"), 7, 10);
+    erl_seq_restore(4, hash_of("gone@h"), 1, 4);
+    assert_int_equal(admit("m@h", 7, 11, 11, &o), ERL_SEQ_APPLY);
+    apply(o, 11);
+    assert_non_null(erl_seq_base("n@h", 3, 5, "outq", "n@h", now));
+    assert_int_equal(admit("n@h", 3, 8, 8, &o), ERL_SEQ_HELD);
+    int n_slot = (int)erl_seq_slot(o);
+    uint64_t was = erl_seq_instance();
+    struct carry_out out;
+    carry_out_init(&out);
+    assert_int_equal(erl_seq_carry_export(&out), 0);
+    erl_seq_free();
+    struct carry_in all, rec;
+    uint16_t version;
+    carry_in_init(&all, out.buf, out.len);
+    assert_int_equal(carry_find(&all, ERL_SEQ_CARRY_TAG, &version, &rec), 1);
+    assert_int_equal(version, ERL_SEQ_CARRY_VERSION);
+    assert_int_equal(erl_seq_carry_take(&rec, version), 0);
+    carry_out_free(&out);
+    assert_true(erl_seq_instance() == was);
+    assert_int_equal(erl_seq_active(), 2);
+    assert_int_equal(admit("m@h", 7, 12, 12, &o), ERL_SEQ_APPLY);
+    assert_int_equal(erl_seq_slot(o), 2);
+    assert_int_equal(erl_seq_run_untold(o, &run), 0);
+    assert_int_equal(admit("n@h", 3, 6, 6, &o), ERL_SEQ_APPLY);
+    assert_int_equal((int)erl_seq_slot(o), n_slot);
+    assert_int_equal(apply(o, 6), 1);               /* 8 still waits for 7 */
+    assert_int_equal(admit("n@h", 3, 7, 7, &o), ERL_SEQ_APPLY);
+    assert_int_equal(apply(o, 7), 2);
+    assert_int_equal(erl_seq_applied_for("gone@h", &inc, &seq), 1);   /* kept for it */
+    assert_true(inc == 1 && seq == 4);
+    assert_int_equal(admit("gone@h", 1, 5, 5, &o), ERL_SEQ_APPLY);
+    assert_int_equal(erl_seq_slot(o), 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +423,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_hole_of_an_unlinked_master, setup, teardown),
         cmocka_unit_test_setup_teardown(a_new_run, setup, teardown),
         cmocka_unit_test_setup_teardown(slots, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_restart_goes_on_where_the_file_stood, setup, teardown),
+        cmocka_unit_test_setup_teardown(kept_slots_go_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(handed_over_in_their_slots, setup, teardown),
     };
     return cmocka_run_group_tests_name("erl_seq", tests, NULL, NULL);
 }
