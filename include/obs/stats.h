@@ -63,6 +63,7 @@
     X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \
     X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(seq_gap_uids)     /* uids told a gap: a master could not keep their messages */ \
+    X(seq_gap_topics)   /* topics told a gap: the same for a topic's messages */ \
     X(ws_deflated)      /* payloads compressed for --ws-deflate WebSockets (once per payload and batch) */ \
     X(ws_deflate_in_bytes) /* their bytes before */                           \
     X(ws_deflate_out_bytes) /* and compressed */                              \

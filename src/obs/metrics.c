@@ -19,7 +19,7 @@ enum family {
     WS_IGNORED, CLIENT_POSTS, ERLANG_MASTERS, CLIENT_IN, CLIENT_DROPPED, CLIENT_PAUSED,
     CONN_SENT, CONN_DROPPED, CONN_EMPTY_DROPPED, PRESENCE_DROPPED, CONN_EVENTS_DROPPED,
     INBOX_RESETS, INBOX_RESET_UNACKED, INBOX_WINDOWS_STUCK, ERLANG_SILENT, NUMBERED,
-    NUMBERED_SKIPPED, NUMBERED_ACKS, GAP_UIDS, PROXY_BAD_FORWARDED,
+    NUMBERED_SKIPPED, NUMBERED_ACKS, GAP_UIDS, GAP_TOPICS, PROXY_BAD_FORWARDED,
     WS_DEFLATED, WS_DEFLATE_IN, WS_DEFLATE_OUT, WS_INFLATED, WS_INFLATE_TOO_BIG,
     TOPICS, TOPIC_SUBSCRIPTIONS, TOPIC_JOINS, TOPIC_LEAVES, TOPICS_GIVEN_UP, TOPIC_PUBLISHED,
     TOPIC_REFUSED, TOPIC_ASKS, TOPIC_PRESENCE_DROPPED, FAMILIES
@@ -104,6 +104,8 @@ static const struct {
                        "Acknowledgements of numbered messages sent to masters."},
     [GAP_UIDS] = {"gap_uids_total", "counter",
                   "Uids told a gap: a master could not keep messages for them."},
+    [GAP_TOPICS] = {"gap_topics_total", "counter",
+                    "Topics told a gap: a master could not keep messages of them."},
     [PROXY_BAD_FORWARDED] = {"proxy_bad_forwarded_total", "counter",
                              "Requests from a --trusted-proxy whose X-Forwarded-For or X-Real-IP "
                              "named no address (the address before it was taken)."},
@@ -219,6 +221,7 @@ static const struct sample {
     {NUMBERED_SKIPPED, NULL, "seq_skipped"},
     {NUMBERED_ACKS, NULL, "seq_acks"},
     {GAP_UIDS, NULL, "seq_gap_uids"},
+    {GAP_TOPICS, NULL, "seq_gap_topics"},
     {PROXY_BAD_FORWARDED, NULL, "proxy_bad_forwarded"},
     {WS_DEFLATED, NULL, "ws_deflated"},
     {WS_DEFLATE_IN, NULL, "ws_deflate_in_bytes"},
