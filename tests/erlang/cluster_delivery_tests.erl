@@ -42,6 +42,9 @@
 
 %% run on master A
 -export([sender/4]).
+%% for topics_delivery_tests
+-export([keeper/1, start_sender/2, wait_sent/2, sent/1, counts/1, stop_sender/1, judge/3,
+         judge_events/3, settle/2, print/3, delta_map/2, seq_stats/1]).
 
 delivery_test_() ->
     {timeout, 600,
@@ -427,9 +430,9 @@ start_sender(M, Uids) ->
     Pid = erlang:spawn(M, ?MODULE, sender, [self(), Ref, Uids, ?RATE]),
     {Pid, Ref}.
 
-%% Sends 1, 2, 3, ... to the uids in turn through httpdcnode:send/2, Rate
-%% a second (paced by the clock, in steps of 10 ms), until stopped, for 10
-%% minutes at most.
+%% Sends 1, 2, 3, ... to the uids in turn through httpdcnode:send/2 (to
+%% {topic, T} through httpdcnode:publish/2), Rate a second (paced by the
+%% clock, in steps of 10 ms), until stopped, for 10 minutes at most.
 sender(To, Ref, Uids, Rate) ->
     T0 = erlang:monotonic_time(millisecond),
     sender_loop(To, Ref, list_to_tuple(Uids), Rate, T0, 0, #{}).
@@ -454,7 +457,10 @@ send_due(_Uids, N, Due, Counts) when N >= Due -> {N, Counts};
 send_due(Uids, N, Due, Counts) ->
     U = element(1 + N rem tuple_size(Uids), Uids),
     K = maps:get(U, Counts, 0) + 1,
-    ok = httpdcnode:send(U, integer_to_binary(K)),
+    ok = case U of
+             {topic, T} -> httpdcnode:publish(T, integer_to_binary(K));
+             _ -> httpdcnode:send(U, integer_to_binary(K))
+         end,
     send_due(Uids, N + 1, Due, Counts#{U => K}).
 
 sent({Pid, _}) ->

@@ -261,9 +261,16 @@ crash() ->
         gen_tcp:close(Sock),
         ?L:wait_until(fun() -> Count() =:= [{Node, 0}] end, ?T, lingers),
         Pub(<<"k3">>),                         % kept for the client coming back
+        %% the node acknowledged it (else, killed, it would be in doubt: a gap)
+        ?L:wait_until(fun() -> maps:get(unacked, erpc:call(MNode, httpdcnode, app_stats, []))
+                                   =:= 0 end, ?T, acked),
         S2 = ?L:restart_server(?L:kill_server(S)),
         try
-            ?L:wait_until(fun() -> Count() =:= [{Node, 0}] end, ?T, restored),
+            %% the master keeps the topic there meanwhile (its link may come back)
+            ?L:wait_until(fun() -> Count() =:= [{Node, 0}] andalso
+                                       lists:member(Node, erpc:call(MNode, erlang, nodes,
+                                                                    [hidden]))
+                          end, ?T, restored),
             Pub(<<"k4">>),
             [E, _] = binary:split(Id1, <<":">>),
             Sock2 = sse(S2, "/sse/1?topics=kept@" ++ binary_to_list(Id1)),
