@@ -25,6 +25,7 @@
     X(history_entries)  /* messages kept */                                   \
     X(history_evicted)  /* kept messages pushed out for room */               \
     X(history_moved)    /* kept messages moved ahead, still of use, for room */ \
+    X(topic_history_trimmed) /* of those pushed out, a topic's past --topic-history-bytes of newer ones */ \
     X(replays)          /* resumes that replayed from the history (or told a gap) */ \
     X(replayed)         /* messages replayed */                               \
     X(replay_gaps)      /* gaps told to resuming clients */                   \

@@ -17,8 +17,8 @@
 %%   {httpdcnode, Node, topic_joins | topic_leaves, [{Topic, Uid, Conn}]}
 %% A C-node that disconnects (nodedown) loses its subscribers here; one
 %% that takes numbered topic messages (its hello's topic_seq) keeps its
-%% topics, as held with no stream (0), for its history's TTL (the hello's
-%% history_ttl), as an offline uid's last node is kept: its link may come
+%% topics, as held with no stream (0), for as long as it keeps such a
+%% topic (the hello's topic_linger), as an offline uid's last node is kept: its link may come
 %% back (a link that died, the node did not), and what is published
 %% meanwhile is numbered and kept for it (httpdcnode_outq), so that its
 %% clients miss nothing, or are told a gap. Its next topic snapshot says
@@ -119,7 +119,7 @@ valid(T) when is_binary(T), byte_size(T) >= 1, byte_size(T) =< 64 ->
 valid(_) -> false.
 
 %% The C-nodes whose link went down and that did not come back within
-%% their history's TTL (before Now): their topics go.
+%% their topic_linger (before Now): their topics go.
 sweep_away(Now) ->
     case ets:info(?AWAY, size) of
         0 -> ok;
@@ -210,16 +210,25 @@ handle(_Node, _Event, _Arg) ->
     ok.
 
 %% Node's link is gone: none of its subscriptions holds; its topics stay,
-%% with no stream, for its history's TTL when it takes numbered topic
+%% with no stream, for its topic_linger when it takes numbered topic
 %% messages (see the top of this module), else they go too.
 node_down(Node) ->
     drop_members(Node),
-    case {numbered(Node), httpdcnode_presence:node_info(Node)} of
-        {true, {TtlMs, _}} when is_integer(TtlMs), TtlMs > 0 ->
+    case numbered(Node) andalso linger_ms(Node) of
+        Ms when is_integer(Ms), Ms > 0 ->
             [ets:insert(?BY_TOPIC, {{T, Node}, 0})
              || T <- ets:select(?BY_NODE, [{{{Node, '$1'}}, [], ['$1']}])],
-            ets:insert(?AWAY, {Node, erlang:monotonic_time(millisecond) + TtlMs});
+            ets:insert(?AWAY, {Node, erlang:monotonic_time(millisecond) + Ms});
         _ -> drop_topics(Node)
+    end.
+
+%% How long Node keeps a topic no stream holds (its hello's topic_linger,
+%% else its history's TTL).
+linger_ms(Node) ->
+    case httpdcnode_presence:node_info(Node) of
+        {_, #{topic_linger := S}} when is_integer(S) -> 1000 * S;
+        {TtlMs, _} when is_integer(TtlMs) -> TtlMs;
+        _ -> 0
     end.
 
 put(Node, T, N) ->
