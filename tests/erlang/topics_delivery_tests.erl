@@ -35,7 +35,8 @@
 -define(D, cluster_delivery_tests).
 -define(PRESENCE, httpdcnode_presence).
 -define(WAIT, 30000).
-%% The masters' net_ticktime, and the C-node's --erl-tick-seconds, s.
+%% The C-node's --erl-tick-seconds: the masters' net_ticktime
+%% (cluster_delivery_tests), s.
 -define(TICK, 4).
 %% Master A's bound in the bounded case: about 1,000 of the publishes here
 %% (a few bytes each, and their topic's), far fewer than are sent while the
@@ -78,14 +79,7 @@ setup() ->
     httpdcnode_cluster:start_masters(2, fun setup/1).
 
 setup(Procs = [_, _]) ->
-    [A, B] = Masters = [?L:master_node(P) || P <- Procs],
-    [begin
-         _ = m(M, net_kernel, set_net_ticktime, [?TICK, 0]),
-         ?L:wait_until(fun() -> m(M, net_kernel, get_net_ticktime, []) =:= ?TICK end, ?WAIT,
-                       {net_ticktime, M})
-     end || M <- Masters],
-    [httpdcnode_cluster:start_app(N, [{masters, Masters}]) || N <- Masters],
-    Both = list_to_atom(atom_to_list(A) ++ "," ++ atom_to_list(B)),
+    {[A, B] = Masters, Both} = ?D:masters(Procs),
     S = ?L:start_server(#{master => Both, presence => ?PRESENCE,
                           extra_args => ["--history", "4096", "--erl-tick-seconds",
                                          integer_to_list(?TICK)]}),
@@ -140,13 +134,6 @@ link_ports(Node) ->
     {ok, {_, There}} = inet:peername(Port),
     {Here, There}.
 
-iptables(Args) ->
-    Out = os:cmd("iptables " ++ Args ++ " 2>&1; echo rc=$?"),
-    case string:find(Out, "rc=0") of
-        nomatch -> erlang:error({iptables_failed, Args, Out});
-        _ -> ok
-    end.
-
 %% What each client got against what was sent, after Counts were sent.
 report(Clients, Counts) ->
     [?D:judge(U, C, maps:get(U, Counts, 0)) || {U, C} <- Clients].
@@ -165,13 +152,13 @@ silent_link(Ctx = #{a := A, node := N, s := S}) ->
     {Here, There} = m(A, ?MODULE, link_ports, [N]),
     Rules = ["INPUT -p tcp --sport " ++ integer_to_list(P1) ++ " --dport " ++ integer_to_list(P2)
              ++ " -j DROP" || {P1, P2} <- [{Here, There}, {There, Here}]],
-    [ok = iptables("-I " ++ R) || R <- Rules],
+    [ok = ?L:iptables("-I " ++ R) || R <- Rules],
     try
         %% A drops the link once what it wrote waited the tick time
         ?L:wait_until(fun() -> not linked(A, N) end, ?WAIT, {a_dropped, N}),
         ?D:wait_sent(Sender, ?D:sent(Sender) + 2000)
     after
-        [iptables("-D " ++ R) || R <- Rules]
+        [?L:iptables("-D " ++ R) || R <- Rules]
     end,
     %% the C-node links to A again
     ?L:wait_until(fun() -> linked(A, N) end, ?WAIT, {a_linked, N}),
