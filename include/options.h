@@ -71,6 +71,8 @@ struct options {
     uint32_t topics_per_stream; /* --max-topics-per-stream */
     uint32_t streams_per_topic; /* --max-streams-per-topic */
     uint32_t topic_history;    /* --topic-history: messages kept per topic */
+    uint64_t topic_history_bytes; /* --topic-history-bytes: a topic's kept messages together */
+    uint32_t topic_history_ttl; /* --topic-history-ttl: seconds a topic's kept message lives */
     int topic_auth;            /* --topic-auth: enum topic_auth (core/topic_join.h) */
     int presence_topics;       /* --presence-topics: joins and leaves to --presence */
 };

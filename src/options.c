@@ -143,7 +143,7 @@ static const struct row rows[] = {
              "started afresh"},
     {"max-topics", 0, "N", U32, FIELD(max_topics), 0, 1u << 24, .def = "100000",
      .hint = "expected 0 (no topics) to 16777216",
-     .help = "topics held at once (0: no topics); a topic no stream holds is kept --history-ttl "
+     .help = "topics held at once (0: no topics); a topic no stream holds is kept --topic-history-ttl "
              "seconds for its resuming clients"},
     {"max-topics-per-stream", 0, "N", U32, FIELD(topics_per_stream), 1, 255, .def = "16",
      .hint = "expected 1 to 255", .help = "topics one stream may subscribe to (at most 255)"},
@@ -153,6 +153,15 @@ static const struct row rows[] = {
     {"topic-history", 0, "N", U32, FIELD(topic_history), 0, 4096, .shown = "--history's",
      .hint = "expected 0 (off) to 4096 messages",
      .help = "messages kept per topic for clients that come back (0: none)"},
+    {"topic-history-bytes", 0, "BYTES", U64, FIELD(topic_history_bytes), 1024, 1ull << 34,
+     .def = "1048576", .hint = "expected 1024 to 2^34 bytes (16 GiB)",
+     .help = "one topic's kept messages together, each counted with its 32-byte header: past "
+             "it that topic's oldest go, not other topics' or uids' (a larger message is not "
+             "kept)"},
+    {"topic-history-ttl", 0, "SECONDS", U32, FIELD(topic_history_ttl), 1, 86400,
+     .shown = "--history-ttl's", .hint = "expected 1 to 86400 seconds",
+     .help = "none of a topic's kept longer; a topic no stream holds is kept this long for its "
+             "resuming clients"},
     {"topic-auth", 0, "MODE", PARSE, .parse = parse_topic_auth,
      .shown = "token with --auth-secret-file, else open",
      .hint = "expected open, token or handler",
@@ -444,6 +453,7 @@ void options_defaults(struct options *o)
     }
     o->admin_explicit = 0;      /* the default is not given on the command line */
     o->topic_history = UINT32_MAX;      /* --history's unless given */
+    o->topic_history_ttl = UINT32_MAX;  /* --history-ttl's unless given */
     o->topic_auth = -1;                 /* token with --auth-secret-file, else open */
     o->verbosity = 1;
     o->writers = usable_cpus();
@@ -611,6 +621,8 @@ int options_parse(struct options *o, int argc, char **argv)
     }
     if (o->topic_history == UINT32_MAX)
         o->topic_history = o->history;
+    if (o->topic_history_ttl == UINT32_MAX)
+        o->topic_history_ttl = o->history_ttl;
     if (o->topic_auth < 0)
         o->topic_auth = o->auth_secret_file[0] ? 1 : 0;
     if (o->topic_auth == 1 && !o->auth_secret_file[0]) {

@@ -48,7 +48,8 @@ static void configure(struct server *sv)
     const struct options *o = sv->opts;
     sv->history = (struct history_config){
         .max_users = o->max_users, .max_topics = o->max_topics, .per_uid = o->history,
-        .per_topic = o->topic_history, .ttl_s = o->history_ttl,
+        .per_topic = o->topic_history, .topic_bytes = (size_t)o->topic_history_bytes,
+        .ttl_s = o->history_ttl, .topic_ttl_s = o->topic_history_ttl,
         .bytes = (size_t)o->history_bytes, .max_message = o->max_message,
         .file = o->history_file[0] ? o->history_file : NULL, .node = o->name};
     struct client_msg_config client = {.inbox = o->inbox[0] != '\0',
@@ -70,7 +71,8 @@ static void configure(struct server *sv)
         .name = o->name, .cookie = o->cookie, .masters = o->masters,
         .n_masters = o->n_masters, .tick_seconds = o->erl_tick_seconds,
         .presence = o->presence, .inbox = o->inbox, .max_users = o->max_users,
-        .max_message = o->max_message, .history = o->history, .history_ttl = o->history_ttl};
+        .max_message = o->max_message, .history = o->history, .history_ttl = o->history_ttl,
+        .topic_linger = o->topic_history ? o->topic_history_ttl : 0};
 }
 
 /* ---------------------------------------------------------------- parts */
@@ -215,7 +217,7 @@ static int topics_start(struct server *sv)
     topic_join_configure((enum topic_auth)o->topic_auth);
     /* A topic no stream holds lingers as long as its history may serve a
      * client coming back (and the masters keep sending it). */
-    uint32_t linger = o->topic_history ? o->history_ttl : 0;
+    uint32_t linger = sv->erl.topic_linger;
     if (topic_presence_init(sv->base, o->presence[0] != '\0', o->presence_topics,
                             o->max_topics) != 0 ||
         topic_init(&(struct topic_config){.base = sv->base, .max_users = o->max_users,

@@ -20,8 +20,11 @@ enum cmd_kind {
     CMD_CONN,          /* {conn, Conn, Data}: to one connection (conn) */
     CMD_IN_ACK,        /* {httpdcnode_in_ack, N}: the C-node thread's, never in the ring */
     CMD_IN_RESET,      /* {httpdcnode_in_reset, Name}: the same */
-    CMD_GAP,           /* a master lost messages for uids[nuids]: tell them a gap */
-    CMD_GAP_ALL,       /* messages were lost, for which uids nobody knows: tell every uid */
+    CMD_GAP,           /* a master lost messages for uids[nuids] and the topics in
+                          the payload (each its length in a byte, then its name):
+                          tell them a gap */
+    CMD_GAP_ALL,       /* messages were lost, for which uids or topics nobody knows:
+                          tell every uid and topic */
     CMD_SEQ_BASE,      /* {httpdcnode_seq_base, ...}: the C-node thread's, never in the ring */
     /* Topics (core/topic.h): the topic's name where a multicast's uids go
      * (cmd_topic: uid holds its length, nuids the words it takes). */

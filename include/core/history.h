@@ -31,7 +31,9 @@ struct history_config {
     uint32_t max_topics;    /* topic slots, after the uids' (core/topic.h) */
     uint32_t per_uid;       /* messages kept per uid; 0: none (ids only) */
     uint32_t per_topic;     /* messages kept per topic; 0: none */
+    size_t topic_bytes;     /* bytes kept per topic (headers counted) at most; 0: no bound */
     uint32_t ttl_s;         /* none older than this */
+    uint32_t topic_ttl_s;   /* none of a topic older than this; 0: ttl_s */
     size_t bytes;           /* the arena (at most 16 GiB) */
     uint32_t max_message;   /* the largest payload (0: a quarter of the arena) */
     const char *file;       /* NULL: in memory; else where it lives, locked */
@@ -131,7 +133,15 @@ size_t history_gap_json(char out[HISTORY_GAP_JSON_MAX], uint32_t slot, const cha
 
 /* Topics (core/topic.h) have slots of their own after the uids', each
  * with its ids and kept messages, bounded by per_topic as a uid's by
- * per_uid; every call above takes a slot for its uid. A topic's ids have
+ * per_uid, and by topic_ttl_s and topic_bytes: a topic keeps its newest
+ * messages within topic_bytes (each counted as its entry, header and
+ * payload padded to 8), so that a busy topic of large messages pushes out
+ * its own older messages, not everyone else's (a message larger than
+ * topic_bytes is not kept: a resume across it is a gap); its older ones
+ * are pushed out as the arena needs room (counted: topic_history_trimmed).
+ * 4 bytes per topic in memory (its bytes so far, rebuilt from the arena
+ * when a history is resumed or taken over). Every call above takes a
+ * slot for its uid. A topic's ids have
  * an epoch of their own, drawn when the topic is made: a topic made again
  * (after it was given up) starts a new epoch, so that an id of the one
  * before tells a gap. */

@@ -71,7 +71,8 @@ struct entry {
     uint32_t stamp_s;       /* monotonic seconds when kept */
     uint32_t len;           /* payload bytes [| BINARY_MSG], or FILLER, or SHARED_REF | 8 */
     uint32_t check;         /* entry_check(), with a --history-file (else 0) */
-    uint32_t unused;
+    uint32_t topic_at;      /* a topic's: its topic's bytes kept before it, in 8-byte
+                               units, wrapping (history.c's bound per topic); else 0 */
 };
 
 _Static_assert(sizeof(struct entry) == 32, "an entry's header is 32 bytes");

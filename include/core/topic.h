@@ -23,8 +23,9 @@
  * its last one left (its history's TTL: a client that comes back within
  * it resumes; the masters keep sending it meanwhile). Then it is given
  * up, its index free for another name. A topic costs 40 bytes in the
- * table, 8 in its hash, 16 for its history slot and 72 for its name (kept
- * by the history, in the --history-file: the one copy), 136 in all; an
+ * table, 8 in its hash, 16 for its history slot, 72 for its name (kept
+ * by the history, in the --history-file: the one copy) and 4 for its
+ * bytes kept (history.h), 140 in all; an
  * unused one nothing but address space: they are touched only as indices
  * are used, lowest first.
  *

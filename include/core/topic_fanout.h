@@ -32,6 +32,18 @@ struct stream;
 uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint32_t len,
                        int binary);
 
+/* A master lost a message of topic t (or this node gave up a hole its
+ * message may have been in): t's next id names no message (history_skip),
+ * so that a client resuming across it is told a gap; a live stream with
+ * ids is told now, as a resume from the id before would tell it (a replay
+ * under way meets the missing id itself). What was sent before goes first
+ * (the caller flushes the batch). */
+void topic_gap(uint32_t t);
+/* The same for each topic held here of names[len] (each its length in a
+ * byte, then its name: a CMD_GAP's payload), and for every topic held. */
+void topic_gap_named(const char *names, uint32_t len);
+void topic_gap_all(void);
+
 enum topic_event { TOPIC_EV_JOINED, TOPIC_EV_REFUSED, TOPIC_EV_LEFT };
 /* Tells s (an SSE or ws+meta stream; others are not told) of topic
  * name[len]; reason for a refusal, id ("EPOCH:SEQ") for a join (NULL:

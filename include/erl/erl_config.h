@@ -19,7 +19,8 @@ struct erl_config {
     uint32_t max_users;         /* uids 1..max_users */
     uint32_t max_message;       /* bytes per message payload */
     uint32_t history;           /* the hello tells these (messages per uid, */
-    uint32_t history_ttl;       /*   and seconds) */
+    uint32_t history_ttl;       /*   and seconds, */
+    uint32_t topic_linger;      /*   and how long a topic no stream holds is kept) */
 };
 
 #endif

@@ -32,8 +32,11 @@
  *   {httpdcnode_seq, Master, Inc, Seq, Inner}  Inner numbered Seq in the
  *                           stream of master Master's run Inc (erl_seq.h);
  *                           Inner is {Uid | [Uid], Data}, {Pid, Ref, Uid |
- *                           [Uid], Data}, or {httpdcnode_gap, Last, [Uid]}:
- *                           Seq..Last were lost, tell those uids a gap
+ *                           [Uid], Data}, {topic, Topic, Data}, {Pid, Ref,
+ *                           topic, Topic, Data}, or {httpdcnode_gap, Last,
+ *                           [Uid]} or {httpdcnode_gap, Last, [Uid], [Topic]}:
+ *                           Seq..Last were lost, tell those uids and topics
+ *                           a gap
  *   {httpdcnode_seq_base, Master, Inc, Base, AckTo}  that stream goes on
  *                           after Base; acknowledge it to the name AckTo
  *
@@ -118,6 +121,8 @@ struct term_view {
     uint64_t seq_inc;      /* Inc */
     uint64_t seq;          /* Seq; CMD_SEQ_BASE: Base */
     uint64_t seq_last;     /* CMD_GAP: Last; else Seq */
+    int gap_topics_index;  /* CMD_GAP: where its first topic is in buf */
+    uint32_t gap_ntopics;  /* CMD_GAP: its topics (payload_len: their bytes in the record) */
 };
 
 /* Checks the term at buf[index] (index just past the version byte), which
@@ -128,6 +133,10 @@ enum term_error erl_term_parse(const char *buf, int index, int end, const struct
 
 /* Copies the topic of a topic kind's view (cmd_is_topic) into out[topic_len]. */
 void erl_term_copy_topic(const char *buf, const struct term_view *v, char *out);
+
+/* Copies the topics of a CMD_GAP view into out[payload_len], each its
+ * length in a byte, then its name (cmd.h). */
+void erl_term_copy_gap_topics(const char *buf, const struct term_view *v, char *out);
 
 /* Copies the uid list of a CMD_MULTICAST view into out[nuids]. */
 void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out);

@@ -25,6 +25,7 @@
     X(history_entries)  /* messages kept */                                   \
     X(history_evicted)  /* kept messages pushed out for room */               \
     X(history_moved)    /* kept messages moved ahead, still of use, for room */ \
+    X(topic_history_trimmed) /* of those pushed out, a topic's past --topic-history-bytes of newer ones */ \
     X(replays)          /* resumes that replayed from the history (or told a gap) */ \
     X(replayed)         /* messages replayed */                               \
     X(replay_gaps)      /* gaps told to resuming clients */                   \
@@ -63,6 +64,7 @@
     X(conn_empty_dropped) /* {conn, Conn, <<>>} to a chunked or HTTP/1.0 stream */ \
     X(conn_events_dropped) /* conn_up/conn_down lost: --presence-conns, too many queued */ \
     X(seq_gap_uids)     /* uids told a gap: a master could not keep their messages */ \
+    X(seq_gap_topics)   /* topics told a gap: the same for a topic's messages */ \
     X(ws_deflated)      /* payloads compressed for --ws-deflate WebSockets (once per payload and batch) */ \
     X(ws_deflate_in_bytes) /* their bytes before */                           \
     X(ws_deflate_out_bytes) /* and compressed */                              \

@@ -264,9 +264,11 @@ static int apply(void *body, size_t size, void *ctx)
         break;
     case CMD_GAP:
         tell_gap(cmd_uids(c), c->nuids, &num);
+        topic_gap_named(cmd_payload(c), c->payload_len);
         break;
     case CMD_GAP_ALL:
         tell_gap_all();
+        topic_gap_all();
         break;
     case CMD_CONN:
         n = to_conn(c->conn, cmd_payload(c), c->payload_len, c->binary);

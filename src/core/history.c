@@ -61,6 +61,13 @@ static char epoch_hex[9];
 /* The id being given while its message is kept: what the slot will hold
  * once the message is in, and what head_is_live counts from meanwhile. */
 static uint32_t giving_uid, giving_seq;
+/* Per topic, its bytes kept so far (entries, in 8-byte units, wrapping):
+ * an entry's topic_at is its topic's count before it, so the bytes of it
+ * and its topic's newer ones are the difference (history_layout.h). In
+ * memory only: counted again from the arena when a history is resumed
+ * or taken over. */
+static uint32_t *topic_units;
+static uint32_t topic_bound;        /* --topic-history-bytes in 8-byte units, 0: none */
 
 static struct entry *entry_at(uint64_t pos) { return (struct entry *)(arena + pos % arena_size); }
 
@@ -95,11 +102,47 @@ static void set_credit(size_t credit)
 
 static uint32_t last_seq(uint32_t uid) { return uid && uid == giving_uid ? giving_seq : uids[uid].seq; }
 
+static int is_topic(uint32_t slot) { return slot > config.max_users; }
+
 /* Messages kept for the slot at most: --history for a uid, --topic-history
  * for a topic. */
 static uint32_t kept_max(uint32_t slot)
 {
-    return slot > config.max_users ? config.per_topic : config.per_uid;
+    return is_topic(slot) ? config.per_topic : config.per_uid;
+}
+
+/* How long the slot's messages are kept: --history-ttl, --topic-history-ttl. */
+static uint32_t ttl_of(uint32_t slot)
+{
+    return is_topic(slot) && config.topic_ttl_s ? config.topic_ttl_s : config.ttl_s;
+}
+
+static uint32_t *units_of(uint32_t slot) { return &topic_units[slot - config.max_users - 1]; }
+
+/* Whether the entry e is among its topic's newest within
+ * --topic-history-bytes (a uid's always is). */
+static int within_bytes(const struct entry *e)
+{
+    return !topic_bound || !is_topic(e->uid) || *units_of(e->uid) - e->topic_at <= topic_bound;
+}
+
+/* Each topic's bytes so far, from the entries the arena keeps (a history
+ * resumed or taken over): past the newest of each. O(entries kept). */
+static void count_topic_bytes(void)
+{
+    for (uint64_t p = head; topic_units && p < tail;) {
+        const struct entry *e = entry_at(p);
+        if (to_end(p) < sizeof *e || e->len == FILLER) {
+            p += to_end(p);
+            continue;
+        }
+        if (is_topic(e->uid)) {
+            uint32_t *u = units_of(e->uid), end = e->topic_at + (uint32_t)(entry_size(e) / 8);
+            if (!*u || (int32_t)(end - *u) > 0)
+                *u = end;
+        }
+        p += entry_size(e);
+    }
 }
 
 static const char *recover(void);
@@ -195,6 +238,7 @@ static int init_handed(const struct history_config *cfg)
     checked = cfg->file != NULL;
     taken_over = 1;
     attach();
+    count_topic_bytes();
     loop_stats.history_bytes = handed.bytes;
     loop_stats.history_entries = handed.entries;
     log_msg(LOG_INFO, "history: taken over, epoch %s: %llu messages kept (%llu bytes)", epoch_hex,
@@ -202,7 +246,26 @@ static int init_handed(const struct history_config *cfg)
     return 0;
 }
 
+static int init_history(const struct history_config *cfg);
+
 int history_init(const struct history_config *cfg)
+{
+    topic_bound = (uint32_t)(cfg->topic_bytes / 8);
+    topic_units = cfg->max_topics ? calloc(cfg->max_topics, sizeof *topic_units) : NULL;
+    if (cfg->max_topics && !topic_units) {
+        log_msg(LOG_ERROR, "history: no memory for %u topics' counts (4 bytes each); lower "
+                "--max-topics", cfg->max_topics);
+        return -1;
+    }
+    if (init_history(cfg) == 0)
+        return 0;
+    free(topic_units);
+    topic_units = NULL;
+    return -1;
+}
+
+/* history_init once the topics' counts are made. */
+static int init_history(const struct history_config *cfg)
 {
     config = *cfg;
     slots = cfg->max_users + cfg->max_topics;
@@ -228,6 +291,7 @@ int history_init(const struct history_config *cfg)
                 return -1;
             attach();
         } else {
+            count_topic_bytes();
             log_msg(LOG_INFO, "history: --history-file %s resumed, epoch %s: %llu messages "
                               "kept (%llu bytes), made %llu s ago", cfg->file, epoch_hex,
                     (unsigned long long)loop_stats.history_entries,
@@ -243,6 +307,8 @@ int history_init(const struct history_config *cfg)
 void history_free(void)
 {
     history_map_close(&map);
+    free(topic_units);
+    topic_units = NULL;
     hd = NULL;
     uids = NULL;
     names = NULL;
@@ -278,6 +344,7 @@ static void push_out_oldest(void)
     if (e->uid) {
         loop_stats.history_entries--;
         loop_stats.history_evicted++;
+        loop_stats.topic_history_trimmed += !within_bytes(e);
     }
 }
 
@@ -285,13 +352,14 @@ static const struct entry *kept_entry(uint64_t p, uint32_t uid);
 
 /* Whether the entry at the head is still of use: a uid's message among
  * its newest --history, within the TTL (a multicast's reference is not:
- * its payload is older and went first). */
+ * its payload is older and went first); a topic's among its newest
+ * --topic-history and --topic-history-bytes, within its TTL. */
 static int head_is_live(const struct entry *e)
 {
     if (to_end(head) < sizeof *e || e->len == FILLER)
         return 0;
     return e->uid && !(e->len & SHARED_REF) && last_seq(e->uid) - e->seq < kept_max(e->uid) &&
-           (int32_t)(e->stamp_s - (now_s() - config.ttl_s)) >= 0;
+           within_bytes(e) && (int32_t)(e->stamp_s - (now_s() - ttl_of(e->uid))) >= 0;
 }
 
 /* The entry waiting in the room goes from the head at from to the tail
@@ -405,6 +473,11 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
     size_t size = sizeof(struct entry) + pad8(body_len);
     if (!arena_size || size > arena_size / 4 || body_len > LEN_BYTES)
         return 0;                             /* a resume across it is a gap */
+    uint32_t *units = is_topic(uid) ? units_of(uid) : NULL, topic_at = units ? *units : 0;
+    if (units && topic_bound && size / 8 > topic_bound)
+        return 0;                             /* past its topic's bound alone: the same */
+    if (units)
+        *units += (uint32_t)(size / 8);       /* counted already: what it pushes out */
     giving_uid = uid;
     giving_seq = seq;
     make_room(size);
@@ -412,7 +485,7 @@ static uint64_t keep(uint32_t uid, uint32_t seq, uint32_t len_field, const void 
     struct entry *e = entry_at(tail);
     uint64_t before = uid ? uids[uid].newest : 0;
     *e = (struct entry){.prev = entry_link_to(tail, before, head), .uid = uid, .seq = seq,
-                        .stamp_s = now_s(), .len = len_field};
+                        .stamp_s = now_s(), .len = len_field, .topic_at = topic_at};
     memcpy(e + 1, body, body_len);
     if (checked)
         e->check = entry_check(e);
@@ -529,12 +602,12 @@ static const struct entry *kept_entry(uint64_t p, uint32_t uid)
 static uint64_t oldest_replayable(uint32_t uid, uint32_t want, int fresh_only, uint32_t *seq)
 {
     uint32_t expect = uids[uid].seq, n = 0, max = kept_max(uid);
-    uint32_t oldest_ok_s = now_s() - config.ttl_s;
+    uint32_t oldest_ok_s = now_s() - ttl_of(uid);
     uint64_t found = 0;
     const struct entry *e;
     for (uint64_t p = uids[uid].newest; (e = kept_entry(p, uid)) != NULL;
          p = entry_link(p - 1, e->prev)) {
-        if (e->seq != expect || e->seq < want || n == max ||
+        if (e->seq != expect || e->seq < want || n == max || !within_bytes(e) ||
             (fresh_only && (int32_t)(e->stamp_s - oldest_ok_s) < 0))
             break;
         found = p;
@@ -594,9 +667,10 @@ static int next_at(uint32_t uid, struct history_cursor *c, uint64_t *at)
         return 0;                             /* caught up */
     const struct entry *e = kept_entry(c->pos, uid);
     int gap = 0;
-    if (!e || e->seq != c->seq || last - c->seq >= kept_max(uid)) {
+    if (!e || e->seq != c->seq || last - c->seq >= kept_max(uid) || !within_bytes(e)) {
         /* Not linked yet (kept after the cursor moved), pushed out, or
-         * more than --history behind: found again from the newest. */
+         * more than --history (a topic's bytes) behind: found again from
+         * the newest. */
         uint32_t oldest = 0;
         uint64_t p = oldest_replayable(uid, c->seq, 0, &oldest);
         if (!p) {

@@ -79,6 +79,26 @@ static int frame_for(uint8_t kind, struct framed_all *a, const char *data, uint3
  * batch flushes it on the way. */
 #define ROOM_STEP 4096u
 
+/* t's members, copied (see copy above): how many, 0 when out of memory (logged). */
+static uint32_t copy_members(uint32_t t, const char *doing)
+{
+    uint32_t members = topic_members(t);
+    if (members > copy_cap) {
+        struct stream **grown = realloc(copy, members * sizeof *copy);
+        if (!grown) {
+            static struct log_ratelimit rl;
+            log_limited(&rl, LOG_ERROR, "out of memory %s a topic of %u streams: its streams "
+                        "are not told now (a client resuming it is)", doing, members);
+            return 0;
+        }
+        copy = grown;
+        copy_cap = members;
+    }
+    if (members)                       /* none: a lingering topic's block may be NULL */
+        memcpy(copy, topic_member_array(t), members * sizeof *copy);
+    return members;
+}
+
 uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint32_t len,
                        int binary)
 {
@@ -93,20 +113,7 @@ uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint
     struct msg_id id = {.seq = history_append(slot, data, len, binary),
                         .epoch = history_slot_epoch(slot), .topic = tname, .topic_len = tlen};
     loop_stats.topic_published++;
-    uint32_t members = topic_members(t);
-    if (members > copy_cap) {
-        struct stream **grown = realloc(copy, members * sizeof *copy);
-        if (!grown) {
-            static struct log_ratelimit rl;
-            log_limited(&rl, LOG_ERROR, "out of memory publishing to a topic of %u streams: "
-                        "kept for their resume, not written", members);
-            return 0;
-        }
-        copy = grown;
-        copy_cap = members;
-    }
-    if (members)                       /* none: a lingering topic's block may be NULL */
-        memcpy(copy, topic_member_array(t), members * sizeof *copy);
+    uint32_t members = copy_members(t, "publishing to");
     struct framed_all all = {.made = {0}};
     uint32_t n = 0;
     for (uint32_t i = 0; i < members; i++) {
@@ -121,6 +128,37 @@ uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint
         n += (uint32_t)batch_add_framed(s, &all.f[k], data, len, binary, &id);
     }
     return n;
+}
+
+void topic_gap(uint32_t t)
+{
+    uint32_t slot = topic_slot(t), seq = history_skip(slot);
+    char asked[24];
+    loop_stats.seq_gap_topics++;
+    snprintf(asked, sizeof asked, "%08x:%u", history_slot_epoch(slot), seq - 1);
+    uint32_t members = copy_members(t, "telling a gap to");
+    for (uint32_t i = 0; i < members; i++) {
+        struct stream *s = copy[i];
+        uint32_t sub = topic_sub_of(s, t);      /* one the last ended has none */
+        if (sub && s->state == STREAM_LIVE && framing_tells_gaps(s->framing) &&
+            !stream_replaying(s))
+            stream_replay_topic(s, sub, asked);
+    }
+}
+
+void topic_gap_named(const char *names, uint32_t len)
+{
+    for (uint32_t at = 0; at < len; at += 1 + (uint8_t)names[at]) {
+        uint32_t t = topic_find(names + at + 1, (uint8_t)names[at]);
+        if (t)
+            topic_gap(t);
+    }
+}
+
+void topic_gap_all(void)
+{
+    for (uint32_t t = topic_next_held(0); t; t = topic_next_held(t))
+        topic_gap(t);
 }
 
 int topic_tell(struct stream *s, enum topic_event ev, const char *name, size_t len,

@@ -91,7 +91,9 @@ static int commit(const char *buf, const struct term_view *v, uint64_t mark)
     } else if (v->nuids) {
         erl_term_copy_uids(buf, v, cmd_uids(c));
     }
-    if (v->payload_len)
+    if (v->kind == CMD_GAP)
+        erl_term_copy_gap_topics(buf, v, cmd_payload(c));
+    else if (v->payload_len)
         erl_term_copy_payload(buf, v, cmd_payload(c));
     if (reply_len)
         memcpy(cmd_reply(c), buf + v->reply_index, reply_len);
@@ -155,20 +157,30 @@ static void apply_due(struct erl_seq_origin *o)
     }
 }
 
-/* A gap for the uids of the message v (a CMD_GAP for all of them when
- * nuids is 0 and v is none: whose the messages were nobody knows). */
+/* A gap for the uids or the topic of the message v (a gap itself: its
+ * uids and topics); a CMD_GAP_ALL when v is none: whose the messages
+ * were nobody knows. */
 static int gap_for(const char *buf, const struct term_view *v)
 {
-    uint32_t n = v ? (v->kind == CMD_UNICAST ? 1 : v->nuids) : 0;
+    if (v && v->kind == CMD_GAP)
+        return commit(buf, v);
+    int topic = v && v->kind == CMD_TOPIC;
+    uint32_t n = !v || topic ? 0 : v->kind == CMD_UNICAST ? 1 : v->nuids;
+    uint32_t names = topic ? 1 + v->topic_len : 0;
     uint8_t kind = v ? CMD_GAP : CMD_GAP_ALL;
-    struct cmd *c = reserve(cmd_size(n, 0, 0));
+    struct cmd *c = reserve(cmd_size(n, names, 0));
     if (!c)
         return 0;
-    *c = (struct cmd){.kind = kind, .nuids = n, .received_ns = clock_now_ns()};
-    if (v && v->kind == CMD_UNICAST)
+    *c = (struct cmd){.kind = kind, .nuids = n, .payload_len = names,
+                      .received_ns = clock_now_ns()};
+    if (topic) {
+        cmd_payload(c)[0] = (char)v->topic_len;
+        erl_term_copy_topic(buf, v, cmd_payload(c) + 1);
+    } else if (v && v->kind == CMD_UNICAST) {
         cmd_uids(c)[0] = v->uid;
-    else if (n)
+    } else if (n) {
         erl_term_copy_uids(buf, v, cmd_uids(c));
+    }
     handoff_commit(inbox);
     return kind;
 }

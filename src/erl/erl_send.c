@@ -228,11 +228,13 @@ static void send_topics(struct out_rec *r, size_t size)
     }
 }
 
-/* {httpdcnode, Node, hello, #{history_ttl, history, epoch, max_users,
- * seq, instance, applied}}: what a master needs to know of this C-node
- * before its snapshot; seq: numbered messages are taken (1), instance: this
- * run's (erl_seq.h), applied: {Inc, Seq} of that master's stream, the
- * last number applied, or none. */
+/* {httpdcnode, Node, hello, #{history_ttl, history, topic_linger, epoch,
+ * max_users, seq, topic_seq, instance, applied}}: what a master needs to
+ * know of this C-node before its snapshot; topic_linger: seconds a topic
+ * no stream holds is kept; seq: numbered messages are taken (1),
+ * topic_seq: numbered topic messages too (1), instance: this run's
+ * (erl_seq.h), applied: {Inc, Seq} of that master's stream, the last
+ * number applied, or none. */
 static void send_hello(struct erl_link *l)
 {
     uint64_t inc, seq;
@@ -242,8 +244,10 @@ static void send_hello(struct erl_link *l)
     ei_x_encode_atom(&x, "httpdcnode");
     ei_x_encode_atom(&x, ei_thisnodename(cnode));
     ei_x_encode_atom(&x, "hello");
-    ei_x_encode_map_header(&x, 7);
+    ei_x_encode_map_header(&x, 9);
     ei_x_encode_atom(&x, "seq");
+    ei_x_encode_ulong(&x, 1);
+    ei_x_encode_atom(&x, "topic_seq");
     ei_x_encode_ulong(&x, 1);
     ei_x_encode_atom(&x, "instance");
     ei_x_encode_ulonglong(&x, erl_seq_instance());
@@ -259,6 +263,8 @@ static void send_hello(struct erl_link *l)
     ei_x_encode_ulong(&x, opts->history_ttl);
     ei_x_encode_atom(&x, "history");
     ei_x_encode_ulong(&x, opts->history);
+    ei_x_encode_atom(&x, "topic_linger");
+    ei_x_encode_ulong(&x, opts->topic_linger);
     ei_x_encode_atom(&x, "epoch");
     ei_x_encode_binary(&x, history_epoch_hex(), 8);
     ei_x_encode_atom(&x, "max_users");

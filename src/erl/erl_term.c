@@ -214,17 +214,27 @@ static enum term_error decode_conn(const char *buf, int *index, const struct ter
 
 /* ---------------------------------------------------------------- topics */
 
-/* Topic at *index: a binary, string or iolist of a topic name's bytes
- * (topic_name.h); the view keeps where it lies. */
+/* A topic name at *index: a binary, string or iolist of a topic name's
+ * bytes (topic_name.h); *size its bytes. Advances past it. */
+static enum term_error decode_topic_name(const char *buf, int *index, int *size)
+{
+    int at = *index;
+    char name[TOPIC_NAME_MAX];
+    if (ei_decode_iodata(buf, index, size, NULL) != 0)
+        return TERM_BAD_SHAPE;
+    if (*size < 1 || *size > TOPIC_NAME_MAX || ei_decode_iodata(buf, &at, NULL, name) != 0 ||
+        !topic_name_ok(name, (size_t)*size))
+        return TERM_BAD_TOPIC;
+    return TERM_OK;
+}
+
+/* Topic at *index; the view keeps where it lies. */
 static enum term_error decode_topic(const char *buf, int *index, struct term_view *v)
 {
-    int size, at = *index;
-    char name[TOPIC_NAME_MAX];
-    if (ei_decode_iodata(buf, index, &size, NULL) != 0)
-        return TERM_BAD_SHAPE;
-    if (size < 1 || size > TOPIC_NAME_MAX || ei_decode_iodata(buf, &at, NULL, name) != 0 ||
-        !topic_name_ok(name, (size_t)size))
-        return TERM_BAD_TOPIC;
+    int size;
+    enum term_error e = decode_topic_name(buf, index, &size);
+    if (e != TERM_OK)
+        return e;
     v->topic_len = (uint32_t)size;
     v->nuids = cmd_topic_words((uint32_t)size);
     return TERM_OK;
@@ -322,9 +332,36 @@ static enum term_error decode_numbering(const char *buf, int *index, struct term
 static enum term_error parse_tuple(const char *buf, int index, const struct term_limits *lim,
                                    struct term_view *v);
 
-/* {httpdcnode_gap, Last, [Uid]} after its tag: Seq..Last lost for the uids. */
-static enum term_error decode_gap(const char *buf, int *index, const struct term_limits *lim,
-                                  struct term_view *v)
+/* The topics of a gap at *index, a proper list of topic names: their
+ * place and number in the view, and the bytes they take in the record's
+ * payload (each its length in a byte, then its name: cmd.h). */
+static enum term_error decode_gap_topics(const char *buf, int *index, struct term_view *v)
+{
+    int type, size, n;
+    if (ei_get_type(buf, index, &type, &size) != 0)
+        return TERM_BAD_SHAPE;
+    if (type == ERL_NIL_EXT)
+        return ei_skip_term(buf, index) == 0 ? TERM_OK : TERM_BAD_SHAPE;
+    if (type != ERL_LIST_EXT || ei_decode_list_header(buf, index, &n) != 0)
+        return TERM_BAD_SHAPE;
+    v->gap_topics_index = *index;
+    v->gap_ntopics = (uint32_t)n;
+    for (int i = 0; i < n; i++) {
+        enum term_error e = decode_topic_name(buf, index, &size);
+        if (e != TERM_OK)
+            return e;
+        v->payload_len += 1 + (uint32_t)size;
+    }
+    if (ei_get_type(buf, index, &type, &size) != 0 || type != ERL_NIL_EXT ||
+        ei_skip_term(buf, index) != 0)
+        return TERM_BAD_SHAPE;                           /* improper list */
+    return TERM_OK;
+}
+
+/* {httpdcnode_gap, Last, [Uid]} or {httpdcnode_gap, Last, [Uid], [Topic]}
+ * after its tag: Seq..Last lost for the uids and the topics. */
+static enum term_error decode_gap(const char *buf, int *index, int arity,
+                                  const struct term_limits *lim, struct term_view *v)
 {
     unsigned long long last;
     if (ei_decode_ulonglong(buf, index, &last) != 0 || last < v->seq)
@@ -335,12 +372,13 @@ static enum term_error decode_gap(const char *buf, int *index, const struct term
     if (ei_get_type(buf, index, &type, &size) != 0 ||
         (type != ERL_LIST_EXT && type != ERL_STRING_EXT && type != ERL_NIL_EXT))
         return TERM_BAD_SHAPE;
-    return decode_uid_list(buf, index, lim, v);
+    enum term_error e = decode_uid_list(buf, index, lim, v);
+    return e != TERM_OK || arity == 3 ? e : decode_gap_topics(buf, index, v);
 }
 
 /* {httpdcnode_seq, Master, Inc, Seq, Inner} past its tag: Inner is a
- * message for uids (with or without {Pid, Ref}) or a gap; nothing else
- * is numbered. */
+ * message for uids or a topic (with or without {Pid, Ref}) or a gap;
+ * nothing else is numbered. */
 static enum term_error parse_numbered(const char *buf, int index, const struct term_limits *lim,
                                       struct term_view *v)
 {
@@ -352,16 +390,14 @@ static enum term_error parse_numbered(const char *buf, int index, const struct t
     at = index;
     if (ei_decode_tuple_header(buf, &at, &arity) != 0)
         return TERM_BAD_SHAPE;
-    if (arity == 3 && atom_is(buf, at, "httpdcnode_gap")) {
+    if ((arity == 3 || arity == 4) && atom_is(buf, at, "httpdcnode_gap")) {
         ei_skip_term(buf, &at);
-        return decode_gap(buf, &at, lim, v);
+        return decode_gap(buf, &at, arity, lim, v);
     }
-    int type, size;
-    if ((arity != 2 && arity != 4) || ei_get_type(buf, &at, &type, &size) != 0 ||
-        type == ERL_ATOM_EXT || type == ERL_SMALL_ATOM_EXT || type == ERL_ATOM_UTF8_EXT ||
-        type == ERL_SMALL_ATOM_UTF8_EXT)
-        return TERM_BAD_SHAPE;
-    return parse_tuple(buf, index, lim, v);
+    if ((e = parse_tuple(buf, index, lim, v)) != TERM_OK)
+        return e;
+    return v->kind == CMD_UNICAST || v->kind == CMD_MULTICAST || v->kind == CMD_TOPIC
+               ? TERM_OK : TERM_BAD_SHAPE;
 }
 
 /* {httpdcnode_seq_base, Master, Inc, Base, AckTo} past its tag. */
@@ -663,6 +699,18 @@ void erl_term_copy_topic(const char *buf, const struct term_view *v, char *out)
 {
     int index = v->topic_index;
     ei_decode_iodata(buf, &index, NULL, out);
+}
+
+void erl_term_copy_gap_topics(const char *buf, const struct term_view *v, char *out)
+{
+    int index = v->gap_topics_index, size;
+    for (uint32_t i = 0; i < v->gap_ntopics; i++) {
+        int at = index;
+        ei_decode_iodata(buf, &index, &size, NULL);
+        *out++ = (char)size;
+        ei_decode_iodata(buf, &at, NULL, out);
+        out += size;
+    }
 }
 
 void erl_term_copy_uids(const char *buf, const struct term_view *v, uint32_t *out)

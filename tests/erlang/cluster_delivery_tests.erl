@@ -46,6 +46,9 @@
 
 %% run on master A
 -export([sender/4]).
+%% for topics_delivery_tests
+-export([masters/1, keeper/1, start_sender/2, wait_sent/2, sent/1, counts/1, stop_sender/1, judge/3,
+         judge_events/3, settle/2, print/3, delta_map/2, seq_stats/1]).
 
 delivery_test_() ->
     {timeout, 600,
@@ -90,14 +93,7 @@ setup() ->
     httpdcnode_cluster:start_masters(2, fun setup/1).
 
 setup(Procs = [_, _]) ->
-    [A, B] = Masters = [?L:master_node(P) || P <- Procs],
-    [begin
-         _ = m(M, net_kernel, set_net_ticktime, [?TICK, 0]),
-         ?L:wait_until(fun() -> m(M, net_kernel, get_net_ticktime, []) =:= ?TICK end, ?WAIT,
-                       {net_ticktime, M})
-     end || M <- Masters],
-    [httpdcnode_cluster:start_app(N, [{masters, Masters}]) || N <- Masters],
-    Both = list_to_atom(atom_to_list(A) ++ "," ++ atom_to_list(B)),
+    {[A, B] = Masters, Both} = masters(Procs),
     S = ?L:start_server(#{master => Both, presence => ?PRESENCE,
                           extra_args => ["--history", "4096"]}),
     {Keeper, Tab} = keeper(Masters),
@@ -105,6 +101,18 @@ setup(Procs = [_, _]) ->
     Ctx = #{a => A, b => B, node => ?L:node_of(S), tab => Tab, keeper => Keeper},
     [httpdcnode_cluster:wait_known(M, [?L:node_of(S)], ?WAIT) || M <- Masters],
     Ctx.
+
+%% The master nodes of Procs at net_ticktime ?TICK, each running the
+%% application (env masters: both): {[A, B], the --master naming both}.
+masters(Procs) ->
+    [A, B] = Masters = [?L:master_node(P) || P <- Procs],
+    [begin
+         _ = m(M, net_kernel, set_net_ticktime, [?TICK, 0]),
+         ?L:wait_until(fun() -> m(M, net_kernel, get_net_ticktime, []) =:= ?TICK end, ?WAIT,
+                       {net_ticktime, M})
+     end || M <- Masters],
+    [httpdcnode_cluster:start_app(N, [{masters, Masters}]) || N <- Masters],
+    {Masters, list_to_atom(atom_to_list(A) ++ "," ++ atom_to_list(B))}.
 
 cleanup(Ctx = #{a := A, b := B, keeper := Keeper}) ->
     S = server(Ctx),
@@ -508,9 +516,9 @@ start_sender(M, Uids) ->
     Pid = erlang:spawn(M, ?MODULE, sender, [self(), Ref, Uids, ?RATE]),
     {Pid, Ref}.
 
-%% Sends 1, 2, 3, ... to the uids in turn through httpdcnode:send/2, Rate
-%% a second (paced by the clock, in steps of 10 ms), until stopped, for 10
-%% minutes at most.
+%% Sends 1, 2, 3, ... to the uids in turn through httpdcnode:send/2 (to
+%% {topic, T} through httpdcnode:publish/2), Rate a second (paced by the
+%% clock, in steps of 10 ms), until stopped, for 10 minutes at most.
 sender(To, Ref, Uids, Rate) ->
     T0 = erlang:monotonic_time(millisecond),
     sender_loop(To, Ref, list_to_tuple(Uids), Rate, T0, 0, #{}).
@@ -535,7 +543,10 @@ send_due(_Uids, N, Due, Counts) when N >= Due -> {N, Counts};
 send_due(Uids, N, Due, Counts) ->
     U = element(1 + N rem tuple_size(Uids), Uids),
     K = maps:get(U, Counts, 0) + 1,
-    ok = httpdcnode:send(U, integer_to_binary(K)),
+    ok = case U of
+             {topic, T} -> httpdcnode:publish(T, integer_to_binary(K));
+             _ -> httpdcnode:send(U, integer_to_binary(K))
+         end,
     send_due(Uids, N + 1, Due, Counts#{U => K}).
 
 sent({Pid, _}) ->

@@ -550,8 +550,10 @@ split_id(Id) ->
 %%% An SSE client: a process that keeps every event
 %%% ------------------------------------------------------------------
 
-%% GET /sse/U on S; returns once the head came. The process keeps each
-%% event ({Id, message | gap, Data}) and whether the stream ended.
+%% GET /sse/U on S (U a uid, or {path, Path} for another request, such as
+%% one naming topics); returns once the head came. The process keeps each
+%% event ({Id, message | gap | joined ..., Data}) and whether the stream
+%% ended.
 sse_client(S, U, Headers) ->
     Self = self(),
     Ref = make_ref(),
@@ -565,8 +567,11 @@ sse_client(S, U, Headers) ->
 sse_init(Owner, Ref, Port, U, Headers) ->
     erlang:monitor(process, Owner),
     {ok, Sock} = gen_tcp:connect({127, 0, 0, 1}, Port, [binary, {active, false}]),
-    ok = gen_tcp:send(Sock, ?L:request_bytes("GET", "/sse/" ++ integer_to_list(U),
-                                             "HTTP/1.1", Headers)),
+    Path = case U of
+               {path, P} -> P;
+               _ -> "/sse/" ++ integer_to_list(U)
+           end,
+    ok = gen_tcp:send(Sock, ?L:request_bytes("GET", Path, "HTTP/1.1", Headers)),
     case sse_head(Sock, <<>>) of
         {ok, Rest} ->
             Owner ! {Ref, ok},

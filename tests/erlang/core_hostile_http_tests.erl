@@ -274,22 +274,16 @@ vanished_peer(S) ->
                 ++ " and dport = :" ++ integer_to_list(ClientPort) ++ " )'"),
     ?assertNotEqual(nomatch, string:find(Ss, "keepalive")),
     Rule = "INPUT -i lo -p tcp --dport " ++ integer_to_list(ClientPort) ++ " -j DROP",
-    ok = iptables("-I " ++ Rule),
+    ok = httpdcnode_test_lib:iptables("-I " ++ Rule),
     try
         ?assertEqual(1, maps:get(streams_open, stats(S))),
         St = wait_stat(S, streams_open, fun(V) -> V =:= 0 end, 30000),
         ?assertEqual(0, maps:get(uids_online, St))
     after
-        iptables("-D " ++ Rule),
+        httpdcnode_test_lib:iptables("-D " ++ Rule),
         gen_tcp:close(Sock)
     end.
 
-iptables(Args) ->
-    Out = os:cmd("iptables " ++ Args ++ " 2>&1; echo rc=$?"),
-    case string:find(Out, "rc=0") of
-        nomatch -> erlang:error({iptables_failed, Args, Out});
-        _ -> ok
-    end.
 
 %%% ---------------------------------------------------------------- helpers
 

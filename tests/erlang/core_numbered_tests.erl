@@ -2,9 +2,10 @@
 %% Numbered messages ({httpdcnode_seq, Master, Inc, Seq, Inner}) straight to a
 %% real C-node from this node, its --master, and real SSE clients on plain
 %% sockets: each number applied once and in order, acknowledged; a master's
-%% gap told to live clients and to those that come back across it; a hole
-%% nothing fills given up after 10 s, every uid told a gap; a message of a
-%% master's older run told as a gap to its uids. A hole of a master that is
+%% gap told to live clients and to those that come back across it, of uids
+%% and of topics; a hole nothing fills given up after 10 s, every uid and
+%% topic told a gap; a message of a master's older run told as a gap to its
+%% uids or its topic. A hole of a master that is
 %% not linked to the node (its messages came through another) waits past
 %% the 10 s, and what that master sends once linked again fills it.
 -module(core_numbered_tests).
@@ -22,9 +23,12 @@ numbered_test_() ->
               [t(S, "once and in order, duplicates dropped, acknowledged", fun in_order/1),
                t(S, "a master's gap: told to a live client and to one coming back",
                  fun master_gap/1),
-               t(S, "a hole nothing fills: given up after 10 s, every uid told a gap",
-                 fun hole/1),
-               t(S, "a message of a master's older run: a gap for its uid", fun stale/1)]}
+               t(S, "a topic's messages numbered, and a master's gap for a topic: told to a "
+                 "live client of the topic and to one coming back", fun topic_gap/1),
+               t(S, "a hole nothing fills: given up after 10 s, every uid and topic told "
+                 "a gap", fun hole/1),
+               t(S, "a message of a master's older run: a gap for its uid or topic",
+                 fun stale/1)]}
      end}.
 
 %% The C-node's masters: this node, and one not running at first.
@@ -98,10 +102,50 @@ master_gap(S) ->
     ?assert(stat(S, seq_gap_uids) >= 2),
     [?F:close_client(X) || X <- [C, C2]].
 
+%% An SSE client of topic T (uid U): its events once it was told it joined.
+topic_client(S, U, T) ->
+    C = ?F:sse_client(S, {path, "/sse/" ++ integer_to_list(U) ++ "?topics=" ++ T}, []),
+    [{_, joined, _}] = ?F:wait_events(C, 1),
+    C.
+
+topic_gap(S) ->
+    Inc = run(),
+    base(S, Inc, 0),
+    C = topic_client(S, 17, "ng"),
+    seq(S, Inc, 1, {topic, <<"ng">>, <<"x">>}),
+    [_, {Id1, message, <<"x">>}] = ?F:wait_events(C, 2),
+    Gaps0 = stat(S, seq_gap_topics),
+    seq(S, Inc, 2, {httpdcnode_gap, 3, [], [<<"elsewhere">>, <<"ng">>]}),
+    seq(S, Inc, 4, {topic, <<"ng">>, <<"y">>}),
+    Evs = ?F:wait_events(C, 4),
+    ?assertMatch([_, {_, message, <<"x">>}, {_, gap, _}, {_, message, <<"y">>}], Evs),
+    %% ng@E:1, then E:2 named no message, then ng@E:3
+    <<"ng@", E1/binary>> = Id1,
+    {E, 1} = ?F:split_id(E1),
+    ?assertEqual(<<"ng@", E/binary, ":3">>, element(1, lists:nth(4, Evs))),
+    ?assertMatch(#{<<"topic">> := <<"ng">>, <<"next">> := _},
+                 ?L:json_decode(element(3, lists:nth(3, Evs)))),
+    %% one that had x comes back: told the gap, then y
+    C2 = ?F:sse_client(S, {path, "/sse/18?topics=" ++ binary_to_list(Id1)}, []),
+    ?assertMatch([{_, joined, _}, {_, gap, _}, {_, message, <<"y">>}], ?F:wait_events(C2, 3)),
+    %% the topic held here, not the other
+    ?assertEqual(Gaps0 + 1, stat(S, seq_gap_topics)),
+    %% numbered with {Pid, Ref}: the streams written to, once though sent twice
+    Ref = make_ref(),
+    Five = {httpdcnode_seq, node(), Inc, 5, {self(), Ref, topic, <<"ng">>, <<"z">>}},
+    ?L:send(S, Five),
+    ?L:send(S, Five),
+    receive {Ref, 2} -> ok after ?WAIT -> error(no_reply) end,
+    receive {Ref, 0} -> ok after ?WAIT -> error(no_reply_to_the_copy) end,
+    ?assertMatch({_, message, <<"z">>}, lists:last(?F:wait_events(C2, 4))),
+    ?assertEqual(5, length(element(1, ?F:events(C)))),
+    [?F:close_client(X) || X <- [C, C2]].
+
 hole(S) ->
     Inc = run(),
     base(S, Inc, 0),
     C = ?F:sse_client(S, 14, []),
+    T = topic_client(S, 19, "hole"),
     seq(S, Inc, 1, {14, <<"one">>}),
     [{_, message, <<"one">>}] = ?F:wait_events(C, 1),
     Reordered0 = stat(S, seq_reordered),
@@ -113,7 +157,12 @@ hole(S) ->
     Evs = ?F:wait_events(C, 3),
     ?assertMatch([_, {_, gap, _}, {_, message, <<"three">>}], Evs),
     ?assertEqual(Skipped0 + 1, stat(S, seq_skipped)),
-    ?F:close_client(C).
+    %% whose number 2 was, nobody knows: the topic too is told a gap (and
+    %% the client's uid)
+    TEvs = ?F:wait_events(T, 3),
+    ?assertMatch([{<<"hole@", _/binary>>, gap, _}],
+                 [Ev || {<<"hole@", _/binary>>, _, _} = Ev <- TEvs]),
+    [?F:close_client(X) || X <- [C, T]].
 
 %% Master Away's stream, its numbers passed on by this node as another
 %% master does while Away's own link to the node is down.
@@ -158,9 +207,13 @@ stale(S) ->
     New = run(),
     base(S, New, 0),
     C = ?F:sse_client(S, 15, []),
+    T = topic_client(S, 20, "stale"),
     seq(S, New, 1, {15, <<"new">>}),
     seq(S, Old, 1, {15, <<"old">>}),
     seq(S, New, 2, {15, <<"new2">>}),
     ?assertMatch([{_, message, <<"new">>}, {_, gap, _}, {_, message, <<"new2">>}],
                  ?F:wait_events(C, 3)),
-    ?F:close_client(C).
+    seq(S, Old, 2, {topic, <<"stale">>, <<"old">>}),
+    seq(S, New, 3, {topic, <<"stale">>, <<"new3">>}),
+    ?assertMatch([_, {_, gap, _}, {_, message, <<"new3">>}], ?F:wait_events(T, 3)),
+    [?F:close_client(X) || X <- [C, T]].

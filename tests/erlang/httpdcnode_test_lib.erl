@@ -38,6 +38,7 @@
          welcome/1, header/2]).
 %% misc
 -export([memory_judged/0, proc_kb/2]).
+-export([iptables/1]).
 -export([wait_until/3, json_decode/1, close_wait_count/1, summarize/1, port_output/2]).
 %% for tests that start the server their own way
 -export([server_exe/0, log_path/1, spawn_os/4, stop_proc/1]).
@@ -1130,6 +1131,15 @@ header(Hdrs, Name, Default) ->
 %%% ================================================================
 %%% Misc
 %%% ================================================================
+
+%% iptables with Args (a rule inserted or deleted: this host's packets
+%% dropped, as a network that loses them); fails when it does.
+iptables(Args) ->
+    Out = os:cmd("iptables " ++ Args ++ " 2>&1; echo rc=$?"),
+    case string:find(Out, "rc=0") of
+        nomatch -> erlang:error({iptables_failed, Args, Out});
+        _ -> ok
+    end.
 
 %% Polls Fun every 25 ms until it returns true or {true, V} (returns V or
 %% true); fails after Timeout ms with the last {false, Info} or value.

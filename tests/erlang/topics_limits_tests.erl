@@ -3,9 +3,11 @@
 %% --max-topics-per-stream and --max-streams-per-topic at the door and for
 %% a WebSocket's joins, each refusal counted; a client joining as fast as
 %% it can; a topic joined and left a million times; the token's topics
-%% claim; the handler's authorize_join (--topic-auth handler); and a node
-%% killed and started again with its --history-file, whose topics come
-%% back with their ids.
+%% claim; the handler's authorize_join (--topic-auth handler); a publisher
+%% flooding one topic with large messages, which keeps its newest within
+%% --topic-history-bytes and evicts neither another topic's history nor a
+%% uid's; and a node killed and started again with its --history-file,
+%% whose topics come back with their ids.
 -module(topics_limits_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -13,6 +15,11 @@
 -define(R, httpdcnode_raw).
 -define(IL, httpdcnode_inbox_lib).
 -define(T, 10000).
+%% The flood: --history-bytes, and what a hostile publisher sends one topic
+%% (six arenas' worth).
+-define(FLOOD_ARENA, 4194304).
+-define(FLOOD_MSG, 60000).
+-define(FLOOD_N, 420).
 
 -import(topics_tests, [sse/2, sse/3, event/1, meta/2, ws_text/2, poll/2, joined/1, joined/2]).
 
@@ -24,6 +31,12 @@ limits_test_() ->
                     60, fun bounds/1),
      ?L:server_test("a client joining as fast as it can is closed (1008) past --client-rate",
                     #{}, 60, fun hostile_joins/1),
+     ?L:server_test("a topic flooded with large messages keeps its newest within "
+                    "--topic-history-bytes: another topic's clients and a uid's resume with "
+                    "nothing lost",
+                    #{extra_args => ["--history-bytes", integer_to_list(?FLOOD_ARENA),
+                                     "--topic-history", "4096"]},
+                    120, fun flood/1),
      {"a topic joined and left a million times: the masters hear a few windows of it, "
       "the index stays small", {timeout, ?L:scaled(300), fun million_joins/0}},
      token_test(),
@@ -107,6 +120,56 @@ hostile_joins(S) ->
     #{topic_joins := Joins, client_rate_closed := 1, topic_subscriptions := 0} = ?L:stats(S),
     ?assert(Told =< 20),                      % the bucket: --client-rate / 4 + 8
     ?assert(Joins =< 16).                     % --max-topics-per-stream's default
+
+%% The ids and data of N events of Sock, each data up to its first ":".
+events(Sock, N) ->
+    [{maps:get(id, E), hd(binary:split(maps:get(data, E), <<":">>))}
+     || E <- [event(Sock) || _ <- lists:seq(1, N)]].
+
+flood(S) ->
+    %% a topic's clients and a uid's get five messages each, then leave:
+    %% of 5,000 bytes, so that moving them ahead costs (a copy budget the
+    %% flood's own messages spent, when all of them were of use)
+    Q = sse(S, "/sse/11?topics=quiet,flood"),
+    #{<<"topic">> := <<"quiet">>} = joined(Q),
+    #{<<"topic">> := <<"flood">>, <<"id">> := FloodId0} = joined(Q),
+    U = sse(S, "/sse/12"),
+    Pad = binary:copy(<<"p">>, 5000),
+    Msgs = [integer_to_binary(I) || I <- lists:seq(1, 5)],
+    [begin
+         ?L:send(S, {topic, <<"quiet">>, <<"q", M/binary, ":", Pad/binary>>}),
+         ?L:send(S, {12, <<"u", M/binary, ":", Pad/binary>>})
+     end || M <- Msgs],
+    [{QId1, <<"q1">>} | _] = events(Q, 5),
+    [{UId1, <<"u1">>} | _] = events(U, 5),
+    [gen_tcp:close(X) || X <- [Q, U]],
+    ?L:wait_stat(S, topic_subscriptions, fun(V) -> V =:= 0 end, ?T),
+    %% a hostile publisher: six arenas of 60,000-byte messages to "flood"
+    Big = binary:copy(<<"f">>, ?FLOOD_MSG),
+    Published = maps:get(topic_published, ?L:stats(S)),
+    [?L:send(S, {topic, <<"flood">>, Big}) || _ <- lists:seq(1, ?FLOOD_N)],
+    St = ?L:wait_stat(S, topic_published, fun(V) -> V =:= Published + ?FLOOD_N end, ?T * 3),
+    %% the other topic's client comes back: all it missed, no gap
+    Q2 = sse(S, "/sse/11?topics=" ++ binary_to_list(QId1)),
+    joined(Q2, [<<"quiet">>]),
+    ?assertMatch([{<<"quiet@", _/binary>>, <<"q2">>}], events(Q2, 1)),      % no gap first
+    ?assertMatch([{_, <<"q3">>}, {_, <<"q4">>}, {_, <<"q5">>}], events(Q2, 3)),
+    %% and the uid's
+    U2 = sse(S, "/sse/12", ["Last-Event-ID: " ++ binary_to_list(UId1)]),
+    ?assertMatch([{_, <<"u2">>}], events(U2, 1)),
+    ?assertMatch([{_, <<"u3">>}, {_, <<"u4">>}, {_, <<"u5">>}], events(U2, 3)),
+    %% flood's client from its start: a gap, then its newest (within 1 MiB)
+    F = sse(S, "/sse/13?topics=flood@" ++ binary_to_list(FloodId0)),
+    joined(F, [<<"flood">>]),
+    #{event := <<"gap">>, data := Gap} = event(F),
+    #{<<"first">> := First} = ?L:json_decode(Gap),
+    [_, FirstSeq] = binary:split(First, <<":">>),
+    Kept = ?FLOOD_N - binary_to_integer(FirstSeq) + 1,
+    ?assert(Kept >= 1 andalso Kept * (?FLOOD_MSG + 32) =< 1048576),
+    %% what it pushed out was its own, counted
+    ?assert(maps:get(topic_history_trimmed, St) > 0),
+    ?assert(maps:get(history_bytes, St) =< ?FLOOD_ARENA),
+    [gen_tcp:close(X) || X <- [Q2, U2, F]].
 
 %% One chunked stream of uid Uid that asked for its conn id: {Conn, Id}.
 conn_stream(S, Uid) ->
@@ -261,9 +324,16 @@ crash() ->
         gen_tcp:close(Sock),
         ?L:wait_until(fun() -> Count() =:= [{Node, 0}] end, ?T, lingers),
         Pub(<<"k3">>),                         % kept for the client coming back
+        %% the node acknowledged it (else, killed, it would be in doubt: a gap)
+        ?L:wait_until(fun() -> maps:get(unacked, erpc:call(MNode, httpdcnode, app_stats, []))
+                                   =:= 0 end, ?T, acked),
         S2 = ?L:restart_server(?L:kill_server(S)),
         try
-            ?L:wait_until(fun() -> Count() =:= [{Node, 0}] end, ?T, restored),
+            %% the master keeps the topic there meanwhile (its link may come back)
+            ?L:wait_until(fun() -> Count() =:= [{Node, 0}] andalso
+                                       lists:member(Node, erpc:call(MNode, erlang, nodes,
+                                                                    [hidden]))
+                          end, ?T, restored),
             Pub(<<"k4">>),
             [E, _] = binary:split(Id1, <<":">>),
             Sock2 = sse(S2, "/sse/1?topics=kept@" ++ binary_to_list(Id1)),

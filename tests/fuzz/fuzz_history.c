@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the history (src/core/history.c, included for its clock),
  * driven by a program of random operations and checked against a simple
- * model. Each input byte pair is one operation: append to a uid, a
+ * model. Each input byte pair is one operation: append to a uid (the
+ * last two are topics' slots, with a bound in bytes of their own), a
  * multicast of one payload to several uids, the clock moving, a client
  * resuming (from an id before, at or past the newest, or of another
  * epoch) and its cursor stepping while more messages arrive; with a file
@@ -156,9 +157,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(model_last, 0, sizeof model_last);
     fake_now = 1000;
     now_s = fake_clock;
-    struct history_config cfg = {.max_users = UIDS, .per_uid = per_uid, .ttl_s = 30,
-                                 .bytes = bytes, .file = in_file ? path : NULL,
-                                 .node = "fuzz@localhost"};
+    /* the last two slots are topics': bounded in bytes and time of their own */
+    struct history_config cfg = {.max_users = UIDS - 2, .max_topics = 2, .per_uid = per_uid,
+                                 .per_topic = per_uid, .topic_bytes = 512 + data[0] / 40 * 1024u,
+                                 .ttl_s = 30, .topic_ttl_s = 20, .bytes = bytes,
+                                 .file = in_file ? path : NULL, .node = "fuzz@localhost"};
     if (history_init(&cfg) != 0)
         abort();
     struct client clients[4] = {{0}};
@@ -203,7 +206,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint32_t from = (op >> 3) % 3 == 0 ? last : (uint32_t)(arg * 3u) % (last + 2);
             uint32_t first;
             int other = (op & 0x40) != 0;
-            int gap = history_resume(uid, 1, history_epoch() + (uint32_t)other, from, &k->c, &first);
+            int gap = history_resume(uid, 1, history_slot_epoch(uid) + (uint32_t)other, from, &k->c,
+                                     &first);
             if (!other && from == last && (gap || k->c.seq != last + 1))
                 abort();                            /* nothing missed: nothing to say */
             if (other && !gap)

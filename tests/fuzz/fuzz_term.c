@@ -42,6 +42,7 @@ static void check_view(const struct term_view *v, const struct term_limits *lim)
      * message: bounded by their own sizes */
     uint32_t max_payload = v->kind == CMD_JOIN_ALLOWED   ? TERM_MAX_SINCE
                            : v->kind == CMD_JOIN_REFUSED ? TOPIC_NAME_MAX
+                           : v->kind == CMD_GAP          ? v->gap_ntopics * (1 + TOPIC_NAME_MAX)
                                                          : lim->max_message;
     /* a topic's nuids are the words of its name (the record's size, which
      * erl_term_parse checks, bounds them with the rest) */
@@ -81,8 +82,21 @@ static void copy_like_handle_message(const char *buf, const struct term_view *v,
             if (cmd_uids(c)[i] < 1 || cmd_uids(c)[i] > lim->max_users)
                 abort();
     }
-    if (v->payload_len)
+    if (v->kind == CMD_GAP) {
+        /* a gap's topics: each its length in a byte, then a name */
+        erl_term_copy_gap_topics(buf, v, cmd_payload(c));
+        uint32_t at = 0, k = 0;
+        for (; at < v->payload_len; k++) {
+            uint8_t n = (uint8_t)cmd_payload(c)[at];
+            if (at + 1 + n > v->payload_len || !topic_name_ok(cmd_payload(c) + at + 1, n))
+                abort();
+            at += 1 + (uint32_t)n;
+        }
+        if (k != v->gap_ntopics)
+            abort();
+    } else if (v->payload_len) {
         erl_term_copy_payload(buf, v, cmd_payload(c));
+    }
     /* text goes out as text: it must be UTF-8 (a join's resume id is only
      * parsed, never written out: history_gap_json prints what it read) */
     if (!v->binary && v->kind != CMD_JOIN_ALLOWED && !utf8_valid(cmd_payload(c), v->payload_len))

@@ -191,6 +191,101 @@ static void a_busy_uid_pushes_out_its_own_messages_not_others(void **state)
     assert_true(loop_stats.history_moved - moved < 2000 * 4);
 }
 
+/* Uids 1..100, then 4 topics' slots (101..104), each bounded by
+ * topic_bytes and topic_ttl_s (0: the uids' 120 s). */
+static void start_topics(uint32_t per_topic, size_t topic_bytes, uint32_t topic_ttl_s,
+                         size_t bytes)
+{
+    memset(&loop_stats, 0, sizeof loop_stats);
+    fake_now = 1000;
+    now_s = fake_clock;
+    assert_int_equal(history_init(&(struct history_config){
+                         .max_users = 100, .max_topics = 4, .per_uid = 32,
+                         .per_topic = per_topic, .topic_bytes = topic_bytes, .ttl_s = 120,
+                         .topic_ttl_s = topic_ttl_s, .bytes = bytes}),
+                     0);
+    history_topic_open(101, "hot", 3);
+    history_topic_open(102, "quiet", 5);
+}
+
+static struct history_replay *since_slot(uint32_t slot, uint32_t seq)
+{
+    history_since(slot, 1, history_slot_epoch(slot), seq, &rep.r, 64);
+    return &rep.r;
+}
+
+static void a_busy_topic_keeps_its_bytes_and_pushes_out_its_own(void **state)
+{
+    (void)state;
+    start_topics(4096, 4096, 0, 65536);
+    for (uint32_t i = 1; i <= 3; i++) {
+        append_text(102, "quiet %u", i);
+        append_text(2, "uid %u", i);
+    }
+    /* Topic "hot" gets thirty arenas of 1000-byte messages (1032 bytes
+     * kept each): within its 4096 bytes it keeps its newest 3, and the
+     * others' messages, still of use, are moved ahead instead of pushed
+     * out. */
+    static char body[1000];
+    memset(body, 'h', sizeof body);
+    for (uint32_t i = 0; i < 2000; i++)
+        history_append(101, body, sizeof body, 0);
+    assert_true(loop_stats.history_moved > 0);
+    assert_true(loop_stats.topic_history_trimmed > 1900);
+    struct history_replay *r = since_slot(102, 0);
+    assert_false(r->gap);
+    assert_string_equal(replayed(r), "quiet 1,quiet 2,quiet 3");
+    r = since(2, 0);
+    assert_false(r->gap);
+    assert_string_equal(replayed(r), "uid 1,uid 2,uid 3");
+    r = since_slot(101, 1990);
+    assert_true(r->gap);                     /* 1991..1997 went: its newest 3 kept */
+    assert_int_equal(r->n, 3);
+    assert_int_equal(r->first_seq, 1998);
+    /* A cursor that was further back finds the gap on its way. */
+    struct history_cursor c = {.pos = 0, .seq = 1996};
+    assert_int_equal(history_next(101, &c, &(const char *){0}, &(uint32_t){0},
+                                  &(uint32_t){0}, &(int){0}), -1);
+    assert_int_equal(c.seq, 1998);
+    /* What a restart finds counts the same: the bytes from the kept entries. */
+    uint32_t was = topic_units[0];
+    memset(topic_units, 0, 4 * sizeof *topic_units);
+    count_topic_bytes();
+    assert_int_equal(topic_units[0], was);
+    assert_int_equal(topic_units[1], 3 * 40 / 8);
+}
+
+static void a_topic_message_past_its_bytes_is_not_kept(void **state)
+{
+    (void)state;
+    start_topics(32, 1024, 0, 1 << 20);
+    static char body[1000];
+    memset(body, 'x', sizeof body);
+    append_text(101, "m%u", 1);
+    history_append(101, body, sizeof body, 0);      /* 1032 bytes: past 1024 */
+    append_text(101, "m%u", 3);
+    struct history_replay *r = since_slot(101, 1);
+    assert_true(r->gap);
+    assert_string_equal(replayed(r), "m3");
+    history_append(2, body, sizeof body, 0);        /* a uid's is */
+    assert_false(since(2, 0)->gap);
+}
+
+static void a_topic_has_its_own_ttl(void **state)
+{
+    (void)state;
+    start_topics(32, 1 << 20, 10, 1 << 20);
+    append_text(101, "t%u", 1);
+    append_text(3, "u%u", 1);
+    fake_now += 11;
+    struct history_replay *r = since_slot(101, 0);
+    assert_true(r->gap);
+    assert_int_equal(r->n, 0);
+    r = since(3, 0);
+    assert_false(r->gap);
+    assert_string_equal(replayed(r), "u1");
+}
+
 static void ids_count_per_uid_from_one(void **state)
 {
     (void)state;
@@ -435,6 +530,9 @@ int main(void)
         cmocka_unit_test_teardown(history_off_gives_ids_only, teardown),
         cmocka_unit_test_teardown(a_cursor_steps_forward_and_reaches_live_messages, teardown),
         cmocka_unit_test_teardown(a_busy_uid_pushes_out_its_own_messages_not_others, teardown),
+        cmocka_unit_test_teardown(a_busy_topic_keeps_its_bytes_and_pushes_out_its_own, teardown),
+        cmocka_unit_test_teardown(a_topic_message_past_its_bytes_is_not_kept, teardown),
+        cmocka_unit_test_teardown(a_topic_has_its_own_ttl, teardown),
         cmocka_unit_test_teardown(a_cursor_overtaken_by_the_arena_tells_a_gap, teardown),
         cmocka_unit_test_teardown(a_cursor_more_than_history_behind_tells_a_gap, teardown),
     };

@@ -850,9 +850,10 @@ static void encode_base(int ack_to_atom)
         ei_x_encode_long(&x, 1);
 }
 
-/* Numbered messages: the inner message as it would be alone, with the
- * master's atom, run and number; a gap for uids over a range of numbers;
- * the base. Nothing else is numbered, nor nested. */
+/* Numbered messages: the inner message as it would be alone (to uids or a
+ * topic), with the master's atom, run and number; a gap for uids and
+ * topics over a range of numbers; the base. Nothing else is numbered, nor
+ * nested. */
 static void numbered_terms(void **state)
 {
     (void)state;
@@ -930,6 +931,83 @@ static void numbered_terms(void **state)
     ei_x_encode_long(&x, 1001);
     ei_x_encode_empty_list(&x);
     assert_int_equal(parse(&v), TERM_BAD_UID);
+
+    begin_numbered(3, 9);                          /* {httpdcnode_gap, 10, [4], [a, bc]} */
+    ei_x_encode_tuple_header(&x, 4);
+    ei_x_encode_atom(&x, "httpdcnode_gap");
+    ei_x_encode_ulong(&x, 10);
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_long(&x, 4);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_list_header(&x, 2);
+    ei_x_encode_binary(&x, "a", 1);
+    ei_x_encode_binary(&x, "room:1", 6);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse_keep(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_GAP);
+    assert_int_equal(v.seq_last, 10);
+    assert_int_equal(v.nuids, 1);
+    assert_int_equal(v.gap_ntopics, 2);
+    assert_int_equal(v.payload_len, 2 + 7);       /* a length byte each, then the name */
+    char names[9];
+    erl_term_copy_gap_topics(x.buff, &v, names);
+    assert_memory_equal(names, "\x01" "a" "\x06" "room:1", 9);
+    ei_x_free(&x);
+
+    begin_numbered(3, 9);                          /* no topic, then one not a name */
+    ei_x_encode_tuple_header(&x, 4);
+    ei_x_encode_atom(&x, "httpdcnode_gap");
+    ei_x_encode_ulong(&x, 9);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.payload_len, 0);
+    begin_numbered(3, 9);
+    ei_x_encode_tuple_header(&x, 4);
+    ei_x_encode_atom(&x, "httpdcnode_gap");
+    ei_x_encode_ulong(&x, 9);
+    ei_x_encode_empty_list(&x);
+    ei_x_encode_list_header(&x, 1);
+    ei_x_encode_binary(&x, "no space", 8);
+    ei_x_encode_empty_list(&x);
+    assert_int_equal(parse(&v), TERM_BAD_TOPIC);
+
+    begin_numbered(3, 11);                         /* {topic, <<"news">>, <<"hi">>} */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "topic");
+    ei_x_encode_binary(&x, "news", 4);
+    ei_x_encode_binary(&x, "hi", 2);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_TOPIC);
+    assert_int_equal(v.topic_len, 4);
+    assert_true(v.numbered && !v.has_reply);
+
+    begin_numbered(3, 12);                         /* {Pid, Ref, topic, <<"news">>, <<"hi">>} */
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_atom(&x, "topic");
+    ei_x_encode_binary(&x, "news", 4);
+    ei_x_encode_binary(&x, "hi", 2);
+    assert_int_equal(parse(&v), TERM_OK);
+    assert_int_equal(v.kind, CMD_TOPIC);
+    assert_true(v.numbered && v.has_reply);
+
+    begin_numbered(3, 13);                         /* {subscribe, 7, <<"news">>}: not numbered */
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "subscribe");
+    ei_x_encode_long(&x, 7);
+    ei_x_encode_binary(&x, "news", 4);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
+
+    begin_numbered(3, 13);                         /* {Pid, Ref, conn, 7, <<"x">>}: nor this */
+    ei_x_encode_tuple_header(&x, 5);
+    ei_x_encode_pid(&x, &pid);
+    ei_x_encode_ref(&x, &ref);
+    ei_x_encode_atom(&x, "conn");
+    ei_x_encode_long(&x, 7);
+    ei_x_encode_binary(&x, "x", 1);
+    assert_int_equal(parse(&v), TERM_BAD_SHAPE);
 
     begin_numbered(3, 10);                         /* {kick, 5}: not numbered */
     ei_x_encode_tuple_header(&x, 2);

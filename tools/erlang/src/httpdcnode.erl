@@ -25,7 +25,7 @@
          topics/0]).
 -export([token/2, token_url/3]).
 -export([to_binary/1, to_wire/1, group_by_node/2]).
--export([relay_sync/3, peers/0]).
+-export([relay_sync/3, peers/0, push_topic/3]).
 -export_type([uid/0, msg/0, conn/0, topic/0]).
 
 -define(TIMEOUT, 5000).
@@ -247,12 +247,14 @@ token_url(BaseUrl, Uid, TtlSeconds) ->
 %% Sends Msg to every stream subscribed to Topic: one Erlang message to
 %% each C-node that holds the topic (as its topic presence says), which
 %% gives it the topic's next id there, keeps it in the topic's history and
-%% writes it to the topic's streams. Async. A topic held nowhere may be
-%% joined right now (its presence on its way): the message waits a moment
-%% for it (httpdcnode_topics, held messages), then is dropped and counted
-%% (stats/0, app, topic_unheld); a C-node whose last stream left the topic
-%% holds it for its history's TTL and keeps what comes for the clients
-%% coming back.
+%% writes it to the topic's streams. Async. Numbered as send/2's messages
+%% are (push_topic/3): nothing lost without its clients told a gap. A
+%% topic held nowhere may be joined right now (its presence on its way):
+%% the message waits a moment for it (httpdcnode_topics, held messages),
+%% then is dropped and counted (stats/0, app, topic_unheld); a C-node
+%% whose last stream left the topic holds it for its history's TTL and
+%% keeps what comes for the clients coming back, and so does one whose
+%% link went down (httpdcnode_topics:node_down/1).
 -spec publish(topic(), msg()) -> ok.
 publish(Topic, Msg) ->
     T = topic(Topic),
@@ -262,9 +264,21 @@ publish(Topic, Msg) ->
         false ->
             case httpdcnode_topics:nodes(T) of
                 [] -> httpdcnode_topics:hold(T, Bin);
-                Nodes -> [{any, N} ! {topic, T, Bin} || N <- Nodes]
+                Nodes -> [push_topic(N, T, Bin) || N <- Nodes]
             end,
             ok
+    end.
+
+%% Topic's message Bin for Node: numbered when the node takes numbered
+%% topic messages (its hello's topic_seq; httpdcnode_outq: kept until
+%% acknowledged, sent on the link, through another master, or once the
+%% node is back), else as it is.
+push_topic(Node, Topic, Bin) ->
+    Msg = {topic, Topic, Bin},
+    case httpdcnode_topics:numbered(Node) andalso
+        httpdcnode_outq:send(Node, Msg, httpdcnode_outq:size_of(Msg), 0) of
+        true -> ok;
+        false -> {any, Node} ! Msg, ok
     end.
 
 %% Like publish/2, but waits for the C-nodes: N = streams written to (a
@@ -281,10 +295,7 @@ publish_sync(Topic, Msg, Timeout) ->
         false ->
             case httpdcnode_topics:nodes(T) of
                 [] -> httpdcnode_topics:hold(T, Bin), {ok, 0};
-                Nodes ->
-                    Replies = collect(fun(Pid, Ref, N) -> {any, N} ! {Pid, Ref, topic, T, Bin} end,
-                                      Nodes, Timeout),
-                    {ok, lists:sum([C || C <- maps:values(Replies), is_integer(C)])}
+                Nodes -> sync([{N, {topic, T}} || N <- Nodes], #{}, Bin, Timeout)
             end
     end.
 
@@ -474,16 +485,15 @@ relay(Node, Msg, K) ->
             count(relayed_offline, K)
     end.
 
-%% The acknowledged sends of groups {Node, Uid | [Uid]} (Offline: how
-%% many of each group's uids are offline): each numbered when its node
-%% takes it (kept until acknowledged); those this master may send now on
-%% the link are sent and acknowledged here, the others through another
-%% master (relayed_sync/3), else, numbered, kept for the node's return
-%% ({ok, 0} for them), or dropped and counted.
+%% The acknowledged sends of groups {Node, Target}, Target Uid | [Uid] or
+%% {topic, Topic} (Offline: how many of each group's uids are offline):
+%% each numbered when its node takes it (kept until acknowledged); those
+%% this master may send now on the link are sent and acknowledged here,
+%% the others through another master (relayed_sync/3), else, numbered,
+%% kept for the node's return ({ok, 0} for them), or dropped and counted.
 sync(Groups, Offline, Bin, Timeout) ->
     Connected = erlang:nodes(connected),
-    Planned = [{N, T, httpdcnode_outq:reserve(N, {T, Bin}, httpdcnode_outq:size_of({T, Bin}))}
-               || {N, T} <- Groups],
+    Planned = [{N, T, reserve(N, T, Bin)} || {N, T} <- Groups],
     {Here, Away} = lists:partition(
                      fun({_, _, {_, Way}}) -> Way =:= direct;
                         ({N, _, none}) -> lists:member(N, Connected)
@@ -536,7 +546,31 @@ relay_sync(Groups, Bin, Timeout) ->
            end || G <- Here], Bin, Timeout).
 
 uids_in(Groups) ->
-    lists:sum([case element(2, G) of L when is_list(L) -> length(L); _ -> 1 end || G <- Groups]).
+    lists:sum([case element(2, G) of
+                   L when is_list(L) -> length(L);
+                   {topic, _} -> 0;
+                   _ -> 1
+               end || G <- Groups]).
+
+%% Target's message Bin numbered for Node (httpdcnode_outq:reserve/3), or
+%% none when the node does not take it numbered.
+reserve(Node, {topic, _} = Target, Bin) ->
+    case httpdcnode_topics:numbered(Node) of
+        true -> reserve_inner(Node, inner(Target, Bin));
+        false -> none
+    end;
+reserve(Node, Target, Bin) ->
+    reserve_inner(Node, inner(Target, Bin)).
+
+reserve_inner(Node, Inner) ->
+    httpdcnode_outq:reserve(Node, Inner, httpdcnode_outq:size_of(Inner)).
+
+%% The message to Target as it is kept, and as it is sent with {Pid, Ref}.
+inner({topic, Topic}, Bin) -> {topic, Topic, Bin};
+inner(Target, Bin) -> {Target, Bin}.
+
+inner(Pid, Ref, {topic, Topic}, Bin) -> {Pid, Ref, topic, Topic, Bin};
+inner(Pid, Ref, Target, Bin) -> {Pid, Ref, Target, Bin}.
 
 %% Uids grouped by where their message goes ([{Node, [Uid]}] as
 %% group_by_node/2), and how many of each group are offline uids routed to
@@ -569,7 +603,7 @@ acked(Targets, Bin, Timeout) ->
     Map = maps:from_list([{N, {T, Num}} || {N, T, Num} <- Targets]),
     Replies = collect(fun(Pid, Ref, N) ->
                               {T, Num} = maps:get(N, Map),
-                              {any, N} ! numbered(Num, {Pid, Ref, T, Bin})
+                              {any, N} ! numbered(Num, inner(Pid, Ref, T, Bin))
                       end, maps:keys(Map), Timeout),
     {ok, lists:sum([C || C <- maps:values(Replies), is_integer(C)])}.
 

@@ -24,14 +24,16 @@
 %% (seq_duplicates). A hello from another run of the node (it restarted:
 %% it kept nothing of this stream) gives up what was sent to the old run
 %% and not acknowledged (it may have been delivered, or not): a gap for its
-%% uids takes its place ({httpdcnode_gap, Last, Uids}) when the node kept
+%% uids and topics takes its place ({httpdcnode_gap, Last, Uids}, or
+%% {httpdcnode_gap, Last, Uids, Topics} when topics lost some) when the node kept
 %% its epoch, nothing more when it has a new one (its clients are told that
 %% epoch's gap); then what was kept while it was down is sent, and gets ids
 %% there.
 %%
 %% Bounded per node: what is not acknowledged is kept at most
 %% unacked_max_bytes (64 MiB) and unacked_max_ms (30 s); past that the
-%% oldest go (held_dropped) and a gap for their uids takes their place.
+%% oldest go (held_dropped) and a gap for their uids and topics takes their
+%% place. A message is {Uid | [Uid], Data} or {topic, Topic, Data}.
 %%
 %% Tables (made by httpdcnode_sup, public, so that they outlive a crash of
 %% this server): ?STREAMS, per node {Node, Seq, Cum, Gate, Released}: the
@@ -42,7 +44,7 @@
 -behaviour(gen_server).
 
 -export([start_link/0, create_tables/1]).
--export([send/4, reserve/3, wire/2, inc/0, size_of/1, info/0]).
+-export([send/4, reserve/3, wire/2, inc/0, size_of/1, last_of/2, info/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SERVER, ?MODULE).
@@ -55,8 +57,9 @@
 -define(RELAY, 2).
 %% ms between two looks at every stream (pumps, bounds, timeouts).
 -define(TICK_MS, 100).
-%% Uids in one gap message at most; more make another.
+%% Uids and topics in one gap message at most; more make another.
 -define(GAP_UIDS_MAX, 100000).
+-define(GAP_TOPICS_MAX, 1000).
 
 -record(n, {instance :: term(),          % the node's run, from its hello
             epoch :: term(),             % its history's epoch, from its hello
@@ -102,14 +105,17 @@ create_tables(Access) ->
 inc() ->
     persistent_term:get(?INC).
 
-%% The bytes a message is counted for: its data, 8 more per uid.
+%% The bytes a message is counted for: its data, 8 more per uid, or its
+%% topic's.
+size_of({topic, Topic, Data}) -> data_size(Data) + byte_size(Topic);
 size_of({Uids, Data}) when is_list(Uids) -> data_size(Data) + 8 * length(Uids);
 size_of({_Uid, Data}) -> data_size(Data) + 8.
 
 data_size({_Type, Bin}) -> byte_size(Bin);
 data_size(Bin) -> byte_size(Bin).
 
-%% Inner ({Uid | [Uid], Data}) for K offline uids to Node, numbered:
+%% Inner ({Uid | [Uid], Data}, {topic, Topic, Data}) for K offline uids to
+%% Node, numbered:
 %% false when Node takes no numbered messages (the caller sends it as it
 %% is). Sent in the caller, before its copy is kept: a race with the
 %% acknowledgement is settled by ack/3 (a copy of a number already
@@ -432,10 +438,9 @@ release(Node, Seq) ->
                 false ->
                     take_upto(Node, Seq, ets:next(?MSGS, {Node, 0}))
             end,
-            case Inner of
-                {httpdcnode_gap, Last, _} when Last > Seq ->
-                    ets:insert(?MSGS, {{Node, Seq + 1}, Inner, Cum});
-                _ -> ok
+            case last_of(Seq, Inner) > Seq of
+                true -> ets:insert(?MSGS, {{Node, Seq + 1}, Inner, Cum});
+                false -> ok
             end,
             released(Node, Cum);
         _ -> ok
@@ -511,7 +516,9 @@ send_from(Node, Dest, {Node, S} = K, Last, _Next) when S =< Last ->
 send_from(_Node, _Dest, _Key, _Last, Next) ->
     {done, Next}.
 
+%% The last number a message numbered S stands for: a gap's Last.
 last_of(_S, {httpdcnode_gap, Last, _}) -> Last;
+last_of(_S, {httpdcnode_gap, Last, _, _}) -> Last;
 last_of(S, _) -> S.
 
 %% Never waits on a busy link: the rest goes at the next look.
@@ -634,8 +641,9 @@ probe(Node, N = #n{probe_ms = P}, Now, #st{inc = Inc, ack_ms = AckMs}) ->
     end.
 
 %% Replaces the oldest copies of Node, while While(Seq, Cum) holds, by
-%% gaps for their uids (at most ?GAP_UIDS_MAX uids each, more make more);
-%% returns how many messages went.
+%% gaps for their uids and topics (at most ?GAP_UIDS_MAX uids and
+%% ?GAP_TOPICS_MAX topics each, more make more); returns how many messages
+%% went.
 to_gap(Node, While) ->
     to_gap(Node, While, ets:next(?MSGS, {Node, 0}), none, 0).
 
@@ -645,17 +653,21 @@ to_gap(Node, While, {Node, S} = K, Acc, Count) ->
         false -> put_gap(Node, Acc), Count;
         true ->
             ets:delete(?MSGS, K),
-            {Last, Uids, More} = case Inner of
-                                     {httpdcnode_gap, L, Us} -> {L, Us, 0};
-                                     {Us, _} when is_list(Us) -> {S, lists:usort(Us), 1};
-                                     {U, _} -> {S, [U], 1}
-                                 end,
+            {Last, Uids, Topics, More} = case Inner of
+                                             {httpdcnode_gap, L, Us} -> {L, Us, [], 0};
+                                             {httpdcnode_gap, L, Us, Ts} -> {L, Us, Ts, 0};
+                                             {topic, T, _} -> {S, [], [T], 1};
+                                             {Us, _} when is_list(Us) ->
+                                                 {S, lists:usort(Us), [], 1};
+                                             {U, _} -> {S, [U], [], 1}
+                                         end,
             %% one gap for contiguous numbers only: a number whose copy a
             %% caller has not kept yet is not given up here
             Acc1 = case Acc of
-                       {F, L0, Us0, _} when L0 + 1 =:= S, length(Us0) < ?GAP_UIDS_MAX ->
-                           {F, Last, lists:umerge(Us0, Uids), Cum};
-                       _ -> put_gap(Node, Acc), {S, Last, Uids, Cum}
+                       {F, L0, Us0, Ts0, _} when L0 + 1 =:= S, length(Us0) < ?GAP_UIDS_MAX,
+                                                 length(Ts0) < ?GAP_TOPICS_MAX ->
+                           {F, Last, lists:umerge(Us0, Uids), lists:umerge(Ts0, Topics), Cum};
+                       _ -> put_gap(Node, Acc), {S, Last, Uids, Topics, Cum}
                    end,
             to_gap(Node, While, ets:next(?MSGS, K), Acc1, Count + More)
     end;
@@ -663,10 +675,15 @@ to_gap(Node, _While, _K, Acc, Count) ->
     put_gap(Node, Acc),
     Count.
 
-%% The gap in place of the copies; their bytes are released.
+%% The gap in place of the copies; their bytes are released. Without
+%% topics, in the form a C-node that takes no numbered topics knows.
 put_gap(_Node, none) -> ok;
-put_gap(Node, {First, Last, Uids, Cum}) ->
-    ets:insert(?MSGS, {{Node, First}, {httpdcnode_gap, Last, Uids}, Cum}),
+put_gap(Node, {First, Last, Uids, Topics, Cum}) ->
+    Gap = case Topics of
+              [] -> {httpdcnode_gap, Last, Uids};
+              _ -> {httpdcnode_gap, Last, Uids, Topics}
+          end,
+    ets:insert(?MSGS, {{Node, First}, Gap, Cum}),
     released(Node, Cum).
 
 now_ms() ->

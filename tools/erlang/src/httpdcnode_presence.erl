@@ -23,7 +23,8 @@
 %%                                           httpdcnode_topics, which says what
 %%                                           each means (its tables are this
 %%                                           server's)
-%% A C-node that disconnects (nodedown) loses all its uids and topics.
+%% A C-node that disconnects (nodedown) loses all its uids and topic
+%% subscribers (its topics may stay for a while: httpdcnode_topics).
 %%
 %% A uid's first stream is told at once, ahead of anything its client sends
 %% on the same link; but this server and the inbox are two processes, and a
@@ -448,6 +449,7 @@ handle_info(hold_sweep, State) ->
         ets:select_delete(?HELD, [{{'_', '_', '$1', '_'}, [{'<', '$1', Now}], [true]}]),
     is_integer(N) andalso count_event(dropped_offline, N),
     httpdcnode_topics:sweep_held(Now),
+    httpdcnode_topics:sweep_away(Now),
     erlang:send_after(?HOLD_SWEEP_MS, self(), hold_sweep),
     {noreply, State};
 handle_info({nodeup, Node, _Info}, State) ->
@@ -503,7 +505,7 @@ terminate(_Reason, _State) ->
 %% run of the node has it (its httpdcnode_outq then knows that run may
 %% have applied it).
 relayed(Node, {httpdcnode_seq, Origin, Inc, Seq, Inner}) when is_atom(Origin) ->
-    Last = case Inner of {httpdcnode_gap, L, _} -> L; _ -> Seq end,
+    Last = httpdcnode_outq:last_of(Seq, Inner),
     {_, Hello} = node_info(Node),
     erlang:send({httpdcnode_outq, Origin},
                 {httpdcnode_relayed, Node, maps:get(instance, Hello, undefined), Inc, Last},

@@ -15,7 +15,14 @@
 %%   {httpdcnode, Node, topic_members, [{Topic, Uid, Conn}]}  every
 %%                           subscription (replaces), then topic_members_more
 %%   {httpdcnode, Node, topic_joins | topic_leaves, [{Topic, Uid, Conn}]}
-%% A C-node that disconnects (nodedown) loses all its topics. Every master
+%% A C-node that disconnects (nodedown) loses its subscribers here; one
+%% that takes numbered topic messages (its hello's topic_seq) keeps its
+%% topics, as held with no stream (0), for as long as it keeps such a
+%% topic (the hello's topic_linger), as an offline uid's last node is kept: its link may come
+%% back (a link that died, the node did not), and what is published
+%% meanwhile is numbered and kept for it (httpdcnode_outq), so that its
+%% clients miss nothing, or are told a gap. Its next topic snapshot says
+%% what it holds; past the TTL without one its topics go. Every master
 %% hears every C-node, so httpdcnode:publish/2 works through any of them.
 %%
 %% Held messages: a topic's first stream on a node is told at once, but
@@ -33,8 +40,10 @@
 -module(httpdcnode_topics).
 -compile({no_auto_import, [nodes/1]}).
 
--export([create_tables/0, handle/3, node_down/1, hold/2, sweep_held/1, held_count/0]).
--export([nodes/1, count/1, node_counts/1, members/1, member/2, topics/0, valid/1]).
+-export([create_tables/0, handle/3, node_down/1, hold/2, sweep_held/1, sweep_away/1,
+         held_count/0]).
+-export([nodes/1, count/1, node_counts/1, members/1, member/2, topics/0, valid/1,
+         numbered/1]).
 
 %% {{Topic, Node}, N}: where a topic is held, one key range per topic.
 -define(BY_TOPIC, httpdcnode_topics_by_topic).
@@ -46,11 +55,14 @@
 -define(MEMBERS_BY_NODE, httpdcnode_topics_members_by_node).
 %% {Topic, Seq, ExpiresMs, Bin}: messages held for a topic held nowhere yet.
 -define(HELD, httpdcnode_topics_held).
+%% {Node, ExpiresMs}: a C-node whose link went down, its topics kept until then.
+-define(AWAY, httpdcnode_topics_away).
 
 %% In the presence server's init: its tables.
 create_tables() ->
     [ets:new(T, [ordered_set, protected, named_table, {read_concurrency, true}])
      || T <- [?BY_TOPIC, ?BY_NODE, ?MEMBERS, ?MEMBERS_BY_NODE]],
+    ets:new(?AWAY, [set, protected, named_table]),
     ets:new(?HELD, [duplicate_bag, public, named_table, {write_concurrency, true}]),
     ok.
 
@@ -91,8 +103,7 @@ release(Topic, Node) ->
     case ets:take(?HELD, Topic) of
         [] -> ok;
         Held ->
-            [erlang:send({any, Node}, {topic, Topic, Bin}, [noconnect])
-             || {_, _, _, Bin} <- lists:keysort(2, Held)],
+            [httpdcnode:push_topic(Node, Topic, Bin) || {_, _, _, Bin} <- lists:keysort(2, Held)],
             httpdcnode_presence:count_event(topic_held_sent, length(Held))
     end.
 
@@ -107,7 +118,24 @@ valid(T) when is_binary(T), byte_size(T) >= 1, byte_size(T) =< 64 ->
               end, binary_to_list(T));
 valid(_) -> false.
 
+%% The C-nodes whose link went down and that did not come back within
+%% their topic_linger (before Now): their topics go.
+sweep_away(Now) ->
+    case ets:info(?AWAY, size) of
+        0 -> ok;
+        _ -> [begin
+                  ets:delete(?AWAY, N),
+                  drop_topics(N)
+              end || {N, Expires} <- ets:tab2list(?AWAY), Expires < Now],
+             ok
+    end.
+
 %%% Reads (any process)
+
+%% Whether Node takes numbered topic messages (its hello says topic_seq).
+-spec numbered(node()) -> boolean().
+numbered(Node) ->
+    maps:get(topic_seq, element(2, httpdcnode_presence:node_info(Node)), 0) =:= 1.
 
 %% C-nodes that hold Topic (with streams, or keeping its history).
 -spec nodes(binary()) -> [node()].
@@ -156,6 +184,7 @@ handle(Node, topics, L) when is_list(L) ->
 handle(Node, topics_gone, L) when is_list(L) ->
     [drop(Node, T) || T <- L, is_binary(T)], ok;
 handle(Node, topic_snapshot, L) when is_list(L) ->
+    ets:delete(?AWAY, Node),
     drop_topics(Node),
     handle(Node, topics, L);
 handle(Node, topic_snapshot_more, L) ->
@@ -180,10 +209,27 @@ handle(Node, topic_leaves, L) when is_list(L) ->
 handle(_Node, _Event, _Arg) ->
     ok.
 
-%% Node is gone: none of its topics nor subscriptions holds.
+%% Node's link is gone: none of its subscriptions holds; its topics stay,
+%% with no stream, for its topic_linger when it takes numbered topic
+%% messages (see the top of this module), else they go too.
 node_down(Node) ->
-    drop_topics(Node),
-    drop_members(Node).
+    drop_members(Node),
+    case numbered(Node) andalso linger_ms(Node) of
+        Ms when is_integer(Ms), Ms > 0 ->
+            [ets:insert(?BY_TOPIC, {{T, Node}, 0})
+             || T <- ets:select(?BY_NODE, [{{{Node, '$1'}}, [], ['$1']}])],
+            ets:insert(?AWAY, {Node, erlang:monotonic_time(millisecond) + Ms});
+        _ -> drop_topics(Node)
+    end.
+
+%% How long Node keeps a topic no stream holds (its hello's topic_linger,
+%% else its history's TTL).
+linger_ms(Node) ->
+    case httpdcnode_presence:node_info(Node) of
+        {_, #{topic_linger := S}} when is_integer(S) -> 1000 * S;
+        {TtlMs, _} when is_integer(TtlMs) -> TtlMs;
+        _ -> 0
+    end.
 
 put(Node, T, N) ->
     ets:insert(?BY_TOPIC, {{T, Node}, N}),
