@@ -77,8 +77,10 @@ ERL_EXAMPLE := $(wildcard examples/erlang/*.erl)
 ERL_BEAM  += $(ERL_EXAMPLE:examples/erlang/%.erl=tools/erlang/ebin/%.beam)
 ERL_APP   := $(wildcard tools/erlang/src/*.app.src)
 ERL_APPF  := $(ERL_APP:tools/erlang/src/%.app.src=tools/erlang/ebin/%.app)
-TERL_SRC  := $(wildcard tests/erlang/*.erl)
-TERL_BEAM := $(TERL_SRC:tests/erlang/%.erl=build/tests/ebin/%.beam)
+# The integration tests, a folder per area (tests/erlang/core/, transport/, ...,
+# lib/ their helpers), all built into the one build/tests/ebin/.
+TERL_SRC  := $(wildcard tests/erlang/*/*.erl)
+TERL_BEAM := $(addprefix build/tests/ebin/,$(notdir $(TERL_SRC:.erl=.beam)))
 # The application's own pure tests (also what `rebar3 eunit` runs in tools/erlang).
 TAPP_SRC  := $(wildcard tools/erlang/test/*.erl)
 TERL_BEAM += $(TAPP_SRC:tools/erlang/test/%.erl=build/tests/ebin/%.beam)
@@ -169,7 +171,8 @@ tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 	@mkdir -p tools/erlang/ebin
 	cp $< $@
 
-build/tests/ebin/%.beam: tests/erlang/%.erl | $(BUILD)
+vpath %.erl $(sort $(dir $(TERL_SRC)))
+build/tests/ebin/%.beam: %.erl | $(BUILD)
 	erlc -Wall -o build/tests/ebin $<
 
 build/tests/ebin/%.beam: tools/erlang/test/%.erl | build

@@ -111,7 +111,7 @@ if [[ -n $SANITIZE ]]; then
   export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   export UBSAN_OPTIONS="$log:print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
   export TSAN_OPTIONS="$log:halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizer/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
-  # Timeouts in the Erlang tests are multiplied by this (httpdcnode_test_lib).
+  # Timeouts in the Erlang tests are multiplied by this (httpdtest_os:scaled/1).
   export HTTPDTEST_TIME_SCALE=${HTTPDTEST_TIME_SCALE:-2}
   # A sanitizer's allocator keeps freed memory (quarantine): tests and the
   # soak do not judge the resident size then.
@@ -233,7 +233,7 @@ if [[ ${#beams[@]} -gt 0 ]]; then
     HTTPDTEST_MODULES="${shard_mods[i]}" timeout --kill-after=10 "$ERL_TIMEOUT" \
       erl -sname "$node" -setcookie "$cookie" -noshell \
           -pa build/tests/ebin -pa tools/erlang/ebin \
-          -eval 'httpdcnode_test_report:main().' </dev/null >"$work/erl.$i.out" 2>&1 &
+          -eval 'httpdtest_report:main().' </dev/null >"$work/erl.$i.out" 2>&1 &
     pids[i]=$!
   done
   for ((i = 0; i < shards; i++)); do

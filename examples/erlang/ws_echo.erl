@@ -7,7 +7,7 @@
 %% application, not in its .app: `make` builds it into tools/erlang/ebin.
 %%
 %% It is the server the WebSocket conformance cases of `make test` talk to
-%% (tests/erlang/ws_conformance_tests.erl), and the one to run an outside
+%% (tests/erlang/transport/ws_conformance_tests.erl), and the one to run an outside
 %% conformance suite against: `make ws-echo` starts epmd, a master with the
 %% application and this handler as the inbox httpdcnode_inbox, and a server
 %% on 127.0.0.1 with --inbox httpdcnode_inbox (docs/testing.md).

@@ -1,4 +1,4 @@
-// The demo page's chat in a real browser, for tests/erlang/chat_browser_tests:
+// The demo page's chat in a real browser, for tests/erlang/client/chat_browser_tests:
 // headless Chromium (chromium_page.mjs) with several tabs of the page, each
 // under a tag, driven through its form as a user would. Says on stdout, one
 // JSON line each:

@@ -1,5 +1,5 @@
 // Many EventSource streams from one page in a real browser, for the tests of
-// the nginx front (tests/erlang/proxy_tests.erl): opens URL (a page served
+// the nginx front (tests/erlang/ops/proxy_tests.erl): opens URL (a page served
 // through the proxy) in headless Chromium (Debian's /usr/bin/chromium, driven
 // by playwright-core) with a fresh profile, taking the proxy's self-signed
 // certificate, then one EventSource on /sse/UID for each UID given, all at

@@ -31,5 +31,5 @@ defmodule Httpdcnode.HandlerTest do
   end
 
   # The claims' JSON, read with the test helpers' decoder (Elixir 1.14 has none).
-  defp decode(b64), do: :httpdcnode_test_lib.json_decode(Base.url_decode64!(b64, padding: false))
+  defp decode(b64), do: :httpdtest_json.json_decode(Base.url_decode64!(b64, padding: false))
 end

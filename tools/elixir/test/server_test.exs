@@ -36,18 +36,18 @@ defmodule Httpdcnode.ServerTest do
     Application.put_env(:httpdcnode, :auth_secret_file, secret)
 
     s =
-      :httpdcnode_test_lib.start_server(%{
+      :httpdtest_server.start_server(%{
         master: node(),
         presence: :httpdcnode_presence,
         extra_args: [~c"--auth-secret-file", String.to_charlist(secret),
                      ~c"--inbox", Atom.to_charlist(@inbox), ~c"--presence-conns"]
       })
 
-    c_node = :httpdcnode_test_lib.node_of(s)
+    c_node = :httpdtest_server.node_of(s)
     wait(fn -> c_node in Httpdcnode.nodes() end, :master_knows_the_c_node)
 
     on_exit(fn ->
-      :httpdcnode_test_lib.stop_server(s)
+      :httpdtest_server.stop_server(s)
       Application.delete_env(:httpdcnode, :auth_secret_file)
       File.rm_rf!(dir)
     end)
@@ -60,16 +60,16 @@ defmodule Httpdcnode.ServerTest do
     :ok
   end
 
-  defp wait(fun, what), do: :httpdcnode_test_lib.wait_until(fun, @t, what)
+  defp wait(fun, what), do: :httpdtest_wait.wait_until(fun, @t, what)
 
   # An SSE stream for uid with a token from Httpdcnode.token_query/2; its head read.
   defp sse(s, uid) do
     {:ok, sock} =
-      :gen_tcp.connect({127, 0, 0, 1}, :httpdcnode_test_lib.port_of(s), [:binary, active: false])
+      :gen_tcp.connect({127, 0, 0, 1}, :httpdtest_server.port_of(s), [:binary, active: false])
 
     path = ~c"/sse/#{uid}?" ++ String.to_charlist(Httpdcnode.token_query(uid, 60))
-    :ok = :gen_tcp.send(sock, :httpdcnode_test_lib.request_bytes(~c"GET", path, ~c"HTTP/1.1"))
-    {head, rest} = :httpdcnode_raw.read_until(sock, "\r\n\r\n", "")
+    :ok = :gen_tcp.send(sock, :httpdtest_http.request_bytes(~c"GET", path, ~c"HTTP/1.1"))
+    {head, rest} = :httpdtest_raw.read_until(sock, "\r\n\r\n", "")
     assert "HTTP/1.1 200 OK\r\n" <> _ = head
     Process.put({:buf, sock}, rest)
     sock
@@ -77,7 +77,7 @@ defmodule Httpdcnode.ServerTest do
 
   # The data of the next SSE event that carries a message.
   defp next_message(sock) do
-    event = :httpdcnode_raw.read_event(sock)
+    event = :httpdtest_raw.read_event(sock)
 
     case Regex.run(~r/^id: .*\ndata: (.*)\n\n$/s, event) do
       [_, data] -> data
@@ -115,8 +115,8 @@ defmodule Httpdcnode.ServerTest do
          "connection; handle_conn_down/4 hears it go; kick/1 ends a uid's streams",
        %{s: s, c_node: c_node} do
     bearer = ~c"Authorization: Bearer " ++ String.to_charlist(Httpdcnode.token(504, 60))
-    ws = :httpdcnode_inbox_lib.ws_open(s, 504, [bearer])
-    :ok = :gen_tcp.send(ws, :httpdcnode_inbox_lib.frame("ping"))
+    ws = :httpdtest_inbox.ws_open(s, 504, [bearer])
+    :ok = :gen_tcp.send(ws, :httpdtest_inbox.frame("ping"))
     assert_receive {:in, 504, {^c_node, id} = conn, "ping"}, @t
     assert is_integer(id)
     assert {1, 1, "echo: ping"} = next_text(ws)
@@ -134,7 +134,7 @@ defmodule Httpdcnode.ServerTest do
 
   # The event that ends an SSE stream.
   defp ending(sock) do
-    case :httpdcnode_raw.read_event(sock) do
+    case :httpdtest_raw.read_event(sock) do
       "event: end\n" <> _ = event -> event
       _ -> ending(sock)
     end
@@ -142,7 +142,7 @@ defmodule Httpdcnode.ServerTest do
 
   # The next text frame (the server pings now and then).
   defp next_text(ws) do
-    case :httpdcnode_inbox_lib.recv_frame(ws) do
+    case :httpdtest_inbox.recv_frame(ws) do
       {_, 9, _} -> next_text(ws)
       frame -> frame
     end

@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # The tests run against the real server binary, with the project's own test
-# helpers (tests/erlang/httpdcnode_test_lib.erl and friends, built into
-# build/tests/ebin by make test), on a node that runs the httpdcnode
-# application as the C-nodes' master, as a Phoenix node would.
+# helpers (tests/erlang/lib/, built into build/tests/ebin by make test), on
+# a node that runs the httpdcnode application as the C-nodes' master, as a
+# Phoenix node would.
 root = Path.expand("../../..", __DIR__)
 ebin = Path.join(root, "build/tests/ebin")
 
-unless File.exists?(Path.join(ebin, "httpdcnode_test_lib.beam")) do
-  raise "no #{ebin}/httpdcnode_test_lib.beam: build the test helpers first " <>
-          "(make test does; or make all and make build/tests/ebin/httpdcnode_test_lib.beam " <>
-          "build/tests/ebin/httpdcnode_raw.beam build/tests/ebin/httpdcnode_inbox_lib.beam)"
+unless File.exists?(Path.join(ebin, "httpdtest_server.beam")) do
+  raise "no #{ebin}/httpdtest_server.beam: build the test helpers first " <>
+          "(make test does; or make all and make build/tests/ebin/{" <>
+          "httpdtest_os,httpdtest_wait,httpdtest_json,httpdtest_http," <>
+          "httpdtest_master,httpdtest_server,httpdtest_raw,httpdtest_inbox}.beam)"
 end
 
 Code.prepend_path(ebin)
