@@ -173,9 +173,11 @@ tools/erlang/ebin/%.app: tools/erlang/src/%.app.src
 
 vpath %.erl $(sort $(dir $(TERL_SRC)))
 build/tests/ebin/%.beam: %.erl | $(BUILD)
+	@mkdir -p build/tests/ebin
 	erlc -Wall -o build/tests/ebin $<
 
 build/tests/ebin/%.beam: tools/erlang/test/%.erl | build
+	@mkdir -p build/tests/ebin
 	erlc -Wall -o build/tests/ebin $<
 
 # A unit test may #include the server sources it tests, to reach their
