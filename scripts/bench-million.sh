@@ -25,7 +25,15 @@
 # (its client comes back with --reconnect-lost); with MILLION_ROLLING=1, a
 # rolling upgrade: every C-node in turn taken over by a new process
 # (--takeover) under paced sends (no stream may close or reconnect, no
-# message be lost; the hand-over of each, the latency over the phase).
+# message be lost; the hand-over of each, the latency over the phase);
+# with MILLION_TOPIC=1, every stream also subscribes to the topic t:0 when it
+# opens (so the memory figures hold a subscription each), and after the
+# broadcast the master publishes to it (httpdcnode:publish/2) MILLION_TOPIC_CALLS
+# times, each to its last delivery (against the broadcast's), and makes as
+# many multicasts (httpdcnode:multicast/2) of the same uids, every uid: what
+# the master spends a publish against a multicast (its CPU, all threads, and
+# its schedulers' busy time, read on the master around each call, less the
+# same around a call doing nothing; the calling process's reductions).
 # Checks print PASS/FAIL,
 # targets "TARGET met/missed". Writes $MILLION_DIR/report.md,
 # result.json, connect.png and memory.png; ends with "bench-million: P
@@ -45,6 +53,8 @@
 #   MILLION_CHURN     churn disconnects/s (default 1000)  MILLION_CHURN_S (default 60)
 #   MILLION_KILL_S    paced seconds around the C-node kill (default 20)
 #   MILLION_ROLLING   1: the rolling upgrade too (default 0)
+#   MILLION_TOPIC     1: the topic phase too (default 0)
+#   MILLION_TOPIC_CALLS  its publishes, and multicasts (default 5)
 #   MILLION_DIR       report and logs (default build/bench-million)
 #   MILLION_PUBLISH   0: leave BENCHMARKS.md and bench/ alone (default 1: write
 #                     its section there and bench/million-*.png)
@@ -71,16 +81,18 @@ CHURN=${MILLION_CHURN:-1000}
 CHURN_S=${MILLION_CHURN_S:-60}
 KILL_S=${MILLION_KILL_S:-20}
 ROLLING=${MILLION_ROLLING:-0}
+TOPIC=${MILLION_TOPIC:-0}
+TOPIC_CALLS=${MILLION_TOPIC_CALLS:-5}
 WORK=${MILLION_DIR:-$ROOT/build/bench-million}
 NETNS=${MILLION_NETNS:-auto}
-for v in STREAMS PER_MAX RATE PACED_S MCAST CHURN CHURN_S KILL_S ROLLING; do
+for v in STREAMS PER_MAX RATE PACED_S MCAST CHURN CHURN_S KILL_S ROLLING TOPIC TOPIC_CALLS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "bench-million: $v must be a number" >&2; exit 2; }
 done
 NODES=$(((STREAMS + PER_MAX - 1) / PER_MAX))
 ((NODES >= 3 && PER_MAX <= 19000 && RATE >= 1 && PACED_S >= 2 && CHURN >= 1 &&
-  CHURN_S >= 2 && KILL_S >= 6)) || {
+  CHURN_S >= 2 && KILL_S >= 6 && TOPIC_CALLS >= 1)) || {
   echo "bench-million: want at least 3 C-nodes (STREAMS / PER_NODE), PER_NODE <= 19000," \
-       "PACED_S, CHURN_S >= 2, KILL_S >= 6" >&2; exit 2; }
+       "PACED_S, CHURN_S >= 2, KILL_S >= 6, TOPIC_CALLS >= 1" >&2; exit 2; }
 PER=$(((STREAMS + NODES - 1) / NODES))      # balanced blocks of uids
 [[ $NETNS =~ ^(auto|0|1)$ ]] || { echo "bench-million: MILLION_NETNS is auto, 0 or 1" >&2; exit 2; }
 ((MCAST > STREAMS / 2)) && MCAST=$((STREAMS / 2))
@@ -117,6 +129,8 @@ source bench/million/paced.sh
 source bench/million/multicast.sh
 # shellcheck source=bench/million/broadcast.sh
 source bench/million/broadcast.sh
+# shellcheck source=bench/million/topic.sh
+source bench/million/topic.sh
 # shellcheck source=bench/million/churn.sh
 source bench/million/churn.sh
 # shellcheck source=bench/million/kill.sh
@@ -131,7 +145,8 @@ source bench/million/report.sh
 START=$(date +%s)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 # Every wait gives up by then: at most about 15 min at a million (a run takes about 5).
-DEADLINE=$((START + 280 + PACED_S + CHURN_S + KILL_S + STREAMS / 2000))
+DEADLINE=$((START + 280 + PACED_S + CHURN_S + KILL_S + STREAMS / 2000 +
+             TOPIC * TOPIC_CALLS * (30 + STREAMS / 25000)))
 # Inside its own network namespace (setup.sh) the run keeps what the outer
 # run wrote there.
 if [[ -z ${MILLION_IN_NETNS:-} ]]; then rm -rf "$WORK"; mkdir -p "$WORK"; : >"$WORK/setup.txt"; fi
@@ -179,6 +194,7 @@ phase_paced                        # 4
 phase_paced_half                   # 4b
 phase_multicast                    # 5
 phase_broadcast                    # 6
+((TOPIC)) && phase_topic           # 6b
 phase_churn                        # 7
 phase_kill                         # 8
 ((ROLLING)) && phase_rolling       # 9

@@ -28,6 +28,7 @@ phase_connect() {
   for ((i = 0; i < NODES; i++)); do
     extra=()
     ((i == KILLED)) && extra=(--reconnect-lost 200 --reconnect-cap 2000)
+    ((TOPIC)) && extra+=(--topics 1)              # every stream on t:0 (topic.sh)
     client "client-$i" "${SPORT[$i]}" "$(src_of 50 "$i")" --proto "${KIND[$i]}" -n "${CNT[$i]}" \
       --uid-base "${UBASE[$i]}" --hist-out "$WORK/client-$i.hist" "${extra[@]}"
     CPID[i]=$LAST_CPID

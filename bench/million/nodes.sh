@@ -80,9 +80,12 @@ stop_all() {
 }
 
 # start_master: the master first: the C-nodes connect to it as they come up.
+# With MILLION_TOPIC=1 its samples hold the topic's count too.
 start_master() {
+  local topic=()
+  ((TOPIC)) && topic=("$TOPIC_NAME")
   (exec erl +sbwt none +sbwtdcpu none +sbwtdio none -noshell -sname "$MASTER" -setcookie "$COOKIE" \
-     -pa "$ROOT/tools/erlang/ebin" -eval 'million:master_cli()' -extra "$WORK/presence.dat") \
+     -pa "$ROOT/tools/erlang/ebin" -eval 'million:master_cli()' -extra "$WORK/presence.dat" "${topic[@]}") \
     >"$WORK/master.log" 2>&1 </dev/null &
   MASTER_PID=$!
   BENCH_PIDS+=("$MASTER_PID")

@@ -11,6 +11,10 @@ report_targets() {
   target "server <= 300 B/stream" $((SRV_MARG <= 300)) "$SRV_MARG B ($SRV_ALL with fixed costs)"
   target "paced p99 <= 10 ms" "$([[ $PACED_P99 != null ]] && ((PACED_P99 <= 10000)) && echo 1 || echo 0)" "$PACED_P99 us"
   target "broadcast <= 1.5 x floor" "$([[ $BCAST_S != null ]] && (($(calc "$RATIO <= 1.5" %.0f))) && echo 1 || echo 0)" "$BCAST_S s against $WRITE_FLOOR_S s (the kernel alone at this scale: $SCALE_S s)"
+  if ((TOPIC)); then
+    target "topic publish <= 1.25 x broadcast" "$([[ $TOPIC_VS_BCAST != null ]] && (($(calc "$TOPIC_VS_BCAST <= 1.25" %.0f))) && echo 1 || echo 0)" "$TOPIC_LAST s against $BCAST_S s"
+    target "topic: the master's CPU a publish <= 1 % of a multicast's" "$([[ $TOPIC_CPU_RATIO != null ]] && ((TOPIC_CPU_RATIO >= 100)) && echo 1 || echo 0)" "the multicast's at least $TOPIC_CPU_RATIO x"
+  fi
 }
 
 # connect.png and memory.png from the connect's samples; x: the streams by
@@ -69,7 +73,7 @@ report_files() {
          "kernel $(uname -r); load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; took $(($(date +%s) - START)) s"
     echo
     echo "\`MILLION_STREAMS=$STREAMS MILLION_PER_NODE=$PER_MAX MILLION_RATE=$RATE MILLION_PACED_S=$PACED_S" \
-         "MILLION_MCAST=$MCAST MILLION_CHURN=$CHURN MILLION_CHURN_S=$CHURN_S MILLION_KILL_S=$KILL_S scripts/bench-million.sh\`"
+         "MILLION_MCAST=$MCAST MILLION_CHURN=$CHURN MILLION_CHURN_S=$CHURN_S MILLION_KILL_S=$KILL_S$(opt_in) scripts/bench-million.sh\`"
     echo
     echo "$NODES C-nodes × $PER streams (--history-bytes $HISTORY_BYTES --heartbeat 0 --keepalive 0)," \
          "SSE nodes 1..$N_ID, WebSocket nodes $((N_ID + 1))..$((2 * N_ID)), the rest chunked; one client process each."
@@ -93,6 +97,26 @@ report_files() {
 
 # BENCHMARKS.md: a section of its own (kept by make bench).
 r() { awk -v k="$1" '$1 == k { print $2 }' "$RESULT"; }
+# The opt-in phases of the run, as the command's variables.
+opt_in() {
+  ((ROLLING)) && printf ' MILLION_ROLLING=1'
+  ((TOPIC)) && printf ' MILLION_TOPIC=1 MILLION_TOPIC_CALLS=%s' "$TOPIC_CALLS"
+  return 0
+}
+# The topic phase's rows of the section's table, each after a newline (none
+# without it).
+topic_rows() {
+  ((TOPIC)) || return 0
+  printf '\n| 6b. publish to one topic of %s streams (each subscribed from the start: the memory above holds it): last delivery | %s s (median of %s: %s), %s × the broadcast | ≈ the broadcast |' \
+    "$(r topic_subscribers)" "$(r topic_last_delivery_s)" "$(r topic_publishes)" "$(r topic_last_delivery_each_s)" "$(r topic_vs_broadcast)"
+  printf '\n| &nbsp;&nbsp;the master, a publish / a multicast of the same uids: CPU (all its threads; ± the reading'"'"'s spread) | %s / %s µs (± %s: at least %s ×) | far below |' \
+    "$(r topic_publish_master_cpu_us)" "$(r topic_multicast_master_cpu_us)" "$(r topic_master_cpu_noop_spread_us)" \
+    "$(r topic_multicast_vs_publish_master_cpu_at_least)"
+  printf '\n| &nbsp;&nbsp;schedulers busy; reductions; the call | %s / %s µs (%s ×); %s / %s; %s / %s µs | |' \
+    "$(r topic_publish_master_busy_us)" "$(r topic_multicast_master_busy_us)" "$(r topic_multicast_vs_publish_master_busy)" \
+    "$(r topic_publish_reductions)" "$(r topic_multicast_reductions)" "$(r topic_publish_call_us)" "$(r topic_multicast_call_us)"
+  printf '\n| &nbsp;&nbsp;the multicast: last delivery | %s s | |' "$(r topic_multicast_last_delivery_s)"
+}
 section() {
   cat <<EOF
 <!-- bench-million -->
@@ -107,7 +131,7 @@ script (\`make bench\` keeps them); the raw figures are in \`build/bench-million
 
 \`\`\`sh
 MILLION_STREAMS=$STREAMS MILLION_PER_NODE=$PER_MAX MILLION_RATE=$RATE MILLION_PACED_S=$PACED_S MILLION_MCAST=$MCAST \\
-  MILLION_CHURN=$CHURN MILLION_CHURN_S=$CHURN_S MILLION_KILL_S=$KILL_S make bench-million
+  MILLION_CHURN=$CHURN MILLION_CHURN_S=$CHURN_S MILLION_KILL_S=$KILL_S$(opt_in) make bench-million
 \`\`\`
 
 One Erlang master running the httpdcnode application; $NODES C-nodes (\`--presence
@@ -142,7 +166,7 @@ sets ~19,000 streams per process on either side.
 | 6. broadcast to all: last delivery | $(r broadcast_last_delivery_s) s ($(r broadcast_delivered) delivered) | ≤ 1.5 × floor |
 | &nbsp;&nbsp;write floor (writefloor $(r write_floor_us_per_write) µs × streams ÷ $CORES cores) | $(r write_floor_s) s ($(r broadcast_vs_write_floor) ×) | |
 | &nbsp;&nbsp;the kernel alone at this scale (writefloor, $(r write_floor_at_scale_writers) writers and their readers) | $(r write_floor_at_scale_s) s ($(r broadcast_vs_write_floor_at_scale) ×) | |
-| &nbsp;&nbsp;CPU per delivery: servers / clients reading / the two busy | $(r broadcast_server_cpu_us_per_delivery) / $(r broadcast_client_cpu_us_per_message) µs / $(r broadcast_machine_busy_cores) of $CORES cores | |
+| &nbsp;&nbsp;CPU per delivery: servers / clients reading / the two busy | $(r broadcast_server_cpu_us_per_delivery) / $(r broadcast_client_cpu_us_per_message) µs / $(r broadcast_machine_busy_cores) of $CORES cores | |$(topic_rows)
 | 7. churn: sent to the streams that stayed / lost | $(r churn_sent) / $(r churn_lost) | 0 lost |
 | &nbsp;&nbsp;connects a second / disconnects (resets) | $(r churn_connects_per_s) / $(r churn_disconnects) ($(r churn_resets)) | 1,000/s |
 | 8. C-node killed: restarted after / its streams back after | $(r node_kill_restart_ms) ms / $(r node_kill_back_s) s | |
