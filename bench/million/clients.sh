@@ -45,8 +45,9 @@ client_errs() {
 # node_msgs: NM[i] = the messages client i counted.
 declare -a NM
 node_msgs() { mapfile -t NM < <(fieldv msgs "${ERRS[@]}"); }
-# The load client's processes: each coordinator and its workers.
-client_pids() { local p; for p in "$@"; do echo "$p"; children_of "$p"; done; }
+# The load client's processes, one a line: each coordinator and its workers
+# (children_of gives these space-separated, a line per thread).
+client_pids() { local p; for p in "$@"; do echo "$p"; children_of "$p" | tr -s ' ' '\n' | sed '/^$/d'; done; }
 
 # merged_latency: "P50 P99 MAX SAMPLES" (us) of every client's latency
 # histogram added up (httpclient --hist-out: "HIGH_US COUNT" lines, then
