@@ -334,14 +334,15 @@ fi
 
 # --- bench-million, 3 C-nodes x 2,000 streams (make bench-million: a million) ---
 # Every phase at small scale: connect, presence, memory, paced sends, multicast,
-# broadcast, churn, a C-node killed and restarted. Report in
+# broadcast, a topic of every stream (MILLION_TOPIC=1), churn, a C-node killed
+# and restarted. Report in
 # build/bench-million/test/report.md.
 if [[ ${MILLION:-1} != 0 ]]; then
 phase "bench-million (6,000 streams)"
 MILLION_STREAMS=6000 MILLION_PER_NODE=2000 MILLION_RATE=500 MILLION_PACED_S=5 MILLION_MCAST=1000 \
   MILLION_CHURN=100 MILLION_CHURN_S=5 MILLION_KILL_S=8 MILLION_NETNS=1 MILLION_PUBLISH=0 \
-  MILLION_DIR="$PWD/build/bench-million/test" \
-  timeout --kill-after=10 150 scripts/bench-million.sh </dev/null 2>&1 | tee "$work/million.out"
+  MILLION_TOPIC=1 MILLION_TOPIC_CALLS=2 MILLION_DIR="$PWD/build/bench-million/test" \
+  timeout --kill-after=10 180 scripts/bench-million.sh </dev/null 2>&1 | tee "$work/million.out"
 count_result "bench-million" "$work/million.out"
 fi
 

@@ -77,10 +77,11 @@ void opts_usage(FILE *out)
 "                       the browser client), resuming from the last id; not\n"
 "                       bound by --pending: all come back as they would\n"
 "      --reconnect-cap MS  the longest of those waits (default 20000)\n"
-"      --topics T       sse, ws: each stream subscribes to topics of t:0 .. t:T-1\n"
-"                       (?topics=), as --topics-per-conn says; their messages'\n"
-"                       ids (t:N@EPOCH:SEQ) are checked per topic, and a\n"
-"                       reconnection resumes each from its last id\n"
+"      --topics T       sse, ws, chunked: each stream subscribes to topics of\n"
+"                       t:0 .. t:T-1 (?topics=), as --topics-per-conn says;\n"
+"                       sse, ws: their messages' ids (t:N@EPOCH:SEQ) are checked\n"
+"                       per topic, and a reconnection resumes each from its last\n"
+"                       id (chunked: the messages come as any, with no id)\n"
 "      --topics-per-conn K  topics of each stream: connection g takes\n"
 "                       t:((g * K + j) mod T) for j < K, so each topic has\n"
 "                       conns * K / T streams (default 1; at most 255, the\n"
@@ -567,8 +568,8 @@ int opts_parse(struct client_opts *o, int argc, char **argv)
         fprintf(stderr, "httpclient: --send-rate and --request-rate need --proto ws (and reading)\n");
         return -1;
     }
-    if (o->topics && o->proto != PROTO_SSE && o->proto != PROTO_WS) {
-        fprintf(stderr, "httpclient: --topics needs --proto sse or ws\n");
+    if (o->topics && o->proto == PROTO_POLL) {
+        fprintf(stderr, "httpclient: --topics needs --proto sse, ws or chunked\n");
         return -1;
     }
     if (o->topics && o->topics_per_conn > o->topics) {
