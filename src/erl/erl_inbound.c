@@ -163,7 +163,7 @@ static void apply_due(struct erl_seq_origin *o)
 static int gap_for(const char *buf, const struct term_view *v)
 {
     if (v && v->kind == CMD_GAP)
-        return commit(buf, v);
+        return commit(buf, v, 0);
     int topic = v && v->kind == CMD_TOPIC;
     uint32_t n = !v || topic ? 0 : v->kind == CMD_UNICAST ? 1 : v->nuids;
     uint32_t names = topic ? 1 + v->topic_len : 0;
