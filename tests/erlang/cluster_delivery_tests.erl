@@ -16,7 +16,8 @@
 %%   gap: the node tells each master the last of its numbers the file
 %%   holds, and gets only the rest again (the messages it had delivered
 %%   but not acknowledged when killed are not doubled, those it had not
-%%   are not lost); a case kills it with such messages on purpose. With a
+%%   are not lost); a case kills it with such messages on purpose, and
+%%   another with such publishes to topics (httpdcnode:publish/2). With a
 %%   hold bound smaller than the outage (application env
 %%   unacked_max_bytes), the oldest held messages go (held_dropped) and their
 %%   uids are told a gap: still nothing lost without one.
