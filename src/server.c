@@ -132,7 +132,7 @@ static int history_start(struct server *sv)
 {
     if (history_init(&sv->history) != 0)
         return 1;
-    history_origins_start(sv->history.max_users);
+    history_origins_start(sv->history.max_users + sv->history.max_topics);
     return 0;
 }
 

@@ -7,12 +7,17 @@
  *
  * The loop keeps, per origin slot of the C-node, the master (a hash of its
  * name) and its run, the last number applied in full, and, while a command
- * is being applied, how far it went in its list of uids: one 8-byte store
- * before each uid is given the message, which a restart reads with the
- * uid's last id (did it change since?) to know whether that uid has it. A
- * command a kill cut short is applied, when its master sends it again, to
- * the uids that lack it only. The history's own stores (history.c) make
- * each uid's message and id count with one store: so does this.
+ * is being applied, how far it went in its list of history slots: one
+ * 8-byte store before each slot is given the message, which a restart reads
+ * with the slot's last id (did it change since?) to know whether that slot
+ * has it. The list: a unicast's uid, a multicast's uids, a publish's topic
+ * (its slot after the uids', history.h: it keeps its index across a
+ * restart), a gap's uids then its topics (a gap is an id too: history_skip);
+ * a topic not held here names slot 0, none (nothing given, nothing to
+ * skip). A command a kill cut short is applied, when its master sends it
+ * again, to the slots that lack it only. The history's own stores
+ * (history.c) make each slot's message and id count with one store: so
+ * does this.
  *
  * Only with a --history-file: in memory nothing outlives the process (a
  * hot upgrade hands the masters' streams over, erl_seq.h). Loop thread
@@ -23,10 +28,10 @@
 #include <stdint.h>
 
 /* After history_init (the server's start): the records of its file, for
- * uids 1..max_users. When it resumed a file an earlier run left, each
+ * history slots 1..slots (the uids', then the topics'). When it resumed a file an earlier run left, each
  * command a kill cut short is settled, and how far it went remembered for
  * when it comes again. */
-void history_origins_start(uint32_t max_users);
+void history_origins_start(uint32_t slots);
 /* Before history_free. */
 void history_origins_stop(void);
 
@@ -44,9 +49,10 @@ void history_origin_run(uint32_t k, uint64_t name_hash, uint64_t inc, uint64_t b
 int history_origins_kept(void);
 
 /* A numbered command of origin k (its numbers up to last, of kind, listing
- * nuids uids; a unicast one) is to be applied: the index in its list to
- * start from, 0 but after a restart that found it cut short. Then
- * history_origin_at before each uid from there, and history_origin_end. */
+ * nuids slots, as above) is to be applied: the index in its list to start
+ * from, 0 but after a restart that found it cut short. Then
+ * history_origin_at before each slot from there (uid: the slot, 0 for
+ * none), and history_origin_end. */
 uint32_t history_origin_begin(uint32_t k, uint64_t last, uint32_t kind, uint32_t nuids);
 void history_origin_at(uint32_t k, uint32_t index, uint32_t uid);
 void history_origin_end(uint32_t k, uint64_t last);

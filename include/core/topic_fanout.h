@@ -25,12 +25,12 @@
 
 struct stream;
 
-/* data[len] published to the topic name[name_len] (binary or text:
- * cmd.h): the streams it was written (or queued) to. A topic not held
- * here is counted (topic_no_subscribers); one held with no stream (it
- * lingers) keeps it for the clients coming back. */
-uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint32_t len,
-                       int binary);
+/* data[len] published to topic t (topic_find: 0 when the name is not
+ * held here), binary or text (cmd.h): the streams it was written (or
+ * queued) to. A topic not held here is counted (topic_no_subscribers);
+ * one held with no stream (it lingers) keeps it for the clients coming
+ * back. */
+uint32_t topic_publish(uint32_t t, const char *data, uint32_t len, int binary);
 
 /* A master lost a message of topic t (or this node gave up a hole its
  * message may have been in): t's next id names no message (history_skip),
@@ -39,10 +39,12 @@ uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint
  * under way meets the missing id itself). What was sent before goes first
  * (the caller flushes the batch). */
 void topic_gap(uint32_t t);
-/* The same for each topic held here of names[len] (each its length in a
- * byte, then its name: a CMD_GAP's payload), and for every topic held. */
-void topic_gap_named(const char *names, uint32_t len);
+/* The same for every topic held. */
 void topic_gap_all(void);
+/* The topics a CMD_GAP's payload names[len] lists (each its length in a
+ * byte, then its name): the next one at *at (0 first), its topic_find (0:
+ * not held here) in *t; 0 past the end. */
+int topic_gap_next(const char *names, uint32_t len, uint32_t *at, uint32_t *t);
 
 enum topic_event { TOPIC_EV_JOINED, TOPIC_EV_REFUSED, TOPIC_EV_LEFT };
 /* Tells s (an SSE or ws+meta stream; others are not told) of topic

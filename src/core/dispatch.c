@@ -15,6 +15,7 @@
 #include "core/replay.h"
 #include "obs/stats.h"
 #include "core/stream.h"
+#include "core/topic.h"
 #include "core/transport_ops.h"
 #include "core/topic_fanout.h"
 #include "core/topic_join.h"
@@ -205,18 +206,56 @@ static uint32_t topic_change(struct cmd *c)
     }
 }
 
+/* The topics a gap's payload names (topic_gap_next). */
+static uint32_t gap_topics(const struct cmd *c)
+{
+    uint32_t n = 0, at = 0, t;
+    while (topic_gap_next(cmd_payload((struct cmd *)c), c->payload_len, &at, &t))
+        n++;
+    return n;
+}
+
 /* A numbered message's place in its master's stream, kept with the
- * history (history_origins.h). */
+ * history (history_origins.h). Its list: a unicast's uid; a multicast's
+ * uids; a gap's uids, then its topics' history slots; a publish's topic's
+ * slot. */
 static struct numbered numbered_begin(const struct cmd *c)
 {
     struct numbered num = {.origin = -1};
-    if (!c->mark || (c->kind != CMD_UNICAST && c->kind != CMD_MULTICAST && c->kind != CMD_GAP) ||
-        !history_origins_kept())
+    if (!c->mark || !history_origins_kept())
         return num;
+    uint32_t n;
+    switch (c->kind) {
+    case CMD_UNICAST:
+    case CMD_TOPIC: n = 1; break;
+    case CMD_MULTICAST: n = c->nuids; break;
+    case CMD_GAP: n = c->nuids + gap_topics(c); break;
+    default: return num;
+    }
     num.origin = (int)cmd_mark_origin(c->mark);
-    num.from = history_origin_begin((uint32_t)num.origin, cmd_mark_last(c->mark), c->kind,
-                                    c->kind == CMD_UNICAST ? 1 : c->nuids);
+    num.from = history_origin_begin((uint32_t)num.origin, cmd_mark_last(c->mark), c->kind, n);
     return num;
+}
+
+/* The history slot of topic t (0: not held here, none) is at index i of
+ * a numbered command's list: 1 when it is to be given it (a restart may
+ * say it has it). */
+static int topic_first_time(uint32_t t, uint32_t i, const struct numbered *num)
+{
+    if (i < num->from)
+        return 0;
+    if (num->origin >= 0)
+        history_origin_at((uint32_t)num->origin, i, t ? topic_slot(t) : 0);
+    return 1;
+}
+
+/* A gap's topics, after its uids in its list. */
+static void tell_topic_gaps(const struct cmd *c, const struct numbered *num)
+{
+    uint32_t i = c->nuids, at = 0, t;
+    while (topic_gap_next(cmd_payload((struct cmd *)c), c->payload_len, &at, &t))
+        if (topic_first_time(t, i++, num) && t)
+            topic_gap(t);
 }
 
 static void seq_run(const struct cmd *c)
@@ -264,7 +303,7 @@ static int apply(void *body, size_t size, void *ctx)
         break;
     case CMD_GAP:
         tell_gap(cmd_uids(c), c->nuids, &num);
-        topic_gap_named(cmd_payload(c), c->payload_len);
+        tell_topic_gaps(c, &num);
         break;
     case CMD_GAP_ALL:
         tell_gap_all();
@@ -273,9 +312,12 @@ static int apply(void *body, size_t size, void *ctx)
     case CMD_CONN:
         n = to_conn(c->conn, cmd_payload(c), c->payload_len, c->binary);
         break;
-    case CMD_TOPIC:
-        n = topic_publish(cmd_topic(c), c->uid, cmd_payload(c), c->payload_len, c->binary);
+    case CMD_TOPIC: {
+        uint32_t t = topic_find(cmd_topic(c), c->uid);
+        if (topic_first_time(t, 0, &num))
+            n = topic_publish(t, cmd_payload(c), c->payload_len, c->binary);
         break;
+    }
     case CMD_SUBSCRIBE:
     case CMD_UNSUBSCRIBE:
     case CMD_JOIN_ALLOWED:

@@ -6,17 +6,18 @@
  * stops the process between two of them, in program order):
  *   - a command: its kind and count, then at = 0, then applying = its
  *     last number (from then it counts: applying > applied); before each
- *     uid of its list, at = the uid, its index and the low bit of its last
- *     id; the uid is given the message (history.c: its id changes with one
- *     store); at the end, applied = the last number (applying no longer
- *     counts). A restart finding applying > applied knows every uid before
- *     the index at names has it, and the one at names too if its last id
- *     changed since (its bit differs): one message changes it by one;
+ *     history slot of its list (a uid, or a topic's), at = the slot, its
+ *     index and the low bit of its last id; the slot is given the message
+ *     or the gap (history.c: its id changes with one store); at the end,
+ *     applied = the last number (applying no longer counts). A restart
+ *     finding applying > applied knows every slot before the index at
+ *     names has it, and the one at names too if its last id changed since
+ *     (its bit differs): one message or gap changes it by one;
  *   - a new run on a slot: check = 0 (the record names no stream), its
  *     fields, check; then any other record of the same master is cleared
  *     (two found after a kill in between agree: the older run is dropped).
  * What is kept per origin costs the loop a few stores per command and one
- * per uid of its list; nothing without a --history-file. */
+ * per slot of its list; nothing without a --history-file. */
 #include "core/history_origins.h"
 #include "core/history.h"
 #include "core/history_layout.h"
@@ -25,7 +26,7 @@
 #include <string.h>
 
 static struct history_origin *recs;     /* the head's, NULL: not kept */
-static uint32_t max_uid;
+static uint32_t max_slot;             /* the uids' slots, then the topics' */
 static int recovered;                  /* a restart read them */
 
 /* A command a kill cut short, found by the restart: when its master sends
@@ -48,10 +49,10 @@ static int valid(uint32_t k) { return recs[k].check && recs[k].check == history_
 
 static void recover(void);
 
-void history_origins_start(uint32_t max_users)
+void history_origins_start(uint32_t slots)
 {
     recs = history_origin_records();
-    max_uid = max_users;
+    max_slot = slots;
     recovered = 0;
     memset(cut, 0, sizeof cut);
     if (recs && history_resumed())
@@ -69,7 +70,7 @@ static uint32_t uids_done(const struct history_origin *o)
 {
     uint64_t at = atomic_load(&o->at);
     uint32_t uid = (uint32_t)(at >> 32), index = (uint32_t)(at >> 1) & 0x7fffffffu;
-    if (uid && uid <= max_uid && (history_last_seq(uid) & 1) != (at & 1))
+    if (uid && uid <= max_slot && (history_last_seq(uid) & 1) != (at & 1))
         index++;
     return index;
 }
@@ -173,7 +174,7 @@ void history_origin_at(uint32_t k, uint32_t index, uint32_t uid)
     if (!recs || k >= HISTORY_ORIGINS)
         return;
     commit(&recs[k].at, (uint64_t)uid << 32 | (uint64_t)(index & 0x7fffffffu) << 1 |
-                            (history_last_seq(uid) & 1));
+                            (uid ? history_last_seq(uid) & 1 : 0));
 }
 
 void history_origin_end(uint32_t k, uint64_t last)

@@ -99,10 +99,8 @@ static uint32_t copy_members(uint32_t t, const char *doing)
     return members;
 }
 
-uint32_t topic_publish(const char *name, size_t name_len, const char *data, uint32_t len,
-                       int binary)
+uint32_t topic_publish(uint32_t t, const char *data, uint32_t len, int binary)
 {
-    uint32_t t = topic_find(name, name_len);
     if (!t) {
         loop_stats.topic_no_subscribers++;
         return 0;
@@ -146,13 +144,14 @@ void topic_gap(uint32_t t)
     }
 }
 
-void topic_gap_named(const char *names, uint32_t len)
+int topic_gap_next(const char *names, uint32_t len, uint32_t *at, uint32_t *t)
 {
-    for (uint32_t at = 0; at < len; at += 1 + (uint8_t)names[at]) {
-        uint32_t t = topic_find(names + at + 1, (uint8_t)names[at]);
-        if (t)
-            topic_gap(t);
-    }
+    if (*at >= len)
+        return 0;
+    uint8_t n = (uint8_t)names[*at];
+    *t = topic_find(names + *at + 1, n);
+    *at += 1u + n;
+    return 1;
 }
 
 void topic_gap_all(void)

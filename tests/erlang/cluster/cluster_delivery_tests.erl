@@ -16,7 +16,8 @@
 %%   gap: the node tells each master the last of its numbers the file
 %%   holds, and gets only the rest again (the messages it had delivered
 %%   but not acknowledged when killed are not doubled, those it had not
-%%   are not lost); a case kills it with such messages on purpose. With a
+%%   are not lost); a case kills it with such messages on purpose, and
+%%   another with such publishes to topics (httpdcnode:publish/2). With a
 %%   hold bound smaller than the outage (application env
 %%   unacked_max_bytes), the oldest held messages go (held_dropped) and their
 %%   uids are told a gap: still nothing lost without one.
@@ -76,6 +77,9 @@ delivery_test_() ->
                 t(Ctx, "--history-file, killed with messages it had delivered and not "
                   "acknowledged (in doubt): not sent again, none told a gap, each once", 180,
                   fun killed_in_doubt/1),
+                t(Ctx, "--history-file, killed with publishes it had delivered and not "
+                  "acknowledged (in doubt): not published again, none told a gap, each once, "
+                  "the topic's ids one after another", 180, fun killed_in_doubt_topics/1),
                 t(Ctx, "a resend through the other master after the original arrived: the "
                   "copy dropped, each message once", 120, fun duplicate/1)]}
       end}}.
@@ -332,6 +336,85 @@ killed_in_doubt(Ctx = #{a := A, b := B}) ->
                   gaps := Gaps, told := Told, back := Back, ids := Ids} <- Report],
         ?assertEqual(0, delta(gap_in_doubt, Before, After))
     end).
+
+%% The same for topics: publishes through httpdcnode:publish/2, each
+%% topic's clients resuming it with its last id there.
+killed_in_doubt_topics(Ctx = #{a := A, b := B}) ->
+    with_history_file(Ctx, fun(S, N) ->
+        Topics = [<<"doubt:1">>, <<"doubt:2">>],
+        K = 50,
+        Path = fun(U, T) -> "/sse/" ++ integer_to_list(U) ++ "?topics=" ++ T end,
+        Subs = [{6501, <<"doubt:1">>}, {6502, <<"doubt:1">>}, {6503, <<"doubt:2">>}],
+        Clients = [{{U, T}, sse(S, {path, Path(U, binary_to_list(T))}, [])} || {U, T} <- Subs],
+        wait_topic_nodes([A, B], Topics, [{N, 2}, {N, 1}]),
+        Before = app(A),
+        OutQ = m(A, erlang, whereis, [httpdcnode_outq]),
+        true = m(A, erlang, unregister, [httpdcnode_outq]),
+        try
+            [ok = m(A, httpdcnode, publish, [T, integer_to_binary(I)])
+             || I <- lists:seq(1, K), T <- Topics],
+            [wait_messages(C, K) || {_, C} <- Clients],
+            _ = ?L:kill_server(S)
+        after
+            m(A, erlang, register, [httpdcnode_outq, OutQ])
+        end,
+        wait_topic_nodes([A, B], Topics, [{N, 0}, {N, 0}]),
+        InDoubt = maps:get(unacked, app(A)),
+        ?assert(InDoubt >= 2 * K),
+        Last = maps:from_list([{Who, last_id(C)} || {Who, C} <- Clients]),
+        [ok = m(A, httpdcnode, publish, [T, integer_to_binary(I)])
+         || I <- lists:seq(K + 1, 2 * K), T <- Topics],
+        S2 = ?L:restart_server(S),
+        put(history_file_server, S2),
+        %% each resumes its topic with its last id there (NAME@EPOCH:SEQ)
+        Clients2 = [{Who, sse(S2, {path, Path(U, binary_to_list(maps:get(Who, Last)))}, [])}
+                    || {Who = {U, _}, _} <- Clients],
+        wait_topic_nodes([A, B], Topics, [{N, 2}, {N, 1}]),
+        ?L:wait_until(fun() -> maps:get(unacked, app(A)) =:= 0 end, ?WAIT, a_acked),
+        Report = [begin
+                      {Evs1, _} = ?F:events(C1),
+                      Evs2 = settle(C2, 2 * K),
+                      R = judge_events(U, 2 * K, Evs1 ++ Evs2),
+                      R#{topic => T,
+                         told => [Ty || {_, Ty, _} <- Evs2, Ty =/= message, Ty =/= joined],
+                         back => [D || {_, message, D} <- Evs2],
+                         ids => [Id || {Id, message, _} <- Evs1 ++ Evs2]}
+                  end || {{{U, T}, C1}, {{U, T}, C2}} <- lists:zip(Clients, Clients2)],
+        After = app(A),
+        print("C-node killed with publishes in doubt (history_file)", Report,
+              (delta_map(Before, After))#{in_doubt_at_kill => InDoubt}),
+        [begin
+             ?assertEqual({U, 2 * K, 0, 0, 0, []}, {U, D, Lost, Dup, Gaps, Told}),
+             ?assertEqual({U, [integer_to_binary(I) || I <- lists:seq(K + 1, 2 * K)]},
+                          {U, Back}),
+             %% the topic's epoch, its ids one after another
+             [{T, E, S0} | _] = Split = [split_topic_id(Id) || Id <- Ids],
+             ?assertEqual({U, [{T, E, S0 + I} || I <- lists:seq(0, 2 * K - 1)]}, {U, Split})
+         end || #{uid := U, topic := T, delivered := D, lost_without_gap := Lost,
+                  duplicated := Dup, gaps := Gaps, told := Told, back := Back,
+                  ids := Ids} <- Report],
+        ?assertEqual(0, delta(gap_in_doubt, Before, After))
+    end).
+
+%% Until each of masters Ms counts, for each of Topics, Want's streams.
+wait_topic_nodes(Ms, Topics, Want) ->
+    [?L:wait_until(fun() -> m(M, httpdcnode, topic_nodes, [T]) =:= [W] end, ?WAIT,
+                   {topic_nodes, M, T, W})
+     || M <- Ms, {T, W} <- lists:zip(Topics, Want)],
+    ok.
+
+%% The client's events once K messages came.
+wait_messages(C, K) ->
+    ?L:wait_until(fun() ->
+                          {Evs, _} = ?F:events(C),
+                          length([x || {_, message, _} <- Evs]) >= K
+                  end, ?WAIT, {messages, K}).
+
+%% NAME@EPOCH:SEQ
+split_topic_id(Id) ->
+    [T, Rest] = binary:split(Id, <<"@">>),
+    {E, S} = ?F:split_id(Rest),
+    {T, E, S}.
 
 killed(#{a := A, b := B, node := N}, Bound, S, Keep, Uids, Clients, Before, Sender) ->
     wait_sent(Sender, 300),

@@ -4,10 +4,12 @@
  * child applying numbered commands as the loop does (core/dispatch.c:
  * unicasts, multicasts that list a uid again, gaps) is killed with
  * SIGKILL, at random times and at chosen instructions of a multicast
- * (single-stepped with ptrace); the parent opens the file as the next run
+ * (single-stepped with ptrace); publishes to topics (CMD_TOPIC: the list is
+ * the topic's history slot, after the uids') and gaps naming topic slots
+ * among them; the parent opens the file as the next run
  * would and, as a master told where its stream stands, sends again every
  * command past the last number the file holds all of. Each uid must then
- * hold each message listed for it once, and one id for each gap: nothing
+ * and topic slot hold each message listed for it once, and one id for each gap: nothing
  * the file had is applied twice, nothing it lacked is lost. Also: a
  * master's new run on another slot replaces its older record, memory
  * keeps none, and a file of the previous format is taken.
@@ -34,6 +36,8 @@
 #include "kill_steps.h"
 
 #define UIDS 12
+#define TOPICS 2
+#define SLOTS (UIDS + TOPICS)    /* the uids', then the topics' */
 #define CMDS 20000
 #define LIST_MAX 12
 #define ORIGINS 2
@@ -52,11 +56,12 @@ static char path[256];
 
 static int open_file(void)
 {
-    struct history_config c = {.max_users = UIDS, .per_uid = 100000, .ttl_s = 1000000,
-                               .bytes = 8u << 20, .file = path, .node = "test@localhost"};
+    struct history_config c = {.max_users = UIDS, .max_topics = TOPICS, .per_uid = 100000,
+                               .per_topic = 100000, .ttl_s = 1000000, .bytes = 8u << 20,
+                               .file = path, .node = "test@localhost"};
     if (history_init(&c) != 0)
         return -1;
-    history_origins_start(UIDS);
+    history_origins_start(SLOTS);
     return 0;
 }
 
@@ -77,9 +82,10 @@ struct ncmd {
 
 static struct ncmd *prog;
 
-/* The same program for a seed wherever it runs: 6 in 10 unicasts, 3
- * multicasts of 2..12 uids drawn at random (so some listed again), 1 gap
- * of 1..4 numbers for 1..4 uids; each master numbering its own. */
+/* The same program for a seed wherever it runs: 6 in 10 unicasts (to a
+ * uid or, 1 in 7, a publish to a topic), 3 multicasts of 2..12 uids drawn
+ * at random (so some listed again), 1 gap of 1..4 numbers for 1..4 uids
+ * or topics; each master numbering its own. */
 static void make_program(uint64_t seed)
 {
     uint64_t next[ORIGINS] = {0, 0}, z = seed;
@@ -96,7 +102,10 @@ static void make_program(uint64_t seed)
         c->n = (uint8_t)(c->kind == CMD_UNICAST ? 1 : c->kind == CMD_GAP ? 1 + (r >> 8) % 4
                                                                           : 2 + (r >> 8) % 11);
         for (uint32_t i = 0; i < c->n; i++)
-            c->uids[i] = 1 + (uint32_t)((r >> (12 + 4 * i)) ^ (r >> (40 + i))) % UIDS;
+            c->uids[i] = 1 + (uint32_t)((r >> (12 + 4 * i)) ^ (r >> (40 + i))) %
+                                 (c->kind == CMD_MULTICAST ? UIDS : SLOTS);
+        if (c->kind == CMD_UNICAST && c->uids[0] > UIDS)
+            c->kind = CMD_TOPIC;
         next[c->origin] += c->kind == CMD_GAP ? 1 + (r >> 60) % 4 : 1;
         c->last = next[c->origin];
     }
@@ -110,7 +119,7 @@ static void apply_cmd(uint32_t j)
     char body[16];
     uint32_t len = (uint32_t)snprintf(body, sizeof body, "m%u", j);
     uint32_t from = history_origin_begin(k, c->last, c->kind, c->n);
-    if (c->kind == CMD_UNICAST) {
+    if (c->kind == CMD_UNICAST || c->kind == CMD_TOPIC) {
         if (!from) {
             history_origin_at(k, 0, c->uids[0]);
             history_append(c->uids[0], body, len, 0);
@@ -161,6 +170,8 @@ static void child(int traced, uint32_t stop_at)
     page->epoch = history_epoch();
     for (int o = 0; o < ORIGINS; o++)
         history_origin_run(slot_of[o], master_hash[o], master_inc[o], 0);
+    for (uint32_t t = 1; t <= TOPICS; t++)
+        history_topic_open(UIDS + t, t == 1 ? "t1" : "t2", 2);
     atomic_store(&page->ready, 1);
     for (uint32_t j = 0; j < CMDS; j++) {
         if (traced && j == stop_at)
@@ -200,8 +211,8 @@ static void check_resumed(uint32_t epoch_was)
     for (uint32_t j = 0; j < CMDS; j++)
         if (prog[j].last > applied[prog[j].origin])
             apply_cmd(j);
-    memset(got, 0, (UIDS + 1) * sizeof *got);
-    for (uint32_t u = 1; u <= UIDS; u++) {
+    memset(got, 0, (SLOTS + 1) * sizeof *got);
+    for (uint32_t u = 1; u <= SLOTS; u++) {
         const struct entry *e;
         uint32_t messages = 0;
         for (uint64_t p = uids[u].newest; (e = kept_entry(p, u)) != NULL;
@@ -227,7 +238,7 @@ static void check_resumed(uint32_t epoch_was)
             if (c->kind != CMD_GAP) {
                 want_messages++;
                 if (got[u][j] != 1)
-                    fail_msg("uid %u has command %u's message %u times", u, j, got[u][j]);
+                    fail_msg("slot %u has command %u's message %u times", u, j, got[u][j]);
             }
         }
         assert_int_equal(messages, want_messages);
@@ -256,7 +267,7 @@ static int setup(void **state)
     snprintf(path, sizeof path, "%s/httpdcnode-test-origins-%d", dir, (int)getpid());
     page = mmap(NULL, sizeof *page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     prog = calloc(CMDS, sizeof *prog);
-    got = calloc(UIDS + 1, sizeof *got);
+    got = calloc(SLOTS + 1, sizeof *got);
     assert_true(page != MAP_FAILED && prog && got);
     log_set_level(LOG_ERROR);
     return 0;
