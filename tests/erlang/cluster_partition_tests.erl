@@ -21,6 +21,10 @@
 %%   a table of its own, merged whole when they meet.
 %% - three masters, the cut between two of them, the third linked to both
 %%   (global disconnects more than the cut meanwhile): all three converge.
+%% - masters that each made their tables while cut from the others (they
+%%   started apart): tables of the same names made twice, which mnesia
+%%   never joins. They converge: one side's tables are kept, the others
+%%   replace theirs by a copy, after the merge.
 -module(cluster_partition_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -59,6 +63,23 @@ three_masters_test_() ->
                  240, fun three_cut/1)]
       end}}.
 
+made_apart_test_() ->
+    {timeout, 600,
+     {setup, fun() -> setup(2, fun([A, B]) -> cut(A, B) end) end, fun cleanup/1,
+      fun(Ctx) ->
+              [t(Ctx, "two masters that each made their tables apart: they converge, the "
+                 "tables made first are kept, router:send on either reaches exactly the "
+                 "subscribed streams", 180, fun made_apart/1)]
+      end}}.
+
+three_made_apart_test_() ->
+    {timeout, 600,
+     {setup, fun() -> setup(3, fun([A, B, C]) -> cut(A, B), cut(A, C) end) end, fun cleanup/1,
+      fun(Ctx) ->
+              [t(Ctx, "one master made its tables apart from two that share theirs: the two "
+                 "keep theirs, all three converge", 180, fun three_made_apart/1)]
+      end}}.
+
 t(Ctx, Label, Timeout, Fun) ->
     httpdcnode_cluster:test_case(Label, Timeout, fun() -> Fun(Ctx) end,
                                  fun() -> logs(Ctx) end,
@@ -73,15 +94,20 @@ opened() -> case get(opened) of undefined -> []; L -> L end.
 %%% The cluster: N masters, one C-node reporting to all
 %%% ------------------------------------------------------------------
 
-setup(N) ->
+setup(N) -> setup(N, fun(_) -> ok end).
+
+%% Before(Masters) runs before the application starts on them, which it
+%% does on each in turn.
+setup(N, Before) ->
     Procs = [?L:start_master() || _ <- lists:seq(1, N)],
-    try setup(Procs, [?L:master_node(P) || P <- Procs])
+    try setup(Procs, [?L:master_node(P) || P <- Procs], Before)
     catch C:E:St ->
             [catch ?L:stop_master(P) || P <- Procs],
             erlang:raise(C, E, St)
     end.
 
-setup(Procs, Masters) ->
+setup(Procs, Masters, Before) ->
+    Before(Masters),
     [start_app(M, Masters) || M <- Masters],
     All = list_to_atom(lists:flatten(lists:join(",", [atom_to_list(M) || M <- Masters]))),
     S = ?L:start_server(#{master => All, presence => ?PRESENCE}),
@@ -365,6 +391,88 @@ three_cut(Ctx = #{masters := Ms = [A, B, C], server := S}) ->
     Each = [atom_to_binary(M) || M <- Ms],
     ?assertEqual(#{5001 => Each, 5002 => Each, 5003 => [], 5004 => Each, 5005 => []},
                  until_marker(A, Clients)).
+
+%%% ------------------------------------------------------------------
+%%% Tables made apart
+%%% ------------------------------------------------------------------
+
+%% Each table's cookie on M: which making of the tables M holds.
+cookies(M) -> [m(M, mnesia, table_info, [T, cookie]) || T <- [subscription, subscription_tombstone]].
+
+replaced(M) -> maps:get(subscription_tables_replaced, m(M, httpdcnode, app_stats, [])).
+
+%% Until both tables have a copy on each of Ms, of one making (the merge
+%% goes on a moment after the answers agree: the copies are added).
+one_making(Ms) ->
+    Want = [{T, lists:sort(Ms)} || T <- [subscription, subscription_tombstone]],
+    [?L:wait_until(fun() ->
+                           case [{T, lists:sort(m(M, mnesia, table_info, [T, ram_copies]))}
+                                 || {T, _} <- Want] of
+                               Want -> true;
+                               Other -> {false, Other}
+                           end
+                   end, ?WAIT, {copies, M}) || M <- Ms],
+    ?assertEqual([cookies(hd(Ms))], lists:usort([cookies(M) || M <- Ms])).
+
+%% A and B started cut from each other (A first): each made its tables.
+%% Before, when they met mnesia refused to join them ("Bad cookie in table
+%% definition") and the merge failed every second for ever.
+made_apart(Ctx = #{masters := Ms = [A, B], server := S}) ->
+    ?assertNotEqual(cookies(A), cookies(B)),
+    Made = cookies(A),
+    Clients = [{6001, sse(S, 6001)}, {6002, sse(S, 6002)}, {6003, ws(S, 6003)},
+               {6004, ws(S, 6004)}, {6005, sse(S, 6005)}],
+    [wait_online(Ctx, U) || {U, _} <- Clients],
+    %% in this order, each call once the one before returned
+    add(A, [{6001, 600}, {6002, 600}]),
+    add(B, [{6002, 600}, {6003, 600}]), remove(B, [{6002, 600}]),   % removed later: gone
+    add(B, [{6004, 600}]), remove(B, [{6004, 600}]), add(A, [{6004, 600}]),  % added later
+    add(A, [{6005, 600}]), remove(A, [{6005, 600}]),                 % one side only: gone
+    ?assertEqual([6001, 6002, 6004], subscribers(A, 600)),
+    ?assertEqual([6003], subscribers(B, 600)),
+    T0 = heal(A, B),
+    converge(Ms, [{get_subscribers, 600, [6001, 6003, 6004]},
+                  {get_subscriptions, 6002, []}, {get_subscriptions, 6005, []}],
+             T0, "two masters that made their tables apart"),
+    %% A's tables, made first, kept; B's replaced, once
+    one_making(Ms),
+    ?assertEqual(Made, cookies(B)),
+    ?assertEqual({0, 1}, {replaced(A), replaced(B)}),
+    ?assertEqual(m(A, subsmanager, count, []), m(B, subsmanager, count, [])),
+    ?assertEqual(m(A, subsmanager, tombstones, []), m(B, subsmanager, tombstones, [])),
+    %% writes after the heal replicate, both ways
+    add(B, [{6005, 600}]),
+    remove(A, [{6003, 600}]),
+    wait_subscribers(Ms, 600, [6001, 6004, 6005]),
+    ?assertEqual({ok, 3}, m(A, router, send, [600, <<"from A">>])),
+    ?assertEqual({ok, 3}, m(B, router, send, [600, <<"from B">>])),
+    Each = [<<"from A">>, <<"from B">>],
+    ?assertEqual(#{6001 => Each, 6002 => [], 6003 => [], 6004 => Each, 6005 => Each},
+                 until_marker(A, Clients)).
+
+%% A made its tables first, cut from B and C; B made theirs after and C
+%% copied them: B's and C's, held by more masters, are kept. (global may
+%% drop C's link to B while C starts: then C makes its own too, and B's,
+%% made first, are kept when they meet.)
+three_made_apart(#{masters := Ms = [A, B, C]}) ->
+    Made = cookies(B),
+    ?assertNotEqual(cookies(A), Made),
+    one_making([B, C]),
+    %% global may drop the link between B and C too meanwhile: no write
+    %% here counts on C seeing B's
+    add(A, [{7001, 700}, {7002, 700}]),
+    add(B, [{7002, 700}, {7003, 700}]), remove(B, [{7002, 700}]),
+    add(C, [{7005, 700}]),
+    T0 = heal(A, B),
+    _ = heal(A, C),
+    converge(Ms, [{get_subscribers, 700, [7001, 7003, 7005]}, {get_subscriptions, 7002, []}],
+             T0, "one master that made its tables apart from two"),
+    one_making(Ms),
+    ?assertEqual(Made, cookies(A)),
+    ?assertEqual({1, 0}, {replaced(A), replaced(B)}),
+    add(A, [{7004, 700}]),
+    remove(C, [{7001, 700}]),
+    wait_subscribers(Ms, 700, [7003, 7004, 7005]).
 
 %%% ------------------------------------------------------------------
 %%% Clients
