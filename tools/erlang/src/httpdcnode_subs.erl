@@ -36,9 +36,8 @@
 -export([ensure_table/0, add_subscriptions/1, remove_subscriptions/1,
          get_subscribers/1, get_subscriptions/1, clear/0, count/0]).
 %% For httpdcnode_subs_heal, run on every master of a merge.
--export([rejoin/1, has_tables/0, close_gate/1, open_gate/0, changed_window/3, digest/2,
-         changed_in/3,
-         pair_states/1, apply_merge/1,
+-export([rejoin/1, copy_tables/1, has_tables/0, close_gate/1, open_gate/0, changed_window/3,
+         digest/2, changed_in/3, pair_states/1, apply_merge/1,
          merge_pair/1, expire_tombstones/1, tombstones/0]).
 
 -record(subscription, {subscriber, subscribee, clock = 0}).
@@ -74,11 +73,10 @@ ensure_table() ->
 %% they were made apart from them (another cookie): deletes them (on every
 %% master of this side of the partition, which share them), joins Node's
 %% schema and adds a copy. Run by a merge (which holds the lock of
-%% ensure_table/0) once it has written what these tables held into Node's;
-%% by httpdcnode_subs_heal again, with any master that has the tables,
-%% while this one has none. Never makes a table: one made here would be
-%% apart again. While the tables are absent here, reads wait
-%% (?WAIT_TABLES_MS at most) and writes fail.
+%% ensure_table/0) once it has written what these tables held into Node's.
+%% Never makes a table: one made here would be apart again. While the
+%% tables are absent here, reads wait (?WAIT_TABLES_MS at most) and writes
+%% fail; should the join fail, copy_tables/1 is tried every second.
 -spec rejoin(node()) -> ok | {error, term()}.
 rejoin(Node) ->
     Theirs = [{T, erpc:call(Node, mnesia, table_info, [T, cookie], ?WAIT_TABLES_MS)}
@@ -108,19 +106,33 @@ delete_tables([T | Ts]) ->
         {aborted, Reason} -> {error, {delete_table, T, Reason}}
     end.
 
+%% A master without copies of the tables (rejoin/1 did not end) adds
+%% them: from its own side when the tables are in its schema, else from
+%% Node's, whose schema it joins (which fails, deleting nothing, when
+%% tables of another making are in its schema). Run by
+%% httpdcnode_subs_heal under the lock of ensure_table/0.
+-spec copy_tables(node()) -> ok | {error, term()}.
+copy_tables(Node) ->
+    case ?TABLES -- mnesia:system_info(tables) of
+        [] -> add_copies();
+        _ -> join_copy(Node)
+    end.
+
 %% Joins Node's schema and copies its tables, which must be there.
 join_copy(Node) ->
-    _ = mnesia:change_config(extra_db_nodes, [Node]),
+    Joined = mnesia:change_config(extra_db_nodes, [Node]),
     case lists:member(Node, mnesia:system_info(running_db_nodes)) andalso
         ?TABLES -- mnesia:system_info(tables) of
-        false -> {error, {not_joined, Node}};
+        false -> {error, {not_joined, Node, Joined}};
         [_ | _] = Missing -> {error, {no_tables_there, Node, Missing}};
-        [] ->
-            Copies = copies(),
-            case lists:foldl(fun(T, ok) -> copy(T, Copies); (_, Err) -> Err end, ok, ?TABLES) of
-                ok -> wait_tables();
-                Err -> Err
-            end
+        [] -> add_copies()
+    end.
+
+add_copies() ->
+    Copies = copies(),
+    case lists:foldl(fun(T, ok) -> copy(T, Copies); (_, Err) -> Err end, ok, ?TABLES) of
+        ok -> wait_tables();
+        Err -> Err
     end.
 
 %% Whether this master holds both tables.

@@ -192,6 +192,10 @@ merge(S = #state{masters = Ms}) ->
                         _ -> not_merged(S, Apart, NotJoined)
                     end;
                 nothing -> S#state{failed = none};
+                {not_linked, Unlinked} ->
+                    failed(S, {not_linked, Unlinked}, "the subscriptions of ~p wait to be merged "
+                           "with this master's until every master of their sides and this one's "
+                           "are linked to each other; not linked: ~p", [Apart, Unlinked]);
                 Err -> not_merged(S, Apart, Err)
             end
     end.
@@ -232,7 +236,7 @@ recover(S = #state{masters = Ms}) ->
         [M | _] ->
             case locked(Ms, fun() ->
                                     httpdcnode_subs:has_tables() orelse
-                                        httpdcnode_subs:rejoin(M)
+                                        httpdcnode_subs:copy_tables(M)
                             end) of
                 R when R =:= ok; R =:= true ->
                     logger:notice("subsmanager: this master copied the subscription tables "
@@ -263,54 +267,75 @@ merge_locked(Ms) ->
             All = lists:usort(lists:append([Before |
                                             [erpc:call(M, mnesia, system_info, [running_db_nodes],
                                                        ?CALL_MS) || M <- Apart]])),
-            Closed = close_gates(All, []),
-            try
-                T0 = now_ms(),
-                %% tables made apart: whole tables compared (either side may
-                %% hold anything the other lacks)
-                Groups = [_ | Others] = groups(All),
-                Since = case Others of
-                            [] -> since(All, All);
-                            _ -> 0
-                        end,
-                {Pairs, Copies} = collect(All, Since),
-                Compared = now_ms() - T0,
-                Merged = [{P, [maps:get(P, C) || C <- Copies]} || P <- Pairs],
-                Replaced = replace(Groups, Merged),
-                %% whatever it answers, what counts is whom mnesia here runs with
-                Joined = case All -- mnesia:system_info(running_db_nodes) of
-                             [] -> {ok, []};
-                             Missing -> mnesia_controller:connect_nodes(Missing)
-                         end,
-                Running = mnesia:system_info(running_db_nodes),
-                %% the join may take in a master that came since: its copy
-                %% is still its own, read it too
-                Extra = Running -- All,
-                Closed2 = close_gates(Extra, []),
-                try
-                    Merged2 = case Extra of
-                                  [] -> Merged;
-                                  _ ->
-                                      {P2, C2} = collect(All ++ Extra,
-                                                         min(Since, since(Extra, All ++ Extra))),
-                                      [{P, [maps:get(P, C) || C <- C2]} || P <- P2]
-                              end,
-                    %% also when some side was not joined: those that were
-                    %% run together from now on, and no longer note when
-                    %% the others went down; the rest merge later
-                    Count = httpdcnode_subs:apply_merge(Merged2),
-                    NotJoined = All -- Running,
-                    {ok, Running -- Before, Count, Compared, Replaced,
-                     case NotJoined of
-                         [] -> none;
-                         _ -> {connect_nodes, NotJoined, Joined}
-                     end}
-                after
-                    open_gates(Closed2)
-                end
-            after
-                open_gates(Closed)
+            case unlinked(All) of
+                [] -> merge_all(All, Before);
+                Unlinked -> {not_linked, Unlinked}
             end
+    end.
+
+%% The pairs of All not linked to each other. mnesia joins sides only
+%% into one where every master is linked to every other: while a master
+%% of All cannot reach another (a partial partition, where global drops
+%% the links of a master that reaches both sides), the join would retry
+%% for as long, holding the writes. Merged once they are all linked.
+unlinked(All) ->
+    Mine = [node() | nodes()],
+    case [{node(), N} || N <- All, not lists:member(N, Mine)] of
+        [] ->
+            [{N, M} || N <- All, N =/= node(),
+                       Linked <- [erpc:call(N, erlang, nodes, [], ?CALL_MS)],
+                       M <- All, M =/= node(), N < M, not lists:member(M, Linked)];
+        NotMine -> NotMine
+    end.
+
+merge_all(All, Before) ->
+    Closed = close_gates(All, []),
+    try
+        T0 = now_ms(),
+        %% tables made apart: whole tables compared (either side may
+        %% hold anything the other lacks)
+        Groups = [_ | Others] = groups(All),
+        Since = case Others of
+                    [] -> since(All, All);
+                    _ -> 0
+                end,
+        {Pairs, Copies} = collect(All, Since),
+        Compared = now_ms() - T0,
+        Merged = [{P, [maps:get(P, C) || C <- Copies]} || P <- Pairs],
+        Replaced = replace(Groups, Merged),
+        %% whatever it answers, what counts is whom mnesia here runs with
+        Joined = case All -- mnesia:system_info(running_db_nodes) of
+                     [] -> {ok, []};
+                     Missing -> mnesia_controller:connect_nodes(Missing)
+                 end,
+        Running = mnesia:system_info(running_db_nodes),
+        %% the join may take in a master that came since: its copy
+        %% is still its own, read it too
+        Extra = Running -- All,
+        Closed2 = close_gates(Extra, []),
+        try
+            Merged2 = case Extra of
+                          [] -> Merged;
+                          _ ->
+                              {P2, C2} = collect(All ++ Extra,
+                                                 min(Since, since(Extra, All ++ Extra))),
+                              [{P, [maps:get(P, C) || C <- C2]} || P <- P2]
+                      end,
+            %% also when some side was not joined: those that were
+            %% run together from now on, and no longer note when
+            %% the others went down; the rest merge later
+            Count = httpdcnode_subs:apply_merge(Merged2),
+            NotJoined = All -- Running,
+            {ok, Running -- Before, Count, Compared, Replaced,
+             case NotJoined of
+                 [] -> none;
+                 _ -> {connect_nodes, NotJoined, Joined}
+             end}
+        after
+            open_gates(Closed2)
+        end
+    after
+        open_gates(Closed)
     end.
 
 %% The masters of All grouped by the tables they hold: one group for each
