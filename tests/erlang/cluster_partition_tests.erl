@@ -28,13 +28,15 @@
 -module(cluster_partition_tests).
 -include_lib("eunit/include/eunit.hrl").
 
--import(httpdcnode_raw, [ws_meta_upgrade/2, meta_frame/1, read_event/1, read_until/3]).
+-import(httpdcnode_raw, [ws_meta_upgrade/2, recv_frame/1, read_event/1, read_until/3]).
 
 -define(L, httpdcnode_test_lib).
 -define(PRESENCE, httpdcnode_presence).
 -define(WAIT, 15000).
 %% The issue's bound: converged within 10 s of the heal.
 -define(HEAL_MS, 10000).
+%% A call on a master: above the 30 s a merge may hold its writes.
+-define(CALL_MS, 60000).
 
 two_masters_test_() ->
     {timeout, 600,
@@ -156,7 +158,7 @@ start_app(M, Masters, Left) ->
 m(N, Mod, F, A) -> m(N, Mod, F, A, ?L:scaled(?WAIT)).
 
 m(N, Mod, F, A, Left) ->
-    try erpc:call(N, Mod, F, A, 30000)
+    try erpc:call(N, Mod, F, A, ?CALL_MS)
     catch error:{erpc, noconnection} when Left > 0 ->
             timer:sleep(50),
             m(N, Mod, F, A, Left - 50)
@@ -397,7 +399,8 @@ three_cut(Ctx = #{masters := Ms = [A, B, C], server := S}) ->
 %%% ------------------------------------------------------------------
 
 %% Each table's cookie on M: which making of the tables M holds.
-cookies(M) -> [m(M, mnesia, table_info, [T, cookie]) || T <- [subscription, subscription_tombstone]].
+cookies(M) ->
+    [m(M, mnesia, table_info, [T, cookie]) || T <- [subscription, subscription_tombstone]].
 
 replaced(M) -> maps:get(subscription_tables_replaced, m(M, httpdcnode, app_stats, [])).
 
@@ -509,9 +512,13 @@ next_message({sse, Sock} = C) ->
         [<<":", _/binary>> | _] -> next_message(C);      % a heartbeat (--heartbeat)
         [<<"id: ", _/binary>> | Rest] -> iolist_to_binary([D || <<"data: ", D/binary>> <- Rest])
     end;
-next_message({ws, Sock}) ->
-    {_, _, Payload} = meta_frame(Sock),
-    Payload.
+next_message({ws, Sock} = C) ->
+    case recv_frame(Sock) of
+        {1, 9, _} -> next_message(C);                     % a ping (--heartbeat)
+        {1, _, <<"id: ", _Epoch:8/binary, ":", Rest/binary>>} ->
+            [_Seq, Payload] = binary:split(Rest, <<"\n\n">>),
+            Payload
+    end.
 
 %% A marker sent to each client through M after what the test sent: each
 %% client's messages before it.
