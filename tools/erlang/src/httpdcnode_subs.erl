@@ -81,20 +81,21 @@ ensure_table() ->
 rejoin(Node) ->
     Theirs = [{T, erpc:call(Node, mnesia, table_info, [T, cookie], ?WAIT_TABLES_MS)}
               || T <- ?TABLES],
+    %% another master of this side may have deleted them already
     Apart = [T || {T, Cookie} <- Theirs, lists:member(T, mnesia:system_info(tables)),
                   mnesia:table_info(T, cookie) =/= Cookie],
     case delete_tables(Apart) of
         ok ->
-            Apart =:= [] orelse
-                begin
+            case join_copy(Node) of
+                ok ->
                     httpdcnode_presence:count_event(subscription_tables_replaced, 1),
                     logger:warning("subsmanager: the subscription tables of ~p had been made "
                                    "apart from those of ~p (each made its own while it could "
                                    "reach no other master; mnesia joins no two tables of one "
                                    "name made apart): replaced by a copy of theirs, into which "
-                                   "what they held was merged first", [node(), Node])
-                end,
-            join_copy(Node);
+                                   "what they held was merged first", [node(), Node]);
+                Err -> Err
+            end;
         Err -> Err
     end.
 

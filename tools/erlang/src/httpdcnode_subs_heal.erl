@@ -21,9 +21,10 @@
 %%   other master: masters started during a partition, or a RAM master
 %%   restarted during one), mnesia refuses to join them whatever is done
 %%   ("Bad cookie in table definition"): the merge compares the whole
-%%   tables, writes the winners into the tables of the side it keeps (the
-%%   most masters; on a tie the tables made first), and the masters of the
-%%   other sides replace theirs by a copy of those (httpdcnode_subs:rejoin/1);
+%%   tables, writes the winners into the tables made first (the same on
+%%   every master, whichever sides meet first), and the masters of the
+%%   other makings replace theirs by a copy of those
+%%   (httpdcnode_subs:rejoin/1);
 %% - a master left without tables (it gave them up and could not join the
 %%   side kept) copies them from a master that has them, never makes them;
 %% - removes the tombstones older than env subscription_tombstone_ttl,
@@ -339,15 +340,15 @@ merge_all(All, Before) ->
     end.
 
 %% The masters of All grouped by the tables they hold: one group for each
-%% making of them (each table's cookie), the group kept first: the most
-%% masters, on a tie the tables made first. The same on every master.
+%% making of them (each table's cookie: when and where it was made), the
+%% tables made first first. The same choice on every master, whichever
+%% sides meet first: the tables kept never change for newer ones.
 groups(All) ->
     ByCookies = maps:groups_from_list(
                   fun(N) -> [erpc:call(N, mnesia, table_info, [T, cookie], ?CALL_MS)
                              || T <- ?TABLES]
                   end, All),
-    [Ns || {_, _, Ns} <- lists:sort([{-length(Ns), Cookies, Ns}
-                                     || {Cookies, Ns} <- maps:to_list(ByCookies)])].
+    [Ns || {_, Ns} <- lists:sort(maps:to_list(ByCookies))].
 
 %% Tables made apart: the winners go into the tables kept first (so that
 %% nothing is lost if what follows fails), then the masters of the other
