@@ -198,8 +198,8 @@ nodes() ->
 %% uid not known yet: went, held now), online_by_message,
 %% last_seen_entries and last_seen_bytes (the table now), last_seen_evicted
 %% (by its cap) and last_seen_expired (by its sweep); subscription_merges,
-%% subscription_merged_pairs, subscription_tombstones and tombstones_expired
-%% (httpdcnode_subs_heal); topic_unheld (published to a topic no C-node
+%% subscription_merged_pairs, subscription_tombstones, tombstones_expired
+%% and subscription_tables_replaced (httpdcnode_subs_heal); topic_unheld (published to a topic no C-node
 %% held, nor reported within hold_ms) and topic_held_sent (held until
 %% one did). On a client node, the master's.
 -spec stats() -> #{node() | app => map() | {error, timeout | nodedown}}.

@@ -124,7 +124,7 @@
 -define(COUNTER_NAMES, [routed_offline, dropped_offline, relayed_offline, last_seen_evicted,
                         last_seen_expired, online_by_message, held_sent,
                         subscription_merges, subscription_merged_pairs, tombstones_expired,
-                        held_for_down_node, held_dropped, gap_in_doubt, resent,
+                        subscription_tables_replaced, held_for_down_node, held_dropped, gap_in_doubt, resent,
                         topic_unheld, topic_held_sent]).
 %% What a C-node reports of its topics (httpdcnode_topics).
 -define(TOPIC_EVENT(E), (E =:= topics orelse E =:= topics_gone orelse E =:= topic_snapshot
@@ -315,7 +315,8 @@ sweep() ->
 %% by a client message before their node's up was handled), held_sent
 %% (messages for a uid not known yet that waited for it, then went); and
 %% httpdcnode_subs_heal's: subscription_merges (sides of a partition merged),
-%% subscription_merged_pairs (pairs they changed), tombstones_expired.
+%% subscription_merged_pairs (pairs they changed), tombstones_expired,
+%% subscription_tables_replaced (tables made apart given up for the others').
 -spec counter_values() -> #{atom() => non_neg_integer()}.
 counter_values() ->
     case counters() of

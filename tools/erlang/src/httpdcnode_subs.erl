@@ -13,6 +13,10 @@
 %% masters that start at once. A restarted RAM master copies the table back
 %% from a running one. Masters with disc copies share one schema: create it
 %% once for all, mnesia:create_schema(Masters), before their first start.
+%% Only a master that starts while it can reach no other master's mnesia
+%% creates the tables; masters that did so apart hold tables of the same
+%% names made twice (another cookie), which mnesia never joins: the merge
+%% replaces all but one side's (rejoin/1).
 %% On a node of role client (httpdcnode_client) every call runs on a master.
 %%
 %% Masters cut from each other keep taking writes; httpdcnode_subs_heal merges
@@ -32,8 +36,8 @@
 -export([ensure_table/0, add_subscriptions/1, remove_subscriptions/1,
          get_subscribers/1, get_subscriptions/1, clear/0, count/0]).
 %% For httpdcnode_subs_heal, run on every master of a merge.
--export([rejoin/1, close_gate/1, open_gate/0, changed_window/3, digest/2, changed_in/3,
-         pair_states/1, apply_merge/1,
+-export([rejoin/1, copy_tables/1, has_tables/0, close_gate/1, open_gate/0, changed_window/3,
+         digest/2, changed_in/3, pair_states/1, apply_merge/1,
          merge_pair/1, expire_tombstones/1, tombstones/0]).
 
 -record(subscription, {subscriber, subscribee, clock = 0}).
@@ -43,6 +47,7 @@
 %% Rows a merge reads at once.
 -define(CHUNK, 10000).
 -define(TOMB, subscription_tombstone).
+-define(TABLES, [subscription, ?TOMB]).
 %% The gate: an atomics array in persistent_term, made by ensure_table/0.
 -define(GATE, {?MODULE, gate}).
 %% What other nodes see of this module, in this release and the one before
@@ -64,18 +69,78 @@ ensure_table() ->
     Up = [N || N <- Others, net_kernel:connect_node(N) =:= true],
     global:trans({{?SHARED, ensure_table}, self()}, fun() -> join(Up) end, [node() | Up]).
 
-%% Gives this master's RAM tables up and copies those of Node's side: mnesia
-%% started again, empty, and joined to Node. Run by a merge (which holds
-%% the lock of ensure_table/0) when mnesia cannot join the two: this
-%% master made its tables while it could reach no other. Reads fail
-%% meanwhile; writes wait at the merge's gate.
+%% Gives this master's tables up for a copy of those of Node's side, when
+%% they were made apart from them (another cookie): deletes them (on every
+%% master of this side of the partition, which share them), joins Node's
+%% schema and adds a copy. Run by a merge (which holds the lock of
+%% ensure_table/0) once it has written what these tables held into Node's.
+%% Never makes a table: one made here would be apart again. While the
+%% tables are absent here, reads wait (?WAIT_TABLES_MS at most) and writes
+%% fail; should the join fail, copy_tables/1 is tried every second.
 -spec rejoin(node()) -> ok | {error, term()}.
 rejoin(Node) ->
-    stopped = mnesia:stop(),
-    ok = httpdcnode_app:start_mnesia(),
-    Res = join([Node]),
-    httpdcnode_subs_heal:resubscribe(),
-    Res.
+    Theirs = [{T, erpc:call(Node, mnesia, table_info, [T, cookie], ?WAIT_TABLES_MS)}
+              || T <- ?TABLES],
+    %% another master of this side may have deleted them already
+    Apart = [T || {T, Cookie} <- Theirs, lists:member(T, mnesia:system_info(tables)),
+                  mnesia:table_info(T, cookie) =/= Cookie],
+    case delete_tables(Apart) of
+        ok ->
+            case join_copy(Node) of
+                ok ->
+                    httpdcnode_presence:count_event(subscription_tables_replaced, 1),
+                    logger:warning("subsmanager: the subscription tables of ~p had been made "
+                                   "apart from those of ~p (each made its own while it could "
+                                   "reach no other master; mnesia joins no two tables of one "
+                                   "name made apart): replaced by a copy of theirs, into which "
+                                   "what they held was merged first", [node(), Node]);
+                Err -> Err
+            end;
+        Err -> Err
+    end.
+
+delete_tables([]) -> ok;
+delete_tables([T | Ts]) ->
+    case mnesia:delete_table(T) of
+        {atomic, ok} -> delete_tables(Ts);
+        {aborted, {no_exists, T}} -> delete_tables(Ts);   % another master of this side
+        {aborted, Reason} -> {error, {delete_table, T, Reason}}
+    end.
+
+%% A master without copies of the tables (rejoin/1 did not end) adds
+%% them: from its own side when the tables are in its schema, else from
+%% Node's, whose schema it joins (which fails, deleting nothing, when
+%% tables of another making are in its schema). Run by
+%% httpdcnode_subs_heal under the lock of ensure_table/0.
+-spec copy_tables(node()) -> ok | {error, term()}.
+copy_tables(Node) ->
+    case ?TABLES -- mnesia:system_info(tables) of
+        [] -> add_copies();
+        _ -> join_copy(Node)
+    end.
+
+%% Joins Node's schema and copies its tables, which must be there.
+join_copy(Node) ->
+    Joined = mnesia:change_config(extra_db_nodes, [Node]),
+    case lists:member(Node, mnesia:system_info(running_db_nodes)) andalso
+        ?TABLES -- mnesia:system_info(tables) of
+        false -> {error, {not_joined, Node, Joined}};
+        [_ | _] = Missing -> {error, {no_tables_there, Node, Missing}};
+        [] -> add_copies()
+    end.
+
+add_copies() ->
+    Copies = copies(),
+    case lists:foldl(fun(T, ok) -> copy(T, Copies); (_, Err) -> Err end, ok, ?TABLES) of
+        ok -> wait_tables();
+        Err -> Err
+    end.
+
+%% Whether this master holds both tables.
+-spec has_tables() -> boolean().
+has_tables() ->
+    mnesia:system_info(is_running) =:= yes andalso
+        ?TABLES -- mnesia:system_info(local_tables) =:= [].
 
 join(Up) ->
     case Up =:= [] orelse mnesia:change_config(extra_db_nodes, Up) of
@@ -85,10 +150,7 @@ join(Up) ->
     end.
 
 create_or_copy() ->
-    Copies = case mnesia:table_info(schema, storage_type) of
-                 disc_copies -> disc_copies;
-                 _ -> ram_copies
-             end,
+    Copies = copies(),
     Defs = [{subscription, [{type, bag},
                             {attributes, record_info(fields, subscription)},
                             {index, [#subscription.subscribee]},
@@ -99,13 +161,21 @@ create_or_copy() ->
     case lists:foldl(fun({Tab, Def}, ok) -> create_or_copy(Tab, Def, Copies);
                         (_, Err) -> Err
                      end, ok, Defs) of
-        ok ->
-            case mnesia:wait_for_tables([T || {T, _} <- Defs], ?WAIT_TABLES_MS) of
-                ok -> upgrade();
-                {timeout, Tabs} -> {error, {timeout, Tabs}};
-                {error, _} = E -> E
-            end;
+        ok -> wait_tables();
         Err -> Err
+    end.
+
+wait_tables() ->
+    case mnesia:wait_for_tables(?TABLES, ?WAIT_TABLES_MS) of
+        ok -> upgrade();
+        {timeout, Tabs} -> {error, {timeout, Tabs}};
+        {error, _} = E -> E
+    end.
+
+copies() ->
+    case mnesia:table_info(schema, storage_type) of
+        disc_copies -> disc_copies;
+        _ -> ram_copies
     end.
 
 create_or_copy(Tab, Def, Copies) ->
@@ -114,13 +184,7 @@ create_or_copy(Tab, Def, Copies) ->
                true -> {aborted, {already_exists, Tab}}
            end,
     case Made of
-        {atomic, ok} ->
-            %% made here while other masters are configured: they may hold
-            %% rows this copy lacks (a master restarted during a partition)
-            case application:get_env(httpdcnode, masters, []) -- [node()] of
-                [] -> ok;
-                _ -> httpdcnode_subs_heal:made_alone()
-            end;
+        {atomic, ok} -> ok;
         {aborted, {already_exists, Tab}} -> copy(Tab, Copies);
         {aborted, Reason} -> {error, Reason}
     end.
@@ -260,23 +324,27 @@ get_subscriptions(User) ->
                          end)
            end).
 
-%% A read; while this master's tables are being loaded again (rejoin/1),
-%% it waits for them, ?WAIT_TABLES_MS at most.
+%% A read; while this master's tables are being replaced (rejoin/1), which
+%% its reads may meet half done, it tries again once they are there,
+%% ?WAIT_TABLES_MS at most.
 read(Read) ->
     try Read()
-    catch exit:{aborted, _} = E ->
-            Until = now_ms() + ?WAIT_TABLES_MS,
-            read_again(Read, E, Until)
+    catch exit:{aborted, _} = E -> read_again(Read, E, now_ms() + ?WAIT_TABLES_MS)
     end.
 
 read_again(Read, E, Until) ->
-    case catch mnesia:wait_for_tables([subscription], ?WAIT_TABLES_MS) of
-        ok -> Read();
-        _ ->
-            case now_ms() < Until of
-                true -> receive after 10 -> read_again(Read, E, Until) end;
-                false -> exit(E)
-            end
+    case Until - now_ms() of
+        Left when Left > 0 ->
+            case catch mnesia:wait_for_tables([subscription], Left) of
+                ok -> ok;
+                _ -> receive after 10 -> ok end
+            end,
+            try Read()
+            catch exit:{aborted, _} = E2 ->
+                    receive after ?GATE_POLL_MS -> ok end,
+                    read_again(Read, E2, Until)
+            end;
+        _ -> exit(E)
     end.
 
 %% Removes every subscription and tombstone. Not a removal of each: rows

@@ -17,6 +17,16 @@
 %%   unsplit makes: it leaves each copy as it was, and joins every side it
 %%   reaches); then writes each pair's winner (httpdcnode_subs:merge_pair/1)
 %%   to every copy;
+%% - when sides made their tables apart (each one while it could reach no
+%%   other master: masters started during a partition, or a RAM master
+%%   restarted during one), mnesia refuses to join them whatever is done
+%%   ("Bad cookie in table definition"): the merge compares the whole
+%%   tables, writes the winners into the tables made first (the same on
+%%   every master, whichever sides meet first), and the masters of the
+%%   other makings replace theirs by a copy of those
+%%   (httpdcnode_subs:rejoin/1);
+%% - a master left without tables (it gave them up and could not join the
+%%   side kept) copies them from a master that has them, never makes them;
 %% - removes the tombstones older than env subscription_tombstone_ttl,
 %%   but none while a master with a copy is apart: its side may still hold
 %%   the rows they removed, and the merge needs them to tell a removal from
@@ -27,14 +37,11 @@
 %% again; the copies compare the pairs whose clock is at least the
 %% earliest such time on any side, less the time a dead link takes to be noticed
 %% (net_ticktime) and 10 s for what was in flight and for clocks that
-%% differ. A master with no such note counts from its own start; one that
-%% made its table alone (it started while it could reach no other master)
-%% from the beginning: its copy may lack anything the others hold.
+%% differ. A master with no such note counts from its own start.
 -module(httpdcnode_subs_heal).
 -behaviour(gen_server).
 
--export([start_link/0, sweep/0, create_table/0, made_alone/0, bound/1, ready/0, alone/0,
-         resubscribe/0]).
+-export([start_link/0, sweep/0, create_table/0, bound/1, ready/0]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
 -define(SERVER, ?MODULE).
@@ -43,8 +50,7 @@
 -define(PEER, subsmanager_heal).
 -define(PEER_SUBS, subsmanager).
 %% Node -> {Node, DownUs}: when mnesia on Node went down for this master,
-%% until it is up again; {'$started', Us}; and {'$alone', true} while this
-%% master's table, made here, has not met every other master's. Made by
+%% until it is up again; and {'$started', Us}. Made by
 %% httpdcnode_subs:ensure_table/0 or httpdcnode_sup, so that it outlives a
 %% crash of this server.
 -define(DOWN, subsmanager_heal_down).
@@ -81,34 +87,20 @@ create_table() ->
     ets:insert_new(?DOWN, {'$started', now_us()}),
     ok.
 
-%% This master made its table while other masters are configured: until
-%% it has met all of them, a merge compares the whole table.
-made_alone() ->
-    create_table(),
-    ets:insert(?DOWN, {'$alone', true}),
-    ok.
-
 %% This master's bound for what the masters of All it does not run with
 %% may lack: the earliest time one of them went down for it (its own start
-%% for one it has no note of); none when it runs with all of them; 0 (all)
-%% when its table was made here and it has not met every other master.
+%% for one it has no note of); none when it runs with all of them.
 -spec bound([node()]) -> integer() | none.
 bound(All) ->
-    case {All -- mnesia:system_info(running_db_nodes), ets:lookup(?DOWN, '$alone')} of
-        {[], _} -> none;
-        {_, [_]} -> 0;
-        {Apart, []} ->
+    case All -- mnesia:system_info(running_db_nodes) of
+        [] -> none;
+        Apart ->
             [{_, Started}] = ets:lookup(?DOWN, '$started'),
             lists:min([case ets:lookup(?DOWN, N) of
                            [{_, T}] -> T;
                            [] -> Started
                        end || N <- Apart])
     end.
-
-%% mnesia was started again: its events come to this server again.
-resubscribe() ->
-    ets:delete(?DOWN, '$alone'),
-    gen_server:cast(?SERVER, resubscribe).
 
 %% Whether this master can take part in a merge: its tables are loaded and
 %% this server runs.
@@ -138,9 +130,6 @@ handle_call(sweep, _From, S) ->
 handle_call(_Req, _From, S) ->
     {reply, {error, unknown_call}, S}.
 
-handle_cast(resubscribe, S) ->
-    {ok, _} = mnesia:subscribe(system),
-    {noreply, S};
 handle_cast(_Msg, S) ->
     {noreply, S}.
 
@@ -155,10 +144,13 @@ handle_info({mnesia_system_event, {inconsistent_database, _, _}}, S) ->
     {noreply, merge(S)};
 handle_info({mnesia_system_event, _}, S) ->
     {noreply, S};
-handle_info(tick, S = #state{masters = Ms}) ->
+handle_info(tick, S) ->
     erlang:send_after(?TICK_MS, self(), tick),
-    Ms -- mnesia:system_info(running_db_nodes) =:= [] andalso ets:delete(?DOWN, '$alone'),
-    {noreply, sweep(merge(reconnect(S)))};
+    S1 = reconnect(S),
+    case httpdcnode_subs:has_tables() of
+        true -> {noreply, sweep(merge(S1))};
+        false -> {noreply, recover(S1)}
+    end;
 handle_info({connected, N, Pid}, S = #state{connecting = C}) ->
     case C of
         #{N := Pid} -> {noreply, S#state{connecting = maps:remove(N, C)}};
@@ -179,37 +171,92 @@ reconnect(S = #state{masters = Ms, connecting = C}) ->
                                                     end)} || M <- Down]))}.
 
 %% Merges with the connected masters that run mnesia apart from this one.
-merge(S = #state{masters = Ms, failed = Failed}) ->
-    case apart(Ms) of
+merge(S = #state{masters = Ms}) ->
+    case httpdcnode_subs:has_tables() andalso apart(Ms) of
+        false -> S;
         [] -> S#state{failed = none};
         Apart ->
             T0 = now_ms(),
-            Nodes = lists:usort([node() | [N || N <- Ms, lists:member(N, nodes())]]),
-            case global:trans({{?PEER_SUBS, ensure_table}, self()},
-                              fun() -> catch merge_locked(Ms) end, Nodes, 5) of
-                {ok, Sides, Pairs, Compared} ->
-                    httpdcnode_presence:count_event(subscription_merges, 1),
-                    httpdcnode_presence:count_event(subscription_merged_pairs, Pairs),
-                    logger:notice("subsmanager: merged the subscriptions of ~p after a "
-                                  "partition: ~b pairs changed, ~b ms (~b comparing the "
-                                  "copies)", [Sides, Pairs, now_ms() - T0, Compared]),
-                    S#state{failed = none};
+            case locked(Ms, fun() -> merge_locked(Ms) end) of
+                {ok, Sides, Pairs, Compared, Replaced, NotJoined} ->
+                    Sides =:= [] orelse
+                        begin
+                            httpdcnode_presence:count_event(subscription_merges, 1),
+                            httpdcnode_presence:count_event(subscription_merged_pairs, Pairs),
+                            logger:notice("subsmanager: merged the subscriptions of ~p after a "
+                                          "partition: ~b pairs changed, ~b ms (~b comparing "
+                                          "the copies)~s", [Sides, Pairs, now_ms() - T0,
+                                                             Compared, replaced_text(Replaced)])
+                        end,
+                    case NotJoined of
+                        none -> S#state{failed = none};
+                        _ -> not_merged(S, Apart, NotJoined)
+                    end;
                 nothing -> S#state{failed = none};
-                Err ->
-                    %% said once until it works; tried again each tick
-                    Failed =:= Err orelse
-                        logger:error("subsmanager: cannot merge the subscriptions of ~p with "
-                                     "this master's: ~0p; retrying every ~b ms",
-                                     [Apart, Err, ?TICK_MS]),
-                    S#state{failed = Err}
+                {not_linked, Unlinked} ->
+                    failed(S, {not_linked, Unlinked}, "the subscriptions of ~p wait to be merged "
+                           "with this master's until every master of their sides and this one's "
+                           "are linked to each other; not linked: ~p", [Apart, Unlinked]);
+                Err -> not_merged(S, Apart, Err)
             end
     end.
+
+not_merged(S, Apart, Err) ->
+    failed(S, Err, "cannot merge the subscriptions of ~p with this master's: ~0p; retrying "
+           "every ~b ms", [Apart, Err, ?TICK_MS]).
+
+replaced_text([]) -> "";
+replaced_text(Replaced) ->
+    io_lib:format("; the tables of ~p had been made apart from the others': replaced by a "
+                  "copy of those, after the merge", [Replaced]).
+
+%% Fun() under the global lock that orders table creation, on this master
+%% and the masters of Ms it is connected to; what it raises is returned.
+locked(Ms, Fun) ->
+    Nodes = lists:usort([node() | [N || N <- Ms, lists:member(N, nodes())]]),
+    global:trans({{?PEER_SUBS, ensure_table}, self()}, fun() -> catch Fun() end, Nodes, 5).
+
+%% An error said once until something else happens; tried again each tick.
+failed(S = #state{failed = Err}, Err, _Format, _Args) -> S;
+failed(S, Err, Format, Args) ->
+    logger:error("subsmanager: " ++ Format, Args),
+    S#state{failed = Err}.
+
+%% This master has no tables: it gave them up for another side's and did
+%% not join it (the link went meanwhile). It copies them from a connected
+%% master that has them; it never makes them, or they would be apart again.
+recover(S = #state{masters = Ms}) ->
+    case mnesia:system_info(is_running) =:= yes andalso ready_masters(Ms) of
+        false -> S;
+        [] ->
+            failed(S, no_master, "this master has no subscription tables (it gave its own up "
+                   "for those of another master, made apart) and no master of env masters "
+                   "that has them is linked to it; trying again every ~b ms. Its "
+                   "subscription calls fail meanwhile; if no other master comes back, "
+                   "restart this one: alone, it makes the tables anew", [?TICK_MS]);
+        [M | _] ->
+            case locked(Ms, fun() ->
+                                    httpdcnode_subs:has_tables() orelse
+                                        httpdcnode_subs:copy_tables(M)
+                            end) of
+                R when R =:= ok; R =:= true ->
+                    logger:notice("subsmanager: this master copied the subscription tables "
+                                  "of ~p", [M]),
+                    S#state{failed = none};
+                Err ->
+                    failed(S, Err, "this master has no subscription tables and cannot copy "
+                           "those of ~p: ~0p; retrying every ~b ms", [M, Err, ?TICK_MS])
+            end
+    end.
+
+ready_masters(Ms) ->
+    [M || M <- Ms, lists:member(M, nodes()),
+          (catch erpc:call(M, ?PEER, ready, [], ?CALL_MS)) =:= true].
 
 %% The connected masters, ready, that mnesia here does not run with.
 apart(Ms) ->
     Running = mnesia:system_info(running_db_nodes),
-    [M || M <- Ms, lists:member(M, nodes()), not lists:member(M, Running),
-          (catch erpc:call(M, ?PEER, ready, [], ?CALL_MS)) =:= true].
+    ready_masters([M || M <- Ms, not lists:member(M, Running)]).
 
 merge_locked(Ms) ->
     case apart(Ms) of
@@ -217,64 +264,108 @@ merge_locked(Ms) ->
         Apart ->
             %% every master of every side, each copy read: while links come
             %% and go, two masters may not agree on whom they run with
-            All = lists:usort(lists:append([mnesia:system_info(running_db_nodes) |
+            Before = mnesia:system_info(running_db_nodes),
+            All = lists:usort(lists:append([Before |
                                             [erpc:call(M, mnesia, system_info, [running_db_nodes],
                                                        ?CALL_MS) || M <- Apart]])),
-            Closed = close_gates(All, []),
-            try
-                T0 = now_ms(),
-                Since = since(All, All),
-                Before = collect(All, Since),
-                Compared = now_ms() - T0,
-                %% whatever it answers, what counts is whom mnesia here runs with
-                Joined = mnesia_controller:connect_nodes(Apart),
-                case mnesia:system_info(running_db_nodes) of
-                    [_] -> give_up_alone(All, Before, Joined, Compared);
-                    Running ->
-                        %% the join may take in a master that came since: its
-                        %% copy is still its own, read it too
-                        Extra = Running -- All,
-                        Closed2 = close_gates(Extra, []),
-                        try
-                            {Pairs, Copies} =
-                                case Extra of
-                                    [] -> Before;
-                                    _ -> collect(All ++ Extra,
-                                                 min(Since, since(Extra, All ++ Extra)))
-                                end,
-                            Count = httpdcnode_subs:apply_merge([{P, [maps:get(P, C) || C <- Copies]}
-                                                             || P <- Pairs]),
-                            {ok, (All ++ Extra) -- [node()], Count, Compared}
-                        after
-                            open_gates(Closed2)
-                        end
-                end
-            after
-                open_gates(Closed)
+            case unlinked(All) of
+                [] -> merge_all(All, Before);
+                Unlinked -> {not_linked, Unlinked}
             end
     end.
 
-%% The sides could not be joined. mnesia refuses a table made apart from
-%% the copy the others know of (a RAM master restarted while it could
-%% reach no other made its own): such a master gives its table up. The
-%% winners go to the others' copy, and it joins them again, copying theirs.
-give_up_alone(All, {Pairs, Copies}, Joined, Compared) ->
-    case lists:partition(fun(N) -> erpc:call(N, ?PEER, alone, [], ?CALL_MS) end, All) of
-        {[_ | _] = Alone, [Keep | _]} ->
-            Count = erpc:call(Keep, ?PEER_SUBS, apply_merge,
-                              [[{P, [maps:get(P, C) || C <- Copies]} || P <- Pairs]],
-                              ?CALL_MS),
-            [ok = erpc:call(N, ?PEER_SUBS, rejoin, [Keep], ?CALL_MS) || N <- Alone],
-            {ok, All -- [node()], Count, Compared};
-        _ -> {error, {connect_nodes, Joined}}
+%% The pairs of All not linked to each other. mnesia joins sides only
+%% into one where every master is linked to every other: while a master
+%% of All cannot reach another (a partial partition, where global drops
+%% the links of a master that reaches both sides), the join would retry
+%% for as long, holding the writes. Merged once they are all linked.
+unlinked(All) ->
+    Mine = [node() | nodes()],
+    case [{node(), N} || N <- All, not lists:member(N, Mine)] of
+        [] ->
+            [{N, M} || N <- All, N =/= node(),
+                       Linked <- [erpc:call(N, erlang, nodes, [], ?CALL_MS)],
+                       M <- All, M =/= node(), N < M, not lists:member(M, Linked)];
+        NotMine -> NotMine
     end.
 
-%% Whether this master's table was made here and can be given up (RAM:
-%% what it holds goes to the others first).
--spec alone() -> boolean().
-alone() ->
-    ets:lookup(?DOWN, '$alone') =/= [] andalso
-        mnesia:table_info(schema, storage_type) =:= ram_copies.
+merge_all(All, Before) ->
+    Closed = close_gates(All, []),
+    try
+        T0 = now_ms(),
+        %% tables made apart: whole tables compared (either side may
+        %% hold anything the other lacks)
+        Groups = [_ | Others] = groups(All),
+        Since = case Others of
+                    [] -> since(All, All);
+                    _ -> 0
+                end,
+        {Pairs, Copies} = collect(All, Since),
+        Compared = now_ms() - T0,
+        Merged = [{P, [maps:get(P, C) || C <- Copies]} || P <- Pairs],
+        Replaced = replace(Groups, Merged),
+        %% whatever it answers, what counts is whom mnesia here runs with
+        Joined = case All -- mnesia:system_info(running_db_nodes) of
+                     [] -> {ok, []};
+                     Missing -> mnesia_controller:connect_nodes(Missing)
+                 end,
+        Running = mnesia:system_info(running_db_nodes),
+        %% the join may take in a master that came since: its copy
+        %% is still its own, read it too
+        Extra = Running -- All,
+        Closed2 = close_gates(Extra, []),
+        try
+            Merged2 = case Extra of
+                          [] -> Merged;
+                          _ ->
+                              {P2, C2} = collect(All ++ Extra,
+                                                 min(Since, since(Extra, All ++ Extra))),
+                              [{P, [maps:get(P, C) || C <- C2]} || P <- P2]
+                      end,
+            %% also when some side was not joined: those that were
+            %% run together from now on, and no longer note when
+            %% the others went down; the rest merge later
+            Count = httpdcnode_subs:apply_merge(Merged2),
+            NotJoined = All -- Running,
+            {ok, Running -- Before, Count, Compared, Replaced,
+             case NotJoined of
+                 [] -> none;
+                 _ -> {connect_nodes, NotJoined, Joined}
+             end}
+        after
+            open_gates(Closed2)
+        end
+    after
+        open_gates(Closed)
+    end.
+
+%% The masters of All grouped by the tables they hold: one group for each
+%% making of them (each table's cookie: when and where it was made), the
+%% tables made first first. The same choice on every master, whichever
+%% sides meet first: the tables kept never change for newer ones.
+groups(All) ->
+    ByCookies = maps:groups_from_list(
+                  fun(N) -> [erpc:call(N, mnesia, table_info, [T, cookie], ?CALL_MS)
+                             || T <- ?TABLES]
+                  end, All),
+    [Ns || {_, Ns} <- lists:sort(maps:to_list(ByCookies))].
+
+%% Tables made apart: the winners go into the tables kept first (so that
+%% nothing is lost if what follows fails), then the masters of the other
+%% groups replace theirs by a copy of those. The masters replaced.
+replace([_], _Merged) -> [];
+replace([Keep | Others], Merged) ->
+    K = case lists:member(node(), Keep) of
+            true -> node();
+            false -> hd(Keep)
+        end,
+    _ = erpc:call(K, ?PEER_SUBS, apply_merge, [Merged], ?CALL_MS),
+    Replaced = lists:append(Others),
+    [case erpc:call(N, ?PEER_SUBS, rejoin, [K], ?CALL_MS) of
+         ok -> ok;
+         Err -> error({rejoin, N, K, Err})
+     end || N <- Replaced],
+    Replaced.
 
 %% The earliest bound of the masters Nodes (on their copies, the pairs that
 %% the others of All may lack), less the margin.

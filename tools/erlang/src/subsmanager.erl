@@ -5,9 +5,9 @@
 -module(subsmanager).
 
 -export([ensure_table/0, add_subscriptions/1, remove_subscriptions/1, get_subscribers/1,
-         get_subscriptions/1, clear/0, count/0, rejoin/1, close_gate/1, open_gate/0,
-         changed_window/3, digest/2, changed_in/3, pair_states/1, apply_merge/1, merge_pair/1,
-         expire_tombstones/1, tombstones/0]).
+         get_subscriptions/1, clear/0, count/0, rejoin/1, copy_tables/1, has_tables/0,
+         close_gate/1, open_gate/0, changed_window/3, digest/2, changed_in/3, pair_states/1,
+         apply_merge/1, merge_pair/1, expire_tombstones/1, tombstones/0]).
 
 ensure_table() -> httpdcnode_subs:ensure_table().
 add_subscriptions(A1) -> httpdcnode_subs:add_subscriptions(A1).
@@ -17,6 +17,8 @@ get_subscriptions(A1) -> httpdcnode_subs:get_subscriptions(A1).
 clear() -> httpdcnode_subs:clear().
 count() -> httpdcnode_subs:count().
 rejoin(A1) -> httpdcnode_subs:rejoin(A1).
+copy_tables(A1) -> httpdcnode_subs:copy_tables(A1).
+has_tables() -> httpdcnode_subs:has_tables().
 close_gate(A1) -> httpdcnode_subs:close_gate(A1).
 open_gate() -> httpdcnode_subs:open_gate().
 changed_window(A1, A2, A3) -> httpdcnode_subs:changed_window(A1, A2, A3).

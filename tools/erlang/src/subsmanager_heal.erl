@@ -4,14 +4,10 @@
 %% function calls httpdcnode_subs_heal's. It goes in the next release (docs/erlang.md).
 -module(subsmanager_heal).
 
--export([start_link/0, sweep/0, create_table/0, made_alone/0, bound/1, ready/0, alone/0,
-         resubscribe/0]).
+-export([start_link/0, sweep/0, create_table/0, bound/1, ready/0]).
 
 start_link() -> httpdcnode_subs_heal:start_link().
 sweep() -> httpdcnode_subs_heal:sweep().
 create_table() -> httpdcnode_subs_heal:create_table().
-made_alone() -> httpdcnode_subs_heal:made_alone().
 bound(A1) -> httpdcnode_subs_heal:bound(A1).
 ready() -> httpdcnode_subs_heal:ready().
-alone() -> httpdcnode_subs_heal:alone().
-resubscribe() -> httpdcnode_subs_heal:resubscribe().
