@@ -354,7 +354,7 @@ killed_in_doubt_topics(Ctx = #{a := A, b := B}) ->
             [ok = m(A, httpdcnode, publish, [T, integer_to_binary(I)])
              || I <- lists:seq(1, K), T <- Topics],
             [wait_messages(C, K) || {_, C} <- Clients],
-            _ = ?L:kill_server(S)
+            _ = kill_server(S)
         after
             m(A, erlang, register, [httpdcnode_outq, OutQ])
         end,
@@ -364,13 +364,13 @@ killed_in_doubt_topics(Ctx = #{a := A, b := B}) ->
         Last = maps:from_list([{Who, last_id(C)} || {Who, C} <- Clients]),
         [ok = m(A, httpdcnode, publish, [T, integer_to_binary(I)])
          || I <- lists:seq(K + 1, 2 * K), T <- Topics],
-        S2 = ?L:restart_server(S),
+        S2 = restart_server(S),
         put(history_file_server, S2),
         %% each resumes its topic with its last id there (NAME@EPOCH:SEQ)
         Clients2 = [{Who, sse(S2, {path, Path(U, binary_to_list(maps:get(Who, Last)))}, [])}
                     || {Who = {U, _}, _} <- Clients],
         wait_topic_nodes([A, B], Topics, [{N, 2}, {N, 1}]),
-        ?L:wait_until(fun() -> maps:get(unacked, app(A)) =:= 0 end, ?WAIT, a_acked),
+        wait_until(fun() -> maps:get(unacked, app(A)) =:= 0 end, ?WAIT, a_acked),
         Report = [begin
                       {Evs1, _} = ?F:events(C1),
                       Evs2 = settle(C2, 2 * K),
@@ -398,17 +398,17 @@ killed_in_doubt_topics(Ctx = #{a := A, b := B}) ->
 
 %% Until each of masters Ms counts, for each of Topics, Want's streams.
 wait_topic_nodes(Ms, Topics, Want) ->
-    [?L:wait_until(fun() -> m(M, httpdcnode, topic_nodes, [T]) =:= [W] end, ?WAIT,
-                   {topic_nodes, M, T, W})
+    [wait_until(fun() -> m(M, httpdcnode, topic_nodes, [T]) =:= [W] end, ?WAIT,
+                {topic_nodes, M, T, W})
      || M <- Ms, {T, W} <- lists:zip(Topics, Want)],
     ok.
 
 %% The client's events once K messages came.
 wait_messages(C, K) ->
-    ?L:wait_until(fun() ->
-                          {Evs, _} = ?F:events(C),
-                          length([x || {_, message, _} <- Evs]) >= K
-                  end, ?WAIT, {messages, K}).
+    wait_until(fun() ->
+                       {Evs, _} = ?F:events(C),
+                       length([x || {_, message, _} <- Evs]) >= K
+               end, ?WAIT, {messages, K}).
 
 %% NAME@EPOCH:SEQ
 split_topic_id(Id) ->
