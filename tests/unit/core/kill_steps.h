@@ -6,9 +6,23 @@
 #define HTTPDCNODE_TEST_KILL_STEPS_H
 
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
+
+/* The first seed of a run of random kills: $HISTORY_SEED (an earlier
+ * run's programs again, each killed after the same op), else the clock;
+ * printed, so that a failure can be run again. */
+static uint64_t kill_seed(void)
+{
+    const char *again = getenv("HISTORY_SEED");
+    uint64_t seed = again ? strtoull(again, NULL, 10) : (uint64_t)time(NULL);
+    printf("seed %llu\n", (unsigned long long)seed);
+    return seed;
+}
 
 static double seconds_now(void)
 {

@@ -446,11 +446,7 @@ static int teardown(void **state)
 static void killed_at_random_times_resumes_between_two_calls(void **state)
 {
     (void)state;
-    /* HISTORY_SEED=N runs an earlier run's programs again (each killed
-     * after the same op, at an instruction of the next ones). */
-    const char *again = getenv("HISTORY_SEED");
-    uint64_t seed0 = again ? strtoull(again, NULL, 10) : (uint64_t)time(NULL);
-    printf("seed %llu\n", (unsigned long long)seed0);
+    uint64_t seed0 = kill_seed();
     /* HISTORY_KILLS=N: that many kills (300 in make test). */
     const char *kills_env = getenv("HISTORY_KILLS");
     int kills = kills_env ? atoi(kills_env) : 300;

@@ -287,9 +287,7 @@ static int teardown(void **state)
 static void killed_at_random_times_applies_each_once(void **state)
 {
     (void)state;
-    const char *again = getenv("HISTORY_SEED");
-    uint64_t seed0 = again ? strtoull(again, NULL, 10) : (uint64_t)time(NULL);
-    printf("seed %llu\n", (unsigned long long)seed0);
+    uint64_t seed0 = kill_seed();
     double end = seconds_now() + 20;
     int runs = 0, mid = 0;
     for (; runs < 40 && (runs < 5 || seconds_now() < end); runs++) {
